@@ -1,0 +1,34 @@
+# The README's two commands. Each does its own set-up (packages, configure, build).
+JOBS ?= 2
+PRESET_TEST ?= $(if $(CI),ci,dev)
+LISTEN ?= 127.0.0.1:8080
+DB ?= sqlite:gpuaas-demo.db
+
+.PHONY: run test deps build-release build-test bench fuzz clean
+
+deps:
+	bash scripts/install-deps.sh
+
+build-release: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+
+build-test: deps
+	cmake --preset $(PRESET_TEST) >/dev/null
+	cmake --build --preset $(PRESET_TEST) -j $(JOBS)
+
+run: build-release
+	./build/release/src/exe/gpuaas server --demo --listen $(LISTEN) --db $(DB)
+
+test: build-test
+	ctest --preset $(PRESET_TEST) -j $(JOBS)
+
+bench: build-release
+	bash bench/api_bench.sh
+
+fuzz: deps
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
+
+clean:
+	rm -rf build

@@ -1,0 +1,54 @@
+#include <set>
+
+#include "common/clock.h"
+#include "common/ids.h"
+#include "common/strings.h"
+#include "gtest/gtest.h"
+
+namespace gpuaas {
+namespace {
+
+TEST(Strings, SplitAndParse) {
+  EXPECT_EQ(SplitAny(" a, b ,,c ", ", "), (std::vector<std::string_view>{"a", "b", "c"}));
+  EXPECT_EQ(Split("a,,b", ','), (std::vector<std::string_view>{"a", "", "b"}));
+  EXPECT_EQ(ParseInt("42"), 42);
+  EXPECT_EQ(ParseInt("-7"), -7);
+  EXPECT_FALSE(ParseInt("4x").has_value());
+  EXPECT_FALSE(ParseInt("").has_value());
+  EXPECT_FALSE(ParseInt("99999999999999999999").has_value());
+  EXPECT_TRUE(EqualsIgnoreCase("NVIDIA-h200", "nvidia-H200"));
+  EXPECT_EQ(Trim("  x y \n"), "x y");
+}
+
+TEST(Clock, FormatAndParseRoundTrip) {
+  Time t = std::chrono::system_clock::from_time_t(1764688445);  // 2025-12-02T15:14:05Z
+  EXPECT_EQ(FormatTime(t), "2025-12-02T15:14:05Z");
+  EXPECT_EQ(ParseTime("2025-12-02T15:14:05Z"), t);
+  EXPECT_EQ(ParseTime("2025-12-02T15:14:05.123456Z"), t);
+  EXPECT_FALSE(ParseTime("2025-12-02 15:14:05").has_value());
+  EXPECT_FALSE(ParseTime("2025-13-02T15:14:05Z").has_value());
+  EXPECT_FALSE(ParseTime("2025-12-02T15:14:05Zjunk").has_value());
+}
+
+TEST(Clock, FakeClockMovesOnlyWhenAdvanced) {
+  FakeClock clock(std::chrono::system_clock::from_time_t(1000));
+  Time a = clock.Now();
+  EXPECT_EQ(clock.Now(), a);
+  clock.Advance(std::chrono::seconds(5));
+  EXPECT_EQ(clock.Now() - a, std::chrono::seconds(5));
+}
+
+TEST(Ids, UidsAreUniqueAndShaped) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    std::string u = NewUid();
+    ASSERT_EQ(u.size(), 36u);
+    EXPECT_EQ(u[14], '4');
+    EXPECT_TRUE(seen.insert(u).second);
+  }
+  EXPECT_EQ(StableUuid("cluster/node/0"), StableUuid("cluster/node/0"));
+  EXPECT_NE(StableUuid("cluster/node/0"), StableUuid("cluster/node/1"));
+}
+
+}  // namespace
+}  // namespace gpuaas

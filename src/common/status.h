@@ -1,0 +1,28 @@
+// Status and StatusOr (Abseil) plus the two macros every fallible function uses.
+// Codes carry retry meaning (see STYLE): Unavailable retry the call, Aborted retry the transaction
+// (a resourceVersion conflict), FailedPrecondition fix state first, InvalidArgument bad input.
+#ifndef GPUAAS_COMMON_STATUS_H_
+#define GPUAAS_COMMON_STATUS_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#define GPUAAS_CONCAT_INNER_(a, b) a##b
+#define GPUAAS_CONCAT_(a, b) GPUAAS_CONCAT_INNER_(a, b)
+
+// Returns the status from the enclosing function when `expr` is not OK.
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status gpuaas_status_ = (expr);          \
+    if (!gpuaas_status_.ok()) return gpuaas_status_; \
+  } while (0)
+
+// `lhs = value of expr`, or returns its status from the enclosing function.
+#define ASSIGN_OR_RETURN(lhs, expr) \
+  ASSIGN_OR_RETURN_IMPL_(GPUAAS_CONCAT_(gpuaas_statusor_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                           \
+  if (!tmp.ok()) return tmp.status();          \
+  lhs = std::move(*tmp)
+
+#endif  // GPUAAS_COMMON_STATUS_H_

@@ -1,0 +1,30 @@
+// Small string helpers over std::string_view. Debian's Abseil is built in C++14 mode, where
+// absl::string_view is not std::string_view, so gpuaas uses these and fmt instead of absl/strings.
+#ifndef GPUAAS_COMMON_STRINGS_H_
+#define GPUAAS_COMMON_STRINGS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuaas {
+
+// Splits on any of `seps`, dropping empty pieces. Views point into `s`.
+std::vector<std::string_view> SplitAny(std::string_view s, std::string_view seps);
+// Splits on `sep`, keeping empty pieces ("a,,b" -> {"a", "", "b"}).
+std::vector<std::string_view> Split(std::string_view s, char sep);
+
+std::string_view Trim(std::string_view s);
+std::string ToLower(std::string_view s);
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix);
+bool EndsWithIgnoreCase(std::string_view s, std::string_view suffix);
+
+// Whole-string integer parse; nullopt on any junk, sign where not allowed, or overflow.
+std::optional<int64_t> ParseInt(std::string_view s);
+
+}  // namespace gpuaas
+
+#endif  // GPUAAS_COMMON_STRINGS_H_
