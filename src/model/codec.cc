@@ -1,0 +1,465 @@
+#include "model/codec.h"
+
+#include <array>
+#include <utility>
+
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::model {
+namespace {
+
+using nlohmann::json;
+
+// Thrown inside this file only; Decode turns it into InvalidArgument.
+struct DecodeError {
+  std::string message;
+};
+
+[[noreturn]] void Fail(const std::string& path, const std::string& what) {
+  throw DecodeError{fmt::format("{}: {}", path, what)};
+}
+
+std::string Join(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+}
+
+// A cursor over one JSON object that remembers where it is, for error messages.
+class In {
+ public:
+  In(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (!j_.is_object()) Fail(path_.empty() ? "(root)" : path_, "expected an object");
+  }
+
+  bool Has(std::string_view key) const {
+    auto it = j_.find(key);
+    return it != j_.end() && !it->is_null();
+  }
+  const json* Find(std::string_view key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  const json& Need(std::string_view key) const {
+    const json* v = Find(key);
+    if (v == nullptr) Fail(Join(path_, key), "required");
+    return *v;
+  }
+  In Obj(std::string_view key) const { return In(Need(key), Join(path_, key)); }
+  std::string Path(std::string_view key) const { return Join(path_, key); }
+
+  std::string Str(std::string_view key, bool required = false) const {
+    const json* v = required ? &Need(key) : Find(key);
+    if (v == nullptr) return "";
+    if (!v->is_string()) Fail(Join(path_, key), "expected a string");
+    return v->get<std::string>();
+  }
+  int64_t Int(std::string_view key, bool required = false, int64_t min = 0) const {
+    const json* v = required ? &Need(key) : Find(key);
+    if (v == nullptr) return 0;
+    if (!v->is_number_integer()) Fail(Join(path_, key), "expected an integer");
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX}) {
+      Fail(Join(path_, key), "out of range");
+    }
+    const int64_t x = v->get<int64_t>();
+    if (x < min) Fail(Join(path_, key), fmt::format("must be at least {}", min));
+    return x;
+  }
+  bool Bool(std::string_view key, bool dflt) const {
+    const json* v = Find(key);
+    if (v == nullptr) return dflt;
+    if (!v->is_boolean()) Fail(Join(path_, key), "expected true or false");
+    return v->get<bool>();
+  }
+  template <typename E, size_t N>
+  E Enum(std::string_view key, const std::array<std::pair<std::string_view, E>, N>& table,
+         E dflt) const {
+    const json* v = Find(key);
+    if (v == nullptr) return dflt;
+    if (!v->is_string()) Fail(Join(path_, key), "expected a string");
+    const std::string s = v->get<std::string>();
+    for (const auto& [name, value] : table) {
+      if (name == s) return value;
+    }
+    std::vector<std::string_view> names;
+    for (const auto& e : table) names.push_back(e.first);
+    Fail(Join(path_, key),
+         fmt::format("unknown value \"{}\"; expected one of {}", s, fmt::join(names, ", ")));
+  }
+  std::map<std::string, std::string> StrMap(std::string_view key) const {
+    std::map<std::string, std::string> out;
+    const json* v = Find(key);
+    if (v == nullptr) return out;
+    if (!v->is_object()) Fail(Join(path_, key), "expected an object of strings");
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (!it.value().is_string()) Fail(Join(Join(path_, key), it.key()), "expected a string");
+      out[it.key()] = it.value().get<std::string>();
+    }
+    return out;
+  }
+  ResourceList Resources(std::string_view key) const {
+    ResourceList out;
+    const json* v = Find(key);
+    if (v == nullptr) return out;
+    if (!v->is_object()) Fail(Join(path_, key), "expected an object of integers");
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0) {
+        Fail(Join(Join(path_, key), it.key()), "expected a non-negative integer");
+      }
+      out[it.key()] = it.value().get<int64_t>();
+    }
+    return out;
+  }
+  template <typename F>
+  void Each(std::string_view key, F&& f) const {
+    const json* v = Find(key);
+    if (v == nullptr) return;
+    if (!v->is_array()) Fail(Join(path_, key), "expected an array");
+    for (size_t i = 0; i < v->size(); ++i) {
+      f(In((*v)[i], fmt::format("{}[{}]", Join(path_, key), i)));
+    }
+  }
+  std::optional<Time> TimeField(std::string_view key) const {
+    std::string s = Str(key);
+    if (s.empty()) return std::nullopt;
+    std::optional<Time> t = ParseTime(s);
+    if (!t) Fail(Join(path_, key), fmt::format("\"{}\" is not an RFC 3339 UTC time", s));
+    return t;
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+};
+
+constexpr std::array<std::pair<std::string_view, ConditionStatus>, 3> kConditionStatus = {{
+    {"True", ConditionStatus::kTrue},
+    {"False", ConditionStatus::kFalse},
+    {"Unknown", ConditionStatus::kUnknown},
+}};
+constexpr std::array<std::pair<std::string_view, MigMode>, 2> kMigMode = {{
+    {"Disabled", MigMode::kDisabled},
+    {"Enabled", MigMode::kEnabled},
+}};
+constexpr std::array<std::pair<std::string_view, Health>, 3> kHealth = {{
+    {"Healthy", Health::kHealthy},
+    {"Unhealthy", Health::kUnhealthy},
+    {"Unknown", Health::kUnknown},
+}};
+
+template <typename E, size_t N>
+std::string_view Name(const std::array<std::pair<std::string_view, E>, N>& table, E v) {
+  for (const auto& [name, value] : table) {
+    if (value == v) return name;
+  }
+  return "Unknown";
+}
+
+// --- metadata and conditions -------------------------------------------------------------
+
+json EncodeMeta(const ObjectMeta& m) {
+  json j = json::object();
+  j["name"] = m.name;
+  if (!m.ns.empty()) j["namespace"] = m.ns;
+  if (!m.uid.empty()) j["uid"] = m.uid;
+  if (m.resource_version) j["resourceVersion"] = std::to_string(m.resource_version);
+  if (m.generation) j["generation"] = m.generation;
+  if (!m.labels.empty()) j["labels"] = m.labels;
+  if (!m.annotations.empty()) j["annotations"] = m.annotations;
+  if (m.creation_timestamp) j["creationTimestamp"] = FormatTime(*m.creation_timestamp);
+  return j;
+}
+
+ObjectMeta DecodeMetaObj(const In& in) {
+  ObjectMeta m;
+  m.name = in.Str("name", /*required=*/true);
+  m.ns = in.Str("namespace");
+  m.uid = in.Str("uid");
+  // Kubernetes sends resourceVersion as an opaque string; gpuaas's are decimal revisions.
+  if (const json* rv = in.Find("resourceVersion")) {
+    if (!rv->is_string()) Fail(in.Path("resourceVersion"), "expected a string");
+    const std::string s = rv->get<std::string>();
+    if (!s.empty()) {
+      char* end = nullptr;
+      long long v = std::strtoll(s.c_str(), &end, 10);
+      if (*end != '\0' || v < 0 || s.size() > 18) {
+        Fail(in.Path("resourceVersion"), fmt::format("\"{}\" is not a resource version", s));
+      }
+      m.resource_version = v;
+    }
+  }
+  m.generation = in.Int("generation");
+  m.labels = in.StrMap("labels");
+  m.annotations = in.StrMap("annotations");
+  m.creation_timestamp = in.TimeField("creationTimestamp");
+  return m;
+}
+
+json EncodeConditions(const std::vector<Condition>& conds) {
+  json a = json::array();
+  for (const Condition& c : conds) {
+    json j = {{"type", c.type}, {"status", Name(kConditionStatus, c.status)},
+              {"lastTransitionTime", FormatTime(c.last_transition_time)}};
+    if (!c.reason.empty()) j["reason"] = c.reason;
+    if (!c.message.empty()) j["message"] = c.message;
+    if (c.observed_generation) j["observedGeneration"] = c.observed_generation;
+    a.push_back(std::move(j));
+  }
+  return a;
+}
+
+std::vector<Condition> DecodeConditions(const In& in) {
+  std::vector<Condition> out;
+  in.Each("conditions", [&](const In& c) {
+    Condition cond;
+    cond.type = c.Str("type", true);
+    if (!c.Has("status")) Fail(c.Path("status"), "required");
+    cond.status = c.Enum("status", kConditionStatus, ConditionStatus::kUnknown);
+    cond.reason = c.Str("reason");
+    cond.message = c.Str("message");
+    cond.last_transition_time = c.TimeField("lastTransitionTime").value_or(Time{});
+    cond.observed_generation = c.Int("observedGeneration");
+    out.push_back(std::move(cond));
+  });
+  return out;
+}
+
+json Envelope(std::string_view kind, const ObjectMeta& meta) {
+  return {{"apiVersion", kApiVersion}, {"kind", kind}, {"metadata", EncodeMeta(meta)}};
+}
+
+// Parses `text` and checks apiVersion and kind; returns the root.
+json ParseRoot(std::string_view text, std::string_view kind) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw DecodeError{"body is not valid JSON"};
+  In in(j, "");
+  const std::string api = in.Str("apiVersion", true);
+  if (api != kApiVersion) {
+    Fail("apiVersion", fmt::format("\"{}\" is not supported; expected {}", api, kApiVersion));
+  }
+  const std::string k = in.Str("kind", true);
+  if (k != kind) Fail("kind", fmt::format("\"{}\" does not match; expected {}", k, kind));
+  return j;
+}
+
+template <typename F>
+auto Guard(F&& f) -> absl::StatusOr<decltype(f())> {
+  try {
+    return f();
+  } catch (const DecodeError& e) {
+    return absl::InvalidArgumentError(e.message);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(fmt::format("invalid JSON value: {}", e.what()));
+  }
+}
+
+}  // namespace
+
+// --- Cluster -----------------------------------------------------------------------------
+
+template <>
+std::string Encode(const Cluster& c) {
+  json j = Envelope(Cluster::kKind, c.metadata);
+  json spec = json::object();
+  if (!c.spec.display_name.empty()) spec["displayName"] = c.spec.display_name;
+  if (!c.spec.driver.empty()) spec["driver"] = c.spec.driver;
+  if (!c.spec.region.empty()) spec["region"] = c.spec.region;
+  j["spec"] = std::move(spec);
+  j["status"] = {{"nodes", c.status.nodes}, {"gpus", c.status.gpus}};
+  if (!c.status.conditions.empty()) j["status"]["conditions"] = EncodeConditions(c.status.conditions);
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<Cluster> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, Cluster::kKind);
+    In root(j, "");
+    Cluster c;
+    c.metadata = DecodeMetaObj(root.Obj("metadata"));
+    if (root.Has("spec")) {
+      In s = root.Obj("spec");
+      c.spec.display_name = s.Str("displayName");
+      c.spec.driver = s.Str("driver");
+      c.spec.region = s.Str("region");
+    }
+    if (root.Has("status")) {
+      In s = root.Obj("status");
+      c.status.nodes = s.Int("nodes");
+      c.status.gpus = s.Int("gpus");
+      c.status.conditions = DecodeConditions(s);
+    }
+    return c;
+  });
+}
+
+// --- NodeCapacity ------------------------------------------------------------------------
+
+template <>
+std::string Encode(const NodeCapacity& n) {
+  json j = Envelope(NodeCapacity::kKind, n.metadata);
+  j["spec"] = {{"cluster", n.spec.cluster},         {"nodeName", n.spec.node_name},
+               {"gpuModel", n.spec.gpu_model},      {"gpuProduct", n.spec.gpu_product},
+               {"gpuCount", n.spec.gpu_count},      {"cpuCores", n.spec.cpu_cores},
+               {"memoryBytes", n.spec.memory_bytes}, {"schedulable", n.spec.schedulable}};
+  json st = {{"physical", {{"gpus", n.status.physical_gpus},
+                           {"gpuMemoryMiB", n.status.physical_gpu_memory_mib},
+                           {"migEnabledGpus", n.status.mig_enabled_gpus}}},
+             {"allocatable", json::object()},
+             {"allocated", json::object()}};
+  for (const auto& [k, v] : n.status.allocatable) st["allocatable"][k] = v;
+  for (const auto& [k, v] : n.status.allocated) st["allocated"][k] = v;
+  if (!n.status.conditions.empty()) st["conditions"] = EncodeConditions(n.status.conditions);
+  j["status"] = std::move(st);
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<NodeCapacity> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, NodeCapacity::kKind);
+    In root(j, "");
+    NodeCapacity n;
+    n.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    n.spec.cluster = s.Str("cluster", true);
+    n.spec.node_name = s.Str("nodeName", true);
+    n.spec.gpu_model = s.Str("gpuModel");
+    n.spec.gpu_product = s.Str("gpuProduct");
+    n.spec.gpu_count = s.Int("gpuCount");
+    n.spec.cpu_cores = s.Int("cpuCores");
+    n.spec.memory_bytes = s.Int("memoryBytes");
+    n.spec.schedulable = s.Bool("schedulable", true);
+    if (root.Has("status")) {
+      In st = root.Obj("status");
+      if (st.Has("physical")) {
+        In p = st.Obj("physical");
+        n.status.physical_gpus = p.Int("gpus");
+        n.status.physical_gpu_memory_mib = p.Int("gpuMemoryMiB");
+        n.status.mig_enabled_gpus = p.Int("migEnabledGpus");
+      }
+      n.status.allocatable = st.Resources("allocatable");
+      n.status.allocated = st.Resources("allocated");
+      n.status.conditions = DecodeConditions(st);
+    }
+    return n;
+  });
+}
+
+// --- GpuCapacity -------------------------------------------------------------------------
+
+template <>
+std::string Encode(const GpuCapacity& g) {
+  json j = Envelope(GpuCapacity::kKind, g.metadata);
+  j["spec"] = {{"cluster", g.spec.cluster}, {"node", g.spec.node},
+               {"uuid", g.spec.uuid},       {"index", g.spec.index},
+               {"model", g.spec.model},     {"product", g.spec.product},
+               {"memoryMiB", g.spec.memory_mib}, {"migCapable", g.spec.mig_capable}};
+  json st = {{"migMode", Name(kMigMode, g.status.mig_mode)},
+             {"health", Name(kHealth, g.status.health)},
+             {"allocated", g.status.allocated}};
+  if (!g.status.mig_instances.empty()) {
+    json a = json::array();
+    for (const MigInstance& m : g.status.mig_instances) {
+      a.push_back({{"profile", m.profile},
+                   {"placement", {{"start", m.start}, {"size", m.size}}},
+                   {"uuid", m.uuid},
+                   {"allocated", m.allocated}});
+    }
+    st["migInstances"] = std::move(a);
+  }
+  if (!g.status.conditions.empty()) st["conditions"] = EncodeConditions(g.status.conditions);
+  j["status"] = std::move(st);
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<GpuCapacity> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, GpuCapacity::kKind);
+    In root(j, "");
+    GpuCapacity g;
+    g.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    g.spec.cluster = s.Str("cluster", true);
+    g.spec.node = s.Str("node", true);
+    g.spec.uuid = s.Str("uuid", true);
+    g.spec.index = s.Int("index");
+    g.spec.model = s.Str("model", true);
+    g.spec.product = s.Str("product");
+    g.spec.memory_mib = s.Int("memoryMiB");
+    g.spec.mig_capable = s.Bool("migCapable", false);
+    if (root.Has("status")) {
+      In st = root.Obj("status");
+      g.status.mig_mode = st.Enum("migMode", kMigMode, MigMode::kDisabled);
+      g.status.health = st.Enum("health", kHealth, Health::kUnknown);
+      g.status.allocated = st.Bool("allocated", false);
+      st.Each("migInstances", [&](const In& m) {
+        MigInstance inst;
+        inst.profile = m.Str("profile", true);
+        In p = m.Obj("placement");
+        inst.start = p.Int("start", true);
+        inst.size = p.Int("size", true, 1);
+        inst.uuid = m.Str("uuid");
+        inst.allocated = m.Bool("allocated", false);
+        g.status.mig_instances.push_back(std::move(inst));
+      });
+      g.status.conditions = DecodeConditions(st);
+    }
+    return g;
+  });
+}
+
+// --- SpecAndCount ------------------------------------------------------------------------
+
+template <>
+std::string Encode(const SpecAndCount& s) {
+  json j = Envelope(SpecAndCount::kKind, s.metadata);
+  j["spec"] = {{"cluster", s.spec.cluster}, {"node", s.spec.node}, {"model", s.spec.model},
+               {"profile", s.spec.profile}, {"resourceName", s.spec.resource_name}};
+  j["status"] = {{"count", s.status.count}, {"allocated", s.status.allocated},
+                 {"free", s.status.free}};
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<SpecAndCount> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, SpecAndCount::kKind);
+    In root(j, "");
+    SpecAndCount s;
+    s.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In sp = root.Obj("spec");
+    s.spec.cluster = sp.Str("cluster", true);
+    s.spec.node = sp.Str("node", true);
+    s.spec.model = sp.Str("model", true);
+    s.spec.profile = sp.Str("profile", true);
+    s.spec.resource_name = sp.Str("resourceName");
+    if (root.Has("status")) {
+      In st = root.Obj("status");
+      s.status.count = st.Int("count");
+      s.status.allocated = st.Int("allocated");
+      s.status.free = st.Int("free");
+      if (s.status.allocated + s.status.free != s.status.count) {
+        Fail("status", fmt::format("allocated ({}) + free ({}) must equal count ({})",
+                                   s.status.allocated, s.status.free, s.status.count));
+      }
+    }
+    return s;
+  });
+}
+
+absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view text) {
+  return Guard([&] {
+    json j = json::parse(text.begin(), text.end(), nullptr, false);
+    if (j.is_discarded()) throw DecodeError{"body is not valid JSON"};
+    In root(j, "");
+    return DecodeMetaObj(root.Obj("metadata"));
+  });
+}
+
+std::string_view ToString(MigMode m) { return Name(kMigMode, m); }
+std::string_view ToString(Health h) { return Name(kHealth, h); }
+std::string_view ToString(ConditionStatus s) { return Name(kConditionStatus, s); }
+
+}  // namespace gpuaas::model

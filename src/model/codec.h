@@ -1,0 +1,29 @@
+// JSON codecs for every kind. Encode writes Kubernetes-style JSON (camelCase, empty optional
+// fields omitted); Decode checks apiVersion and kind, types, required fields and enum values, and
+// fails with InvalidArgument naming the field ("status.migMode: unknown value \"On\"; expected one
+// of Disabled, Enabled"). Unknown fields are ignored, as kube-apiserver does by default.
+// Thread-safe; no I/O.
+#ifndef GPUAAS_MODEL_CODEC_H_
+#define GPUAAS_MODEL_CODEC_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "model/fleet.h"
+
+namespace gpuaas::model {
+
+template <typename T>
+std::string Encode(const T& obj);
+
+template <typename T>
+absl::StatusOr<T> Decode(std::string_view json);
+
+// Reads only metadata (name, namespace, labels, resourceVersion) of any kind's JSON. Used by the
+// object cache, which must not know every kind.
+absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view json);
+
+}  // namespace gpuaas::model
+
+#endif  // GPUAAS_MODEL_CODEC_H_

@@ -1,0 +1,141 @@
+#include "model/codec.h"
+
+#include "gtest/gtest.h"
+
+namespace gpuaas::model {
+namespace {
+
+Time T(int64_t secs) { return std::chrono::system_clock::from_time_t(secs); }
+
+GpuCapacity SampleGpu() {
+  GpuCapacity g;
+  g.metadata.name = "gpu-5a3b1c2d-0000-4000-8000-000000000001";
+  g.metadata.uid = "1b4e28ba-2fa1-41d2-883f-0016d3cca427";
+  g.metadata.resource_version = 42;
+  g.metadata.generation = 1;
+  g.metadata.labels = {{"gpuaas.io/cluster", "alpha"}, {"nvidia.com/gpu.product", "NVIDIA-H200"}};
+  g.metadata.creation_timestamp = T(1764688445);
+  g.spec = {"alpha", "alpha.h200-01", "GPU-5a3b1c2d-0000-4000-8000-000000000001", 3,
+            "H200-SXM-141GB", "NVIDIA-H200", 143771, true};
+  g.status.mig_mode = MigMode::kEnabled;
+  g.status.mig_instances = {{"3g.71gb", 0, 4, "MIG-aaaa", true}, {"3g.71gb", 4, 4, "MIG-bbbb", false}};
+  g.status.health = Health::kHealthy;
+  g.status.conditions = {{"Healthy", ConditionStatus::kTrue, "NoErrors", "no XID or ECC errors",
+                          T(1764688445), 1}};
+  return g;
+}
+
+TEST(Codec, GpuCapacityRoundTrips) {
+  GpuCapacity g = SampleGpu();
+  std::string text = Encode(g);
+  absl::StatusOr<GpuCapacity> back = Decode<GpuCapacity>(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, g);
+  EXPECT_EQ(Encode(*back), text);
+  EXPECT_NE(text.find("\"apiVersion\":\"gpuaas.io/v1\""), std::string::npos);
+  EXPECT_NE(text.find("\"resourceVersion\":\"42\""), std::string::npos);
+  EXPECT_NE(text.find("\"migMode\":\"Enabled\""), std::string::npos);
+  EXPECT_NE(text.find("\"creationTimestamp\":\"2025-12-02T15:14:05Z\""), std::string::npos);
+}
+
+TEST(Codec, OtherKindsRoundTrip) {
+  Cluster c;
+  c.metadata.name = "alpha";
+  c.spec = {"Alpha (us-east)", "simulated", "us-east"};
+  c.status.nodes = 10;
+  c.status.gpus = 80;
+  ASSERT_TRUE(Decode<Cluster>(Encode(c)).ok());
+  EXPECT_EQ(*Decode<Cluster>(Encode(c)), c);
+
+  NodeCapacity n;
+  n.metadata.name = "alpha.h200-01";
+  n.spec = {"alpha", "h200-01", "H200-SXM-141GB", "NVIDIA-H200", 8, 192, 2199023255552, true};
+  n.status.physical_gpus = 8;
+  n.status.physical_gpu_memory_mib = 8 * 143771;
+  n.status.mig_enabled_gpus = 2;
+  n.status.allocatable = {{"nvidia.com/gpu", 6}, {"nvidia.com/mig-3g.71gb", 4}};
+  n.status.allocated = {{"nvidia.com/gpu", 1}};
+  EXPECT_EQ(*Decode<NodeCapacity>(Encode(n)), n);
+
+  SpecAndCount s;
+  s.metadata.name = "alpha.h200-01.3g.71gb";
+  s.spec = {"alpha", "alpha.h200-01", "H200-SXM-141GB", "3g.71gb", "nvidia.com/mig-3g.71gb"};
+  s.status = {4, 1, 3};
+  EXPECT_EQ(*Decode<SpecAndCount>(Encode(s)), s);
+}
+
+void ExpectError(std::string_view json, std::string_view fragment) {
+  absl::StatusOr<GpuCapacity> r = Decode<GpuCapacity>(json);
+  ASSERT_FALSE(r.ok()) << json;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().ToString().find(fragment), std::string::npos)
+      << "got: " << r.status().message() << "\nwant: " << fragment;
+}
+
+TEST(Codec, RejectsBadInputWithTheField) {
+  std::string good = Encode(SampleGpu());
+  auto with = [&](std::string_view from, std::string_view to) {
+    std::string s = good;
+    size_t p = s.find(from);
+    EXPECT_NE(p, std::string::npos) << from;
+    return s.replace(p, from.size(), to);
+  };
+  ExpectError(with("\"Enabled\"", "\"On\""),
+              "status.migMode: unknown value \"On\"; expected one of Disabled, Enabled");
+  ExpectError(with("\"health\":\"Healthy\"", "\"health\":\"Fine\""), "status.health: unknown value");
+  ExpectError(with("\"status\":\"True\"", "\"status\":\"Yes\""),
+              "status.conditions[0].status: unknown value \"Yes\"");
+  ExpectError(with("\"index\":3", "\"index\":\"3\""), "spec.index: expected an integer");
+  ExpectError(with("\"index\":3", "\"index\":-1"), "spec.index: must be at least 0");
+  ExpectError(with("\"gpuaas.io/v1\"", "\"gpuaas.io/v2\""), "apiVersion: \"gpuaas.io/v2\"");
+  ExpectError(with("\"GpuCapacity\"", "\"NodeCapacity\""), "kind: \"NodeCapacity\" does not match");
+  ExpectError(with("\"resourceVersion\":\"42\"", "\"resourceVersion\":\"4x\""),
+              "metadata.resourceVersion");
+  ExpectError(with("\"2025-12-02T15:14:05Z\"", "\"yesterday\""), "creationTimestamp");
+  ExpectError(with("\"size\":4", "\"size\":0"), "placement.size: must be at least 1");
+  ExpectError("{\"apiVersion\":", "not valid JSON");
+  ExpectError("[]", "expected an object");
+  ExpectError("{\"apiVersion\":\"gpuaas.io/v1\",\"kind\":\"GpuCapacity\"}", "metadata: required");
+}
+
+TEST(Codec, SpecAndCountMustAddUp) {
+  SpecAndCount s;
+  s.metadata.name = "x";
+  s.spec = {"alpha", "alpha.n", "H200-SXM-141GB", "full", "nvidia.com/gpu"};
+  s.status = {4, 1, 2};
+  absl::StatusOr<SpecAndCount> r = Decode<SpecAndCount>(Encode(s));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("must equal count"), std::string::npos);
+}
+
+TEST(Codec, UnknownFieldsAreIgnored) {
+  std::string text = Encode(SampleGpu());
+  text.insert(1, "\"extra\":{\"x\":1},");
+  EXPECT_TRUE(Decode<GpuCapacity>(text).ok());
+}
+
+TEST(Names, Validation) {
+  EXPECT_TRUE(ValidateName("alpha.h200-01").ok());
+  EXPECT_FALSE(ValidateName("").ok());
+  EXPECT_FALSE(ValidateName("Alpha").ok());
+  EXPECT_FALSE(ValidateName("-a").ok());
+  EXPECT_FALSE(ValidateName("a_b").ok());
+  EXPECT_FALSE(ValidateName(std::string(254, 'a')).ok());
+  EXPECT_TRUE(ValidateLabels({{"gpuaas.io/cluster", "alpha"}, {"tier", ""}}).ok());
+  EXPECT_FALSE(ValidateLabels({{"bad key", "x"}}).ok());
+  EXPECT_FALSE(ValidateLabels({{"k", "bad value"}}).ok());
+}
+
+TEST(Conditions, SetKeepsTransitionTimeWhenStatusHolds) {
+  std::vector<Condition> conds;
+  EXPECT_TRUE(SetCondition(conds, {"Ready", ConditionStatus::kFalse, "Waiting", "", T(10), 1}));
+  EXPECT_FALSE(SetCondition(conds, {"Ready", ConditionStatus::kFalse, "Waiting", "", T(20), 1}));
+  EXPECT_EQ(conds[0].last_transition_time, T(10));
+  EXPECT_TRUE(SetCondition(conds, {"Ready", ConditionStatus::kTrue, "Done", "", T(30), 1}));
+  EXPECT_EQ(conds[0].last_transition_time, T(30));
+  EXPECT_EQ(FindCondition(conds, "Ready")->reason, "Done");
+  EXPECT_EQ(FindCondition(conds, "Other"), nullptr);
+}
+
+}  // namespace
+}  // namespace gpuaas::model
