@@ -4,8 +4,26 @@
 #ifndef GPUAAS_COMMON_STATUS_H_
 #define GPUAAS_COMMON_STATUS_H_
 
+#include <string_view>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "fmt/core.h"
+
+// Debian's Abseil is built in C++14 mode, so absl::string_view (Status::message()) is its own
+// type; these let fmt format it and a Status directly.
+template <>
+struct fmt::formatter<absl::string_view> : fmt::formatter<std::string_view> {
+  auto format(absl::string_view s, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(std::string_view(s.data(), s.size()), ctx);
+  }
+};
+template <>
+struct fmt::formatter<absl::Status> : fmt::formatter<std::string_view> {
+  auto format(const absl::Status& s, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(s.ToString(), ctx);
+  }
+};
 
 #define GPUAAS_CONCAT_INNER_(a, b) a##b
 #define GPUAAS_CONCAT_(a, b) GPUAAS_CONCAT_INNER_(a, b)

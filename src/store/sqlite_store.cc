@@ -1,0 +1,409 @@
+#include "store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "common/status.h"
+#include "fmt/format.h"
+
+namespace gpuaas::store {
+namespace {
+
+// Migration N brings the schema from version N-1 to N. Never edit a released migration: add one.
+constexpr const char* kMigrations[] = {
+    // 1: objects.
+    R"sql(
+      CREATE TABLE objects (
+        kind TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        uid TEXT NOT NULL,
+        resource_version INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (kind, namespace, name)
+      ) WITHOUT ROWID;
+    )sql",
+    // 2: a store-wide revision counter and the change feed for watches.
+    R"sql(
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+      INSERT INTO meta (key, value)
+        SELECT 'revision', COALESCE(MAX(resource_version), 0) FROM objects;
+      INSERT INTO meta (key, value)
+        SELECT 'compacted', COALESCE(MAX(resource_version), 0) FROM objects;
+      CREATE TABLE changes (
+        revision INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        type INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        uid TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (revision, seq)
+      ) WITHOUT ROWID;
+    )sql",
+};
+static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
+
+absl::Status SqlError(sqlite3* db, std::string_view what) {
+  int code = sqlite3_extended_errcode(db);
+  std::string msg = fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db));
+  if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED) {
+    return absl::UnavailableError(msg);
+  }
+  return absl::InternalError(msg);
+}
+
+// A prepared statement, reset on destruction so that it can be reused.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, sqlite3_stmt* s) : db_(db), s_(s) {}
+  ~Stmt() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& Bind(int i, std::string_view v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  // SQLITE_ROW -> true, SQLITE_DONE -> false.
+  absl::StatusOr<bool> Step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqlError(db_, "step");
+  }
+  absl::Status Run() {
+    absl::StatusOr<bool> r = Step();
+    return r.status();
+  }
+  std::string Text(int i) {
+    const unsigned char* t = sqlite3_column_text(s_, i);
+    return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s_, i)) : "";
+  }
+  int64_t Int(int i) { return sqlite3_column_int64(s_, i); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* s_;
+};
+
+class SqliteStore;
+
+class SqliteTxn final : public Txn {
+ public:
+  SqliteTxn(SqliteStore& store, int64_t revision) : store_(store), revision_(revision) {}
+  int64_t revision() const override { return revision_; }
+  absl::StatusOr<std::optional<Record>> Get(const Key& key) override;
+  absl::StatusOr<std::vector<Record>> List(std::string_view kind, std::string_view ns) override;
+  absl::Status Put(const Key& key, std::string_view uid, std::string_view data,
+                   int64_t expected_rv) override;
+  absl::Status Delete(const Key& key, int64_t expected_rv) override;
+  int writes() const { return seq_; }
+
+ private:
+  absl::Status Log(ChangeType type, const Key& key, std::string_view uid, std::string_view data);
+  SqliteStore& store_;
+  int64_t revision_;
+  int seq_ = 0;
+};
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(SqliteOptions options) : options_(std::move(options)) {}
+  ~SqliteStore() override {
+    for (auto& [sql, s] : stmts_) sqlite3_finalize(s);
+    if (db_) sqlite3_close(db_);
+  }
+
+  absl::Status Open() {
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(options_.path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+      absl::Status s = absl::UnavailableError(
+          fmt::format("cannot open database {}: {}", options_.path,
+                      db_ ? sqlite3_errmsg(db_) : "out of memory"));
+      return s;
+    }
+    sqlite3_busy_timeout(db_, 5000);
+    RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
+    RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
+    RETURN_IF_ERROR(Migrate());
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(revision_, MetaLocked("revision"));
+    return absl::OkStatus();
+  }
+
+  absl::Status Transact(const std::function<absl::Status(Txn&)>& fn) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    SqliteTxn txn(*this, revision_ + 1);
+    absl::Status s = fn(txn);
+    if (s.ok() && txn.writes() > 0) {
+      Stmt up = Prepare("UPDATE meta SET value = ?1 WHERE key = 'revision'");
+      s = up.Bind(1, txn.revision()).Run();
+      if (s.ok()) s = MaybeCompactLocked(txn.revision());
+    }
+    if (!s.ok()) {
+      (void)Exec("ROLLBACK");
+      return s;
+    }
+    if (absl::Status c = Exec("COMMIT"); !c.ok()) {
+      (void)Exec("ROLLBACK");
+      return c;
+    }
+    if (txn.writes() > 0) {
+      revision_ = txn.revision();
+      lock.unlock();
+      changed_.notify_all();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<Record>> Get(const Key& key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return GetLocked(key);
+  }
+  absl::StatusOr<std::vector<Record>> List(std::string_view kind, std::string_view ns) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ListLocked(kind, ns);
+  }
+  int64_t Revision() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return revision_;
+  }
+
+  absl::StatusOr<std::vector<Change>> Changes(int64_t after, size_t limit) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(int64_t compacted, MetaLocked("compacted"));
+    if (after < compacted) {
+      return absl::OutOfRangeError(fmt::format(
+          "changes after revision {} were compacted (oldest kept is {})", after, compacted + 1));
+    }
+    Stmt s = Prepare(
+        "SELECT revision, type, kind, namespace, name, uid, data FROM changes "
+        "WHERE revision > ?1 ORDER BY revision, seq LIMIT ?2");
+    s.Bind(1, after).Bind(2, static_cast<int64_t>(limit));
+    std::vector<Change> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      Change c;
+      c.revision = s.Int(0);
+      c.type = static_cast<ChangeType>(s.Int(1));
+      c.record = {{s.Text(2), s.Text(3), s.Text(4)}, s.Text(5), c.revision, s.Text(6)};
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  bool WaitForChange(int64_t after, std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    return changed_.wait_for(lock, timeout, [&] { return revision_ > after; });
+  }
+
+  int SchemaVersion() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return UserVersionLocked();
+  }
+
+  // --- used by SqliteTxn, with mu_ held ---
+
+  Stmt Prepare(const char* sql) {
+    auto it = stmts_.find(sql);
+    if (it == stmts_.end()) {
+      sqlite3_stmt* s = nullptr;
+      if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) {
+        // Statements are constants of this file: failing to prepare one is a programming error.
+        std::fprintf(stderr, "sqlite prepare failed: %s: %s\n", sql, sqlite3_errmsg(db_));
+        std::abort();
+      }
+      it = stmts_.emplace(sql, s).first;
+    }
+    return Stmt(db_, it->second);
+  }
+
+  absl::StatusOr<std::optional<Record>> GetLocked(const Key& key) {
+    Stmt s = Prepare(
+        "SELECT uid, resource_version, data FROM objects "
+        "WHERE kind = ?1 AND namespace = ?2 AND name = ?3");
+    s.Bind(1, key.kind).Bind(2, key.ns).Bind(3, key.name);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return std::optional<Record>();
+    return std::optional<Record>(Record{key, s.Text(0), s.Int(1), s.Text(2)});
+  }
+
+  absl::StatusOr<std::vector<Record>> ListLocked(std::string_view kind, std::string_view ns) {
+    Stmt s = Prepare(
+        "SELECT namespace, name, uid, resource_version, data FROM objects "
+        "WHERE kind = ?1 AND (?2 = '' OR namespace = ?2) ORDER BY namespace, name");
+    s.Bind(1, kind).Bind(2, ns);
+    std::vector<Record> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({{std::string(kind), s.Text(0), s.Text(1)}, s.Text(2), s.Int(3), s.Text(4)});
+    }
+    return out;
+  }
+
+ private:
+  absl::Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      return absl::InternalError(fmt::format("sqlite: {}: {}", sql, msg));
+    }
+    return absl::OkStatus();
+  }
+
+  int UserVersionLocked() {
+    Stmt s = Prepare("PRAGMA user_version");
+    absl::StatusOr<bool> row = s.Step();
+    return row.ok() && *row ? static_cast<int>(s.Int(0)) : -1;
+  }
+
+  absl::Status Migrate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int version = UserVersionLocked();
+    if (version > kSqliteSchemaVersion) {
+      return absl::FailedPreconditionError(fmt::format(
+          "database {} has schema version {}, newer than this gpuaas supports ({}); "
+          "run a newer gpuaas",
+          options_.path, version, kSqliteSchemaVersion));
+    }
+    for (int v = version; v < kSqliteSchemaVersion; ++v) {
+      RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+      absl::Status s = Exec(kMigrations[v]);
+      if (s.ok()) s = Exec(fmt::format("PRAGMA user_version = {}", v + 1).c_str());
+      if (s.ok()) s = Exec("COMMIT");
+      if (!s.ok()) {
+        (void)Exec("ROLLBACK");
+        return absl::InternalError(
+            fmt::format("migrating {} to schema version {}: {}", options_.path, v + 1, s.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> MetaLocked(const char* key) {
+    Stmt s = Prepare("SELECT value FROM meta WHERE key = ?1");
+    s.Bind(1, std::string_view(key));
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return absl::DataLossError(fmt::format("meta key {} missing", key));
+    return s.Int(0);
+  }
+
+  absl::Status MaybeCompactLocked(int64_t revision) {
+    // Trim the change feed every 1,000 revisions; watchers further behind must relist.
+    if (revision % 1000 != 0 || revision <= options_.change_retention) return absl::OkStatus();
+    const int64_t keep_after = revision - options_.change_retention;
+    Stmt del = Prepare("DELETE FROM changes WHERE revision <= ?1");
+    RETURN_IF_ERROR(del.Bind(1, keep_after).Run());
+    Stmt up = Prepare("UPDATE meta SET value = ?1 WHERE key = 'compacted'");
+    return up.Bind(1, keep_after).Run();
+  }
+
+  SqliteOptions options_;
+  sqlite3* db_ = nullptr;
+  std::mutex mu_;  // guards db_, stmts_ and revision_
+  std::condition_variable changed_;
+  std::map<std::string, sqlite3_stmt*> stmts_;
+  int64_t revision_ = 0;
+};
+
+absl::StatusOr<std::optional<Record>> SqliteTxn::Get(const Key& key) {
+  return store_.GetLocked(key);
+}
+
+absl::StatusOr<std::vector<Record>> SqliteTxn::List(std::string_view kind, std::string_view ns) {
+  return store_.ListLocked(kind, ns);
+}
+
+absl::Status SqliteTxn::Log(ChangeType type, const Key& key, std::string_view uid,
+                            std::string_view data) {
+  Stmt s = store_.Prepare(
+      "INSERT INTO changes (revision, seq, type, kind, namespace, name, uid, data) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  s.Bind(1, revision_).Bind(2, int64_t{seq_++}).Bind(3, static_cast<int64_t>(type));
+  s.Bind(4, key.kind).Bind(5, key.ns).Bind(6, key.name).Bind(7, uid).Bind(8, data);
+  return s.Run();
+}
+
+absl::Status Conflict(const Key& key, int64_t expected, int64_t actual) {
+  return absl::AbortedError(fmt::format(
+      "{}: the object has been modified (resourceVersion {} expected, {} stored); "
+      "read it again and retry",
+      key.ToString(), expected, actual));
+}
+
+absl::Status SqliteTxn::Put(const Key& key, std::string_view uid, std::string_view data,
+                            int64_t expected_rv) {
+  ASSIGN_OR_RETURN(std::optional<Record> cur, Get(key));
+  if (expected_rv == kMustNotExist && cur) {
+    return absl::AlreadyExistsError(fmt::format("{} already exists", key.ToString()));
+  }
+  if (expected_rv > 0) {
+    if (!cur) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
+    if (cur->resource_version != expected_rv) {
+      return Conflict(key, expected_rv, cur->resource_version);
+    }
+  }
+  Stmt s = store_.Prepare(
+      "INSERT INTO objects (kind, namespace, name, uid, resource_version, data) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+      "ON CONFLICT (kind, namespace, name) DO UPDATE SET "
+      "uid = excluded.uid, resource_version = excluded.resource_version, data = excluded.data");
+  s.Bind(1, key.kind).Bind(2, key.ns).Bind(3, key.name).Bind(4, uid).Bind(5, revision_).Bind(6, data);
+  RETURN_IF_ERROR(s.Run());
+  return Log(cur ? ChangeType::kModified : ChangeType::kAdded, key, uid, data);
+}
+
+absl::Status SqliteTxn::Delete(const Key& key, int64_t expected_rv) {
+  ASSIGN_OR_RETURN(std::optional<Record> cur, Get(key));
+  if (!cur) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
+  if (expected_rv > 0 && cur->resource_version != expected_rv) {
+    return Conflict(key, expected_rv, cur->resource_version);
+  }
+  Stmt s = store_.Prepare("DELETE FROM objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3");
+  s.Bind(1, key.kind).Bind(2, key.ns).Bind(3, key.name);
+  RETURN_IF_ERROR(s.Run());
+  return Log(ChangeType::kDeleted, key, cur->uid, cur->data);
+}
+
+}  // namespace
+
+std::string Key::ToString() const {
+  return ns.empty() ? fmt::format("{} \"{}\"", kind, name)
+                    : fmt::format("{} \"{}/{}\"", kind, ns, name);
+}
+
+absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteOptions& options) {
+  auto store = std::make_unique<SqliteStore>(options);
+  RETURN_IF_ERROR(store->Open());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url) {
+  // The registry of backends. PostgreSQL joins here as "postgres://...".
+  if (url.starts_with("sqlite:")) {
+    SqliteOptions o;
+    o.path = std::string(url.substr(7));
+    if (o.path.empty()) return absl::InvalidArgumentError("sqlite: URL needs a path: sqlite:PATH");
+    return OpenSqliteStore(o);
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("unknown store URL \"{}\"; expected sqlite:PATH or sqlite::memory:", url));
+}
+
+}  // namespace gpuaas::store

@@ -1,0 +1,102 @@
+// The Store: gpuaas's one source of truth. Records are JSON documents keyed by (kind, namespace,
+// name), versioned by a store-wide revision that grows with every committed write transaction
+// (like etcd's): all writes of one transaction share that transaction's revision, and a record's
+// resourceVersion is the revision of its last write. A change feed lists every write in revision
+// order for watchers. Layer 4 of docs/architecture.md; backends are chosen by OpenStore().
+//
+// All methods are thread-safe.
+#ifndef GPUAAS_STORE_STORE_H_
+#define GPUAAS_STORE_STORE_H_
+
+#include <chrono>
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace gpuaas::store {
+
+struct Key {
+  std::string kind;
+  std::string ns;  // empty for cluster-scoped kinds
+  std::string name;
+  friend auto operator<=>(const Key&, const Key&) = default;
+  std::string ToString() const;
+};
+
+struct Record {
+  Key key;
+  std::string uid;
+  int64_t resource_version = 0;
+  std::string data;  // the object's JSON
+};
+
+enum class ChangeType { kAdded, kModified, kDeleted };
+
+struct Change {
+  int64_t revision = 0;
+  ChangeType type = ChangeType::kAdded;
+  Record record;  // for kDeleted: the record as it was, with resource_version = revision
+};
+
+// Special values of `expected_rv` for Txn::Put.
+inline constexpr int64_t kMustNotExist = 0;  // create: AlreadyExists if present
+inline constexpr int64_t kAnyVersion = -1;   // unconditional upsert
+
+// A read-write transaction. Valid only inside the Store::Transact callback that received it.
+class Txn {
+ public:
+  virtual ~Txn() = default;
+  // The revision this transaction's writes will carry if it commits.
+  virtual int64_t revision() const = 0;
+  virtual absl::StatusOr<std::optional<Record>> Get(const Key& key) = 0;
+  // Records of `kind` in `ns` (all namespaces when empty), sorted by (namespace, name).
+  virtual absl::StatusOr<std::vector<Record>> List(std::string_view kind, std::string_view ns) = 0;
+  // Writes a record. `expected_rv` > 0 must equal the stored resourceVersion, else Aborted
+  // (a conflict: re-read and retry); NotFound when updating a missing record.
+  virtual absl::Status Put(const Key& key, std::string_view uid, std::string_view data,
+                           int64_t expected_rv) = 0;
+  // Deletes a record; `expected_rv` as for Put (kAnyVersion skips the check). NotFound if absent.
+  virtual absl::Status Delete(const Key& key, int64_t expected_rv) = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Runs `fn` in one serialisable transaction. Commits when `fn` returns OK (durably, before
+  // returning), rolls back otherwise and returns fn's status. Transactions run one at a time.
+  virtual absl::Status Transact(const std::function<absl::Status(Txn&)>& fn) = 0;
+
+  virtual absl::StatusOr<std::optional<Record>> Get(const Key& key) = 0;
+  virtual absl::StatusOr<std::vector<Record>> List(std::string_view kind, std::string_view ns) = 0;
+
+  // The revision of the last committed write transaction (0 for an empty store).
+  virtual int64_t Revision() = 0;
+
+  // Up to `limit` changes with revision > `after`, oldest first. OutOfRange when changes after
+  // `after` were compacted away: the caller must list afresh.
+  virtual absl::StatusOr<std::vector<Change>> Changes(int64_t after, size_t limit) = 0;
+
+  // Blocks until Revision() > after or `timeout` passes; returns whether it moved.
+  virtual bool WaitForChange(int64_t after, std::chrono::milliseconds timeout) = 0;
+
+  // The schema version of the open database.
+  virtual int SchemaVersion() = 0;
+};
+
+// Opens a store by URL: "sqlite:PATH" (created if missing, migrated to the current schema) or
+// "sqlite::memory:". InvalidArgument for an unknown scheme; Unavailable/FailedPrecondition when the
+// database cannot be opened or is newer than this binary.
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url);
+
+}  // namespace gpuaas::store
+
+#endif  // GPUAAS_STORE_STORE_H_

@@ -1,0 +1,356 @@
+// The store suite: every test runs against every backend (TEST_P over Backends()).
+#include <sqlite3.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "model/fleet.h"
+#include "store/cache.h"
+#include "store/objects.h"
+#include "store/sqlite_store.h"
+
+namespace gpuaas::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/gpuaas-store-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  EXPECT_NE(d, nullptr);
+  return d;
+}
+
+struct Backend {
+  std::string name;
+  // Returns a URL for a fresh, empty store under `dir`.
+  std::function<std::string(const std::string& dir)> url;
+};
+
+void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
+
+std::vector<Backend> Backends() {
+  return {{"sqlite_file", [](const std::string& dir) { return "sqlite:" + dir + "/test.db"; }},
+          {"sqlite_memory", [](const std::string&) { return std::string("sqlite::memory:"); }}};
+}
+
+class StoreTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir();
+    absl::StatusOr<std::unique_ptr<Store>> s = OpenStore(GetParam().url(dir_));
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  void TearDown() override {
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+  absl::Status Put(const std::string& name, const std::string& data, int64_t expected) {
+    return store_->Transact([&](Txn& tx) { return tx.Put({"Thing", "", name}, "u", data, expected); });
+  }
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreTest, CreateReadUpdateDelete) {
+  EXPECT_EQ(store_->Revision(), 0);
+  ASSERT_TRUE(Put("a", "{\"v\":1}", kMustNotExist).ok());
+  EXPECT_EQ(store_->Revision(), 1);
+  auto got = store_->Get({"Thing", "", "a"});
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->data, "{\"v\":1}");
+  EXPECT_EQ((*got)->resource_version, 1);
+  ASSERT_TRUE(Put("a", "{\"v\":2}", 1).ok());
+  EXPECT_EQ((*store_->Get({"Thing", "", "a"}))->resource_version, 2);
+  ASSERT_TRUE(store_->Transact([](Txn& tx) { return tx.Delete({"Thing", "", "a"}, 2); }).ok());
+  EXPECT_FALSE(store_->Get({"Thing", "", "a"})->has_value());
+  EXPECT_EQ(store_->Revision(), 3);
+}
+
+TEST_P(StoreTest, StaleWritesConflict) {
+  ASSERT_TRUE(Put("a", "1", kMustNotExist).ok());
+  ASSERT_TRUE(Put("a", "2", 1).ok());
+  absl::Status stale = Put("a", "3", 1);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kAborted) << stale;
+  EXPECT_EQ((*store_->Get({"Thing", "", "a"}))->data, "2");
+  EXPECT_EQ(Put("a", "x", kMustNotExist).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Put("missing", "x", 7).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Transact([](Txn& tx) { return tx.Delete({"Thing", "", "a"}, 1); }).code(),
+            absl::StatusCode::kAborted);
+  EXPECT_TRUE(Put("a", "4", kAnyVersion).ok());
+}
+
+TEST_P(StoreTest, FailedTransactionChangesNothing) {
+  ASSERT_TRUE(Put("a", "1", kMustNotExist).ok());
+  const int64_t rev = store_->Revision();
+  absl::Status s = store_->Transact([](Txn& tx) {
+    EXPECT_TRUE(tx.Put({"Thing", "", "b"}, "u", "new", kMustNotExist).ok());
+    EXPECT_TRUE(tx.Put({"Thing", "", "a"}, "u", "changed", kAnyVersion).ok());
+    return absl::FailedPreconditionError("changed my mind");
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->Revision(), rev);
+  EXPECT_FALSE(store_->Get({"Thing", "", "b"})->has_value());
+  EXPECT_EQ((*store_->Get({"Thing", "", "a"}))->data, "1");
+  EXPECT_TRUE(store_->Changes(rev, 100)->empty());
+}
+
+TEST_P(StoreTest, TransactionWritesShareOneRevisionAndListIsSorted) {
+  ASSERT_TRUE(store_->Transact([](Txn& tx) {
+    EXPECT_EQ(tx.revision(), 1);
+    for (const char* n : {"c", "a", "b"}) {
+      if (absl::Status s = tx.Put({"Thing", "ns1", n}, "u", n, kMustNotExist); !s.ok()) return s;
+    }
+    return tx.Put({"Thing", "ns0", "z"}, "u", "z", kMustNotExist);
+  }).ok());
+  auto all = store_->List("Thing", "");
+  ASSERT_TRUE(all.ok());
+  std::vector<std::string> names;
+  for (const Record& r : *all) {
+    names.push_back(r.key.ns + "/" + r.key.name);
+    EXPECT_EQ(r.resource_version, 1);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"ns0/z", "ns1/a", "ns1/b", "ns1/c"}));
+  EXPECT_EQ(store_->List("Thing", "ns1")->size(), 3u);
+  EXPECT_TRUE(store_->List("Other", "")->empty());
+  // A transaction that only reads does not move the revision.
+  ASSERT_TRUE(store_->Transact([](Txn& tx) { return tx.Get({"Thing", "ns1", "a"}).status(); }).ok());
+  EXPECT_EQ(store_->Revision(), 1);
+}
+
+TEST_P(StoreTest, ChangeFeedListsEveryWriteInOrder) {
+  ASSERT_TRUE(Put("a", "1", kMustNotExist).ok());
+  ASSERT_TRUE(Put("a", "2", 1).ok());
+  ASSERT_TRUE(store_->Transact([](Txn& tx) { return tx.Delete({"Thing", "", "a"}, kAnyVersion); }).ok());
+  auto changes = store_->Changes(0, 100);
+  ASSERT_TRUE(changes.ok());
+  ASSERT_EQ(changes->size(), 3u);
+  EXPECT_EQ((*changes)[0].type, ChangeType::kAdded);
+  EXPECT_EQ((*changes)[1].type, ChangeType::kModified);
+  EXPECT_EQ((*changes)[1].record.data, "2");
+  EXPECT_EQ((*changes)[2].type, ChangeType::kDeleted);
+  EXPECT_EQ((*changes)[2].revision, 3);
+  EXPECT_EQ(store_->Changes(1, 1)->size(), 1u);
+  EXPECT_TRUE(store_->Changes(3, 100)->empty());
+
+  EXPECT_FALSE(store_->WaitForChange(3, std::chrono::milliseconds(10)));
+  std::thread writer([&] { EXPECT_TRUE(Put("b", "1", kMustNotExist).ok()); });
+  EXPECT_TRUE(store_->WaitForChange(3, std::chrono::seconds(10)));
+  writer.join();
+}
+
+TEST_P(StoreTest, ConcurrentReadModifyWriteLosesNothing) {
+  ASSERT_TRUE(Put("counter", "0", kMustNotExist).ok());
+  constexpr int kThreads = 4, kIncrements = 50;
+  std::atomic<int> conflicts{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIncrements;) {
+        // Read outside the transaction, write with the version read: a classic lost-update race
+        // unless the store rejects stale writes.
+        auto cur = *store_->Get({"Thing", "", "counter"});
+        int v = std::stoi(cur->data);
+        absl::Status s = Put("counter", std::to_string(v + 1), cur->resource_version);
+        if (s.ok()) {
+          ++i;
+        } else {
+          ASSERT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+          ++conflicts;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ((*store_->Get({"Thing", "", "counter"}))->data, std::to_string(kThreads * kIncrements));
+}
+
+TEST_P(StoreTest, TypedObjectsKeepMetadataHonest) {
+  model::Cluster c;
+  c.metadata.name = "alpha";
+  c.spec.driver = "simulated";
+  Time now = std::chrono::system_clock::from_time_t(1764688445);
+  ASSERT_TRUE(store_->Transact([&](Txn& tx) { return CreateObject(tx, c, now); }).ok());
+  EXPECT_EQ(c.metadata.generation, 1);
+  EXPECT_EQ(c.metadata.resource_version, 1);
+  const std::string uid = c.metadata.uid;
+  // A status-only change keeps the generation; a spec change bumps it.
+  c.status.nodes = 3;
+  ASSERT_TRUE(store_->Transact([&](Txn& tx) { return UpdateObject(tx, c); }).ok());
+  EXPECT_EQ(c.metadata.generation, 1);
+  c.spec.region = "eu";
+  ASSERT_TRUE(store_->Transact([&](Txn& tx) { return UpdateObject(tx, c); }).ok());
+  EXPECT_EQ(c.metadata.generation, 2);
+  EXPECT_EQ(c.metadata.resource_version, 3);
+  std::optional<model::Cluster> back;
+  ASSERT_TRUE(store_->Transact([&](Txn& tx) {
+    auto r = GetObject<model::Cluster>(tx, "", "alpha");
+    if (r.ok()) back = *r;
+    return r.status();
+  }).ok());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, c);
+  EXPECT_EQ(back->metadata.uid, uid);
+  // A writer holding an old copy gets a conflict and the stored object is unchanged.
+  model::Cluster stale = c;
+  stale.metadata.resource_version = 2;
+  stale.spec.region = "us";
+  EXPECT_EQ(store_->Transact([&](Txn& tx) { return UpdateObject(tx, stale); }).code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ((*store_->Get({"Cluster", "", "alpha"}))->data, model::Encode(c));
+}
+
+TEST_P(StoreTest, CacheFollowsTheStore) {
+  ASSERT_TRUE(Put("b", "{\"metadata\":{\"name\":\"b\",\"labels\":{\"x\":\"1\"}}}", kMustNotExist).ok());
+  ObjectCache cache(*store_);
+  ASSERT_TRUE(cache.Start({"Thing"}).ok());
+  auto snap = cache.Snapshot("Thing");
+  ASSERT_EQ(snap->items.size(), 1u);
+  EXPECT_EQ(snap->items[0]->labels.at("x"), "1");
+  ASSERT_TRUE(Put("a", "{\"metadata\":{\"name\":\"a\"}}", kMustNotExist).ok());
+  ASSERT_TRUE(store_->Transact([](Txn& tx) { return tx.Delete({"Thing", "", "b"}, kAnyVersion); }).ok());
+  ASSERT_TRUE(cache.WaitFor(store_->Revision(), std::chrono::seconds(10)));
+  auto snap2 = cache.Snapshot("Thing");
+  ASSERT_EQ(snap2->items.size(), 1u);
+  EXPECT_EQ(snap2->items[0]->name, "a");
+  EXPECT_EQ(snap->items.size(), 1u) << "old snapshots are immutable";
+  EXPECT_EQ(cache.Get("Thing", "", "a")->resource_version, 2);
+  EXPECT_EQ(cache.Get("Thing", "", "b"), nullptr);
+  cache.Stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::ValuesIn(Backends()),
+                         [](const auto& p) { return p.param.name; });
+
+// --- SQLite specifics: migrations, compaction, crash safety -------------------------------
+
+TEST(SqliteStore, MigratesAVersion1FileInPlace) {
+  std::string dir = TempDir();
+  std::string path = dir + "/old.db";
+  {
+    // A database as the first release wrote it: schema version 1, objects only.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* v1 = R"sql(
+      CREATE TABLE objects (kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+        uid TEXT NOT NULL, resource_version INTEGER NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (kind, namespace, name)) WITHOUT ROWID;
+      INSERT INTO objects VALUES ('Thing', '', 'a', 'u1', 5, 'old-a');
+      INSERT INTO objects VALUES ('Thing', '', 'b', 'u2', 9, 'old-b');
+      PRAGMA user_version = 1;)sql";
+    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = OpenStore("sqlite:" + path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->SchemaVersion(), kSqliteSchemaVersion);
+  EXPECT_EQ((*store)->Revision(), 9);
+  EXPECT_EQ((*(*store)->Get({"Thing", "", "a"}))->data, "old-a");
+  ASSERT_TRUE((*store)->Transact([](Txn& tx) { return tx.Put({"Thing", "", "a"}, "u1", "new", 5); }).ok());
+  EXPECT_EQ((*(*store)->Get({"Thing", "", "a"}))->resource_version, 10);
+  // Changes before the migration are not in the feed; asking for them says so.
+  EXPECT_EQ((*store)->Changes(0, 10).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*store)->Changes(9, 10)->size(), 1u);
+  store->reset();
+  // Reopening a current file runs no migration and keeps everything.
+  auto again = OpenStore("sqlite:" + path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->Revision(), 10);
+  fs::remove_all(dir);
+}
+
+TEST(SqliteStore, RefusesANewerSchema) {
+  std::string dir = TempDir();
+  std::string path = dir + "/new.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenStore("sqlite:" + path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().ToString().find("newer"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(SqliteStore, UnknownUrlsAreRefused) {
+  EXPECT_EQ(OpenStore("mysql://x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenStore("sqlite:").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(OpenStore("sqlite:/nonexistent-dir/x/y.db").ok());
+}
+
+TEST(SqliteStore, CompactionTrimsTheFeed) {
+  auto store = OpenSqliteStore({":memory:", 500});
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE((*store)->Transact([&](Txn& tx) {
+      return tx.Put({"Thing", "", "a"}, "u", std::to_string(i), kAnyVersion);
+    }).ok());
+  }
+  EXPECT_EQ((*store)->Changes(100, 10).status().code(), absl::StatusCode::kOutOfRange);
+  auto recent = (*store)->Changes(900, 1000);
+  ASSERT_TRUE(recent.ok());
+  EXPECT_EQ(recent->size(), 100u);
+}
+
+// A writer process commits one record per transaction and reports each commit on a pipe only
+// after Transact returned. SIGKILL at an arbitrary moment must leave a database that opens and
+// holds every reported record.
+TEST(SqliteStore, SurvivesSigkillOfAWriter) {
+  std::string dir = TempDir();
+  std::string path = dir + "/crash.db";
+  for (int round = 0; round < 3; ++round) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      auto store = OpenStore("sqlite:" + path);
+      if (!store.ok()) _exit(2);
+      for (int i = 0;; ++i) {
+        std::string name = "r" + std::to_string(round) + "-" + std::to_string(i);
+        absl::Status s = (*store)->Transact([&](Txn& tx) {
+          return tx.Put({"Thing", "", name}, "u", std::string(200, 'x'), kMustNotExist);
+        });
+        if (!s.ok()) _exit(3);
+        if (write(fds[1], &i, sizeof i) != sizeof i) _exit(4);
+      }
+    }
+    close(fds[1]);
+    int acked = -1, v = 0;
+    // Let it commit a varying number of writes, then kill it mid-stream.
+    const int target = 20 + round * 37;
+    while (acked < target && read(fds[0], &v, sizeof v) == sizeof v) acked = v;
+    kill(pid, SIGKILL);
+    while (read(fds[0], &v, sizeof v) == sizeof v) acked = v;  // drain acks sent before death
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "writer exited with " << WEXITSTATUS(status);
+
+    auto store = OpenStore("sqlite:" + path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int i = 0; i <= acked; ++i) {
+      std::string name = "r" + std::to_string(round) + "-" + std::to_string(i);
+      auto r = (*store)->Get({"Thing", "", name});
+      ASSERT_TRUE(r.ok() && r->has_value()) << "acknowledged write lost: " << name;
+    }
+    // The revision counter and the feed agree with the objects after recovery.
+    auto all = (*store)->List("Thing", "");
+    ASSERT_TRUE(all.ok());
+    int64_t max_rv = 0;
+    for (const Record& r : *all) max_rv = std::max(max_rv, r.resource_version);
+    EXPECT_EQ((*store)->Revision(), max_rv);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpuaas::store
