@@ -1,0 +1,66 @@
+// ClusterDriver: how gpuaas sees and acts on one cluster. Layer 7 of docs/architecture.md.
+// Drivers report what the cluster shows, in the cluster's own terms (node names, GPU product
+// labels as GPU Feature Discovery writes them, MIG devices as the device plugin lists them);
+// turning that into gpuaas objects is the inventory controller's job, the same for every driver.
+#ifndef GPUAAS_CLUSTER_DRIVER_H_
+#define GPUAAS_CLUSTER_DRIVER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gpuaas::cluster {
+
+struct ObservedMigInstance {
+  std::string profile;  // "3g.71gb"
+  int start = 0;        // placement start (memory slice)
+  int size = 0;         // placement size (memory slices)
+  std::string uuid;     // "MIG-..."
+  bool in_use = false;  // a pod holds it
+};
+
+struct ObservedGpu {
+  std::string uuid;  // "GPU-..."
+  int index = 0;
+  int64_t memory_mib = 0;
+  bool mig_enabled = false;
+  std::vector<ObservedMigInstance> mig_instances;
+  bool in_use = false;  // a pod holds the whole GPU
+  bool healthy = true;
+};
+
+struct ObservedNode {
+  std::string name;
+  std::string gpu_product;  // nvidia.com/gpu.product, e.g. "NVIDIA-H200"
+  int64_t cpu_cores = 0;
+  int64_t memory_bytes = 0;
+  bool schedulable = true;
+  std::map<std::string, std::string> labels;
+  std::vector<ObservedGpu> gpus;
+};
+
+struct ObservedCluster {
+  std::string name;
+  std::string display_name;
+  std::string region;
+  std::string driver;  // "simulated", "kubernetes"
+  std::vector<ObservedNode> nodes;
+};
+
+class ClusterDriver {
+ public:
+  virtual ~ClusterDriver() = default;
+  // The cluster's name in gpuaas.
+  virtual std::string_view ClusterName() const = 0;
+  // A fresh observation of the whole cluster. Unavailable when the cluster cannot be reached.
+  // Thread-safe.
+  virtual absl::StatusOr<ObservedCluster> Observe() = 0;
+};
+
+}  // namespace gpuaas::cluster
+
+#endif  // GPUAAS_CLUSTER_DRIVER_H_
