@@ -29,15 +29,16 @@ struct fmt::formatter<absl::Status> : fmt::formatter<std::string_view> {
 #define GPUAAS_CONCAT_(a, b) GPUAAS_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                        \
-  do {                                               \
-    ::absl::Status gpuaas_status_ = (expr);          \
-    if (!gpuaas_status_.ok()) return gpuaas_status_; \
+#define RETURN_IF_ERROR(expr) RETURN_IF_ERROR_IMPL_(GPUAAS_CONCAT_(gpuaas_status_, __COUNTER__), expr)
+#define RETURN_IF_ERROR_IMPL_(tmp, expr) \
+  do {                                   \
+    ::absl::Status tmp = (expr);         \
+    if (!tmp.ok()) return tmp;           \
   } while (0)
 
 // `lhs = value of expr`, or returns its status from the enclosing function.
 #define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL_(GPUAAS_CONCAT_(gpuaas_statusor_, __LINE__), lhs, expr)
+  ASSIGN_OR_RETURN_IMPL_(GPUAAS_CONCAT_(gpuaas_statusor_, __COUNTER__), lhs, expr)
 #define ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                           \
   if (!tmp.ok()) return tmp.status();          \

@@ -1,0 +1,165 @@
+#include "controller/inventory.h"
+
+#include "cluster/simulated/fleet.h"
+#include "common/strings.h"
+#include "gtest/gtest.h"
+#include "model/codec.h"
+#include "store/objects.h"
+#include "store/sqlite_store.h"
+
+namespace gpuaas::controller {
+namespace {
+
+class FakeDriver final : public cluster::ClusterDriver {
+ public:
+  explicit FakeDriver(cluster::ObservedCluster oc) : oc_(std::move(oc)) {}
+  std::string_view ClusterName() const override { return oc_.name; }
+  absl::StatusOr<cluster::ObservedCluster> Observe() override {
+    if (down) return absl::UnavailableError("connection refused");
+    return oc_;
+  }
+  cluster::ObservedCluster oc_;
+  bool down = false;
+};
+
+template <typename T>
+std::vector<T> All(store::Store& s) {
+  std::vector<T> out;
+  EXPECT_TRUE(s.Transact([&](store::Txn& tx) {
+    auto r = store::ListObjects<T>(tx);
+    if (r.ok()) out = *r;
+    return r.status();
+  }).ok());
+  return out;
+}
+
+class InventoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*store::OpenStore("sqlite::memory:"));
+    auto oc = cluster::simulated::SimulatedCluster(cluster::simulated::DemoFleet().clusters[0]).Observe();
+    driver_ = std::make_unique<FakeDriver>(*oc);
+  }
+  FakeClock clock_{std::chrono::system_clock::from_time_t(1764688445)};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<FakeDriver> driver_;
+};
+
+TEST_F(InventoryTest, FirstSyncCreatesEveryObject) {
+  InventoryController ctl(*store_, clock_);
+  absl::StatusOr<SyncStats> st = ctl.Sync(*driver_);
+  ASSERT_TRUE(st.ok()) << st.status();
+  auto nodes = All<model::NodeCapacity>(*store_);
+  auto gpus = All<model::GpuCapacity>(*store_);
+  auto specs = All<model::SpecAndCount>(*store_);
+  auto clusters = All<model::Cluster>(*store_);
+  ASSERT_EQ(clusters.size(), 1u);
+  EXPECT_EQ(clusters[0].status.nodes, 10);
+  EXPECT_EQ(clusters[0].status.gpus, 80);
+  EXPECT_EQ(nodes.size(), 10u);
+  EXPECT_EQ(gpus.size(), 80u);
+  EXPECT_EQ(st->created, static_cast<int>(1 + nodes.size() + gpus.size() + specs.size()));
+
+  // The first H200 node runs MIG: its logical capacity is MIG devices, its physical 8 GPUs.
+  const model::NodeCapacity* h200 = nullptr;
+  for (const auto& n : nodes) {
+    if (n.metadata.name == "alpha.h200-01") h200 = &n;
+  }
+  ASSERT_NE(h200, nullptr);
+  EXPECT_EQ(h200->spec.gpu_model, "H200-SXM-141GB");
+  EXPECT_EQ(h200->status.physical_gpus, 8);
+  EXPECT_EQ(h200->status.mig_enabled_gpus, 8);
+  EXPECT_EQ(h200->status.allocatable.count("nvidia.com/gpu"), 0u);
+  // Layouts cycle over 8 GPUs: 2x (3g+3g), 2x (4g+2g+1g), 2x (2g+2g+2g+1g), 2x 7x1g.
+  EXPECT_EQ(h200->status.allocatable.at("nvidia.com/mig-3g.71gb"), 4);
+  EXPECT_EQ(h200->status.allocatable.at("nvidia.com/mig-4g.71gb"), 2);
+  EXPECT_EQ(h200->status.allocatable.at("nvidia.com/mig-2g.35gb"), 8);
+  EXPECT_EQ(h200->status.allocatable.at("nvidia.com/mig-1g.18gb"), 2 + 2 + 14);
+  // SpecAndCount agrees with the node's allocatable.
+  for (const auto& s : specs) {
+    if (s.spec.node != "alpha.h200-01") continue;
+    EXPECT_EQ(h200->status.allocatable.at(s.spec.resource_name), s.status.count) << s.metadata.name;
+    EXPECT_EQ(s.status.free, s.status.count);
+  }
+  // A non-MIG node: 8 full GPUs.
+  for (const auto& s : specs) {
+    if (s.metadata.name == "alpha.h200-03.full") {
+      EXPECT_EQ(s.status.count, 8);
+    }
+  }
+  for (const auto& g : gpus) {
+    EXPECT_EQ(g.metadata.labels.at("gpuaas.io/cluster"), "alpha");
+    EXPECT_EQ(g.status.health, model::Health::kHealthy);
+    EXPECT_EQ(g.metadata.name, ToLower(g.spec.uuid));
+  }
+}
+
+TEST_F(InventoryTest, SecondSyncWritesNothing) {
+  InventoryController ctl(*store_, clock_);
+  ASSERT_TRUE(ctl.Sync(*driver_).ok());
+  const int64_t rev = store_->Revision();
+  clock_.Advance(std::chrono::minutes(5));
+  absl::StatusOr<SyncStats> st = ctl.Sync(*driver_);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->created + st->updated + st->deleted, 0);
+  EXPECT_EQ(store_->Revision(), rev);
+}
+
+TEST_F(InventoryTest, ChangesFlowThrough) {
+  InventoryController ctl(*store_, clock_);
+  ASSERT_TRUE(ctl.Sync(*driver_).ok());
+  // A pod takes a full GPU, another GPU turns unhealthy, and the last node leaves the cluster.
+  auto& n3 = driver_->oc_.nodes[2];
+  n3.gpus[0].in_use = true;
+  n3.gpus[1].healthy = false;
+  driver_->oc_.nodes.pop_back();
+  clock_.Advance(std::chrono::minutes(1));
+  absl::StatusOr<SyncStats> st = ctl.Sync(*driver_);
+  ASSERT_TRUE(st.ok());
+  EXPECT_GT(st->deleted, 8);  // the node, its 8 GPUs and its SpecAndCount
+  auto gpus = All<model::GpuCapacity>(*store_);
+  EXPECT_EQ(gpus.size(), 72u);
+  for (const auto& g : gpus) {
+    if (g.spec.uuid == n3.gpus[0].uuid) {
+      EXPECT_TRUE(g.status.allocated);
+    }
+    if (g.spec.uuid == n3.gpus[1].uuid) {
+      EXPECT_EQ(g.status.health, model::Health::kUnhealthy);
+      EXPECT_EQ(g.status.conditions[0].status, model::ConditionStatus::kFalse);
+      EXPECT_EQ(g.status.conditions[0].last_transition_time, clock_.Now());
+    }
+  }
+  for (const auto& s : All<model::SpecAndCount>(*store_)) {
+    if (s.metadata.name == "alpha.h200-03.full") {
+      EXPECT_EQ(s.status.allocated, 1);
+      EXPECT_EQ(s.status.free, 7);
+    }
+  }
+}
+
+TEST_F(InventoryTest, UnreachableClusterKeepsItsInventory) {
+  InventoryController ctl(*store_, clock_);
+  ASSERT_TRUE(ctl.Sync(*driver_).ok());
+  driver_->down = true;
+  ASSERT_TRUE(ctl.Sync(*driver_).ok());
+  auto clusters = All<model::Cluster>(*store_);
+  ASSERT_EQ(clusters.size(), 1u);
+  const model::Condition* c = model::FindCondition(clusters[0].status.conditions, "Reachable");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, model::ConditionStatus::kFalse);
+  EXPECT_EQ(c->message, "connection refused");
+  EXPECT_EQ(All<model::GpuCapacity>(*store_).size(), 80u);
+}
+
+TEST_F(InventoryTest, UnknownProductsAreFlaggedNotDropped) {
+  driver_->oc_.nodes[0].gpu_product = "NVIDIA-GeForce-RTX-4090";
+  Inventory inv = BuildInventory(driver_->oc_, clock_.Now());
+  const model::Condition* c = model::FindCondition(inv.nodes[0].status.conditions, "Recognized");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, model::ConditionStatus::kFalse);
+  EXPECT_EQ(inv.nodes[0].spec.gpu_model, "");
+  EXPECT_EQ(inv.nodes[0].status.physical_gpus, 8);
+}
+
+}  // namespace
+}  // namespace gpuaas::controller
