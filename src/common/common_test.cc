@@ -20,6 +20,15 @@ TEST(Strings, SplitAndParse) {
   EXPECT_EQ(Trim("  x y \n"), "x y");
 }
 
+TEST(Strings, Base64UrlRoundTrips) {
+  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("ns\0name", 7)}) {
+    EXPECT_EQ(Base64UrlDecode(Base64UrlEncode(s)), s);
+  }
+  EXPECT_EQ(Base64UrlEncode("\xfb\xff"), "-_8");
+  EXPECT_FALSE(Base64UrlDecode("a+b").has_value());
+  EXPECT_FALSE(Base64UrlDecode("a").has_value());
+}
+
 TEST(Clock, FormatAndParseRoundTrip) {
   Time t = std::chrono::system_clock::from_time_t(1764688445);  // 2025-12-02T15:14:05Z
   EXPECT_EQ(FormatTime(t), "2025-12-02T15:14:05Z");

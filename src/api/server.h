@@ -1,0 +1,58 @@
+// The HTTP API server: the gpuaas.io/v1 resources (read from the ObjectCache, never from the
+// database), the fleet summary, health, version and Prometheus metrics. Layer 10 of
+// docs/architecture.md. Errors are application/problem+json with a reason; unknown routes 404,
+// wrong methods 405 (with Allow), oversized bodies 413.
+#ifndef GPUAAS_API_SERVER_H_
+#define GPUAAS_API_SERVER_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "store/cache.h"
+
+namespace gpuaas::api {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0 picks a free port; see ApiServer::port()
+  // Worker threads. Each serves one keep-alive connection at a time, so this bounds the
+  // connections served concurrently.
+  int threads = 64;
+  size_t max_body_bytes = 1 << 20;
+  std::string version;
+};
+
+// The resource kinds the API serves, by plural ("gpucapacities" -> "GpuCapacity").
+struct ResourceType {
+  std::string plural;
+  std::string kind;
+  bool namespaced = false;
+};
+const std::vector<ResourceType>& ResourceTypes();
+
+class ApiServer {
+ public:
+  ApiServer(ServerOptions options, store::ObjectCache& cache);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Binds and starts serving in background threads. Unavailable when the address is taken.
+  absl::Status Start();
+  // The bound port (after Start).
+  int port() const;
+  // Stops accepting and finishes in-flight requests. Idempotent.
+  void Stop();
+  // /readyz answers 200 only once ready (the first inventory sync has landed).
+  void SetReady(bool ready);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuaas::api
+
+#endif  // GPUAAS_API_SERVER_H_

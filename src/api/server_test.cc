@@ -1,0 +1,264 @@
+#include "api/server.h"
+
+#include <httplib.h>
+
+#include <set>
+
+#include "cluster/simulated/fleet.h"
+#include "controller/inventory.h"
+#include "gtest/gtest.h"
+#include "model/codec.h"
+#include "nlohmann/json.hpp"
+#include "store/sqlite_store.h"
+
+namespace gpuaas::api {
+namespace {
+
+using nlohmann::json;
+
+class ApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    store_ = std::move(*store::OpenStore("sqlite::memory:")).release();
+    controller::InventoryController inv(*store_, RealClock::Get());
+    for (auto& d : cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet())) {
+      ASSERT_TRUE(inv.Sync(*d).ok());
+    }
+    cache_ = new store::ObjectCache(*store_);
+    std::vector<std::string> kinds;
+    for (const ResourceType& t : ResourceTypes()) kinds.push_back(t.kind);
+    ASSERT_TRUE(cache_->Start(kinds).ok());
+    ServerOptions o;
+    o.port = 0;
+    o.threads = 8;
+    o.max_body_bytes = 4096;
+    o.version = "v-test";
+    server_ = new ApiServer(o, *cache_);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete cache_;
+    delete store_;
+  }
+
+  httplib::Client Client() {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_keep_alive(true);
+    return c;
+  }
+  json GetJson(const std::string& path, int want = 200) {
+    httplib::Client c = Client();
+    httplib::Result r = c.Get(path);
+    EXPECT_TRUE(r) << path;
+    if (!r) return {};
+    EXPECT_EQ(r->status, want) << path << ": " << r->body;
+    return json::parse(r->body);
+  }
+  void ExpectProblem(httplib::Result& r, int status, std::string_view reason) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/problem+json");
+    json p = json::parse(r->body);
+    EXPECT_EQ(p["status"], status);
+    EXPECT_EQ(p["reason"], reason) << r->body;
+    EXPECT_FALSE(p["detail"].get<std::string>().empty());
+    EXPECT_FALSE(p["title"].get<std::string>().empty());
+  }
+
+  static store::Store* store_;
+  static store::ObjectCache* cache_;
+  static ApiServer* server_;
+};
+
+store::Store* ApiTest::store_ = nullptr;
+store::ObjectCache* ApiTest::cache_ = nullptr;
+ApiServer* ApiTest::server_ = nullptr;
+
+TEST_F(ApiTest, HealthReadinessAndVersion) {
+  httplib::Client c = Client();
+  server_->SetReady(false);
+  auto not_ready = c.Get("/readyz");
+  ExpectProblem(not_ready, 503, "NotReady");
+  server_->SetReady(true);
+  EXPECT_EQ(c.Get("/readyz")->status, 200);
+  EXPECT_EQ(c.Get("/healthz")->body, "ok");
+  EXPECT_EQ(GetJson("/version")["gitVersion"], "v-test");
+  json disc = GetJson("/apis/gpuaas.io/v1");
+  EXPECT_EQ(disc["kind"], "APIResourceList");
+  EXPECT_EQ(disc["resources"].size(), ResourceTypes().size());
+}
+
+TEST_F(ApiTest, SummaryGivesTheFleetAtAGlance) {
+  json s = GetJson("/api/v1/summary");
+  EXPECT_EQ(s["clusters"], 2);
+  EXPECT_EQ(s["nodes"], 18);
+  EXPECT_EQ(s["physical"]["gpus"], 144);
+  EXPECT_EQ(s["physical"]["migEnabled"].get<int>() + s["physical"]["full"].get<int>(), 144);
+  EXPECT_GT(s["physical"]["migEnabled"].get<int>(), 0);
+  int by_model = 0;
+  for (const json& m : s["physical"]["byModel"]) by_model += m["gpus"].get<int>();
+  EXPECT_EQ(by_model, 144);
+  int logical = 0;
+  bool saw_3g = false;
+  for (const json& d : s["logical"]["byProfile"]) {
+    logical += d["count"].get<int>();
+    EXPECT_EQ(d["count"].get<int>(), d["allocated"].get<int>() + d["free"].get<int>());
+    saw_3g |= d["profile"] == "3g.71gb" && d["model"] == "H200-SXM-141GB";
+  }
+  EXPECT_TRUE(saw_3g);
+  EXPECT_EQ(s["logical"]["count"], logical);
+}
+
+TEST_F(ApiTest, ListsEveryKind) {
+  std::map<std::string, size_t> want = {
+      {"clusters", 2}, {"nodecapacities", 18}, {"gpucapacities", 144}};
+  for (const auto& [plural, n] : want) {
+    json l = GetJson("/apis/gpuaas.io/v1/" + plural);
+    EXPECT_EQ(l["items"].size(), n) << plural;
+    EXPECT_EQ(l["apiVersion"], "gpuaas.io/v1");
+    EXPECT_FALSE(l["metadata"].contains("continue"));
+    EXPECT_GT(std::stoll(l["metadata"]["resourceVersion"].get<std::string>()), 0);
+  }
+  json specs = GetJson("/apis/gpuaas.io/v1/specandcounts");
+  EXPECT_GT(specs["items"].size(), 18u);
+  // Items are full objects that decode with the model codecs.
+  json gpus = GetJson("/apis/gpuaas.io/v1/gpucapacities");
+  EXPECT_EQ(gpus["kind"], "GpuCapacityList");
+  EXPECT_TRUE(model::Decode<model::GpuCapacity>(gpus["items"][0].dump()).ok());
+}
+
+TEST_F(ApiTest, GetsSingleObjects) {
+  json n = GetJson("/apis/gpuaas.io/v1/nodecapacities/alpha.h200-01");
+  EXPECT_EQ(n["kind"], "NodeCapacity");
+  EXPECT_EQ(n["spec"]["gpuModel"], "H200-SXM-141GB");
+  json gpus = GetJson("/apis/gpuaas.io/v1/gpucapacities?limit=1");
+  std::string name = gpus["items"][0]["metadata"]["name"];
+  EXPECT_EQ(GetJson("/apis/gpuaas.io/v1/gpucapacities/" + name)["metadata"]["name"], name);
+  EXPECT_EQ(GetJson("/apis/gpuaas.io/v1/clusters/beta")["spec"]["region"], "eu-west");
+  httplib::Client c = Client();
+  auto missing = c.Get("/apis/gpuaas.io/v1/gpucapacities/gpu-nope");
+  ExpectProblem(missing, 404, "NotFound");
+  EXPECT_NE(missing->body.find("gpu-nope"), std::string::npos);
+}
+
+TEST_F(ApiTest, LabelSelectors) {
+  json beta = GetJson("/apis/gpuaas.io/v1/gpucapacities?labelSelector=gpuaas.io/cluster%3Dbeta");
+  EXPECT_EQ(beta["items"].size(), 64u);
+  for (const json& g : beta["items"]) EXPECT_EQ(g["spec"]["cluster"], "beta");
+  json mig = GetJson(
+      "/apis/gpuaas.io/v1/gpucapacities?labelSelector=gpuaas.io/mig-mode%3Denabled,"
+      "gpuaas.io/gpu-model%20in%20(H200-SXM-141GB)");
+  EXPECT_EQ(mig["items"].size(), 16u);
+  json none = GetJson("/apis/gpuaas.io/v1/clusters?labelSelector=gpuaas.io/cluster%3Dgamma");
+  EXPECT_TRUE(none["items"].empty());
+  httplib::Client c = Client();
+  auto bad = c.Get("/apis/gpuaas.io/v1/gpucapacities?labelSelector=a%20in%20b");
+  ExpectProblem(bad, 400, "BadRequest");
+  EXPECT_NE(bad->body.find("labelSelector"), std::string::npos);
+}
+
+TEST_F(ApiTest, PagingWalksEveryItemOnce) {
+  for (std::string selector : {"", "&labelSelector=gpuaas.io/cluster%3Dalpha"}) {
+    std::vector<std::string> names;
+    std::string token;
+    int pages = 0;
+    do {
+      std::string path = "/apis/gpuaas.io/v1/gpucapacities?limit=7" + selector;
+      if (!token.empty()) path += "&continue=" + token;
+      json page = GetJson(path);
+      EXPECT_LE(page["items"].size(), 7u);
+      for (const json& g : page["items"]) names.push_back(g["metadata"]["name"]);
+      token = page["metadata"].value("continue", "");
+      if (!token.empty() && selector.empty()) {
+        EXPECT_EQ(page["metadata"]["remainingItemCount"].get<size_t>() + names.size(), 144u);
+      }
+      ++pages;
+    } while (!token.empty() && pages < 100);
+    const size_t want = selector.empty() ? 144 : 80;
+    EXPECT_EQ(names.size(), want) << selector;
+    EXPECT_EQ(pages, static_cast<int>((want + 6) / 7));
+    EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+    EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  }
+  httplib::Client c = Client();
+  auto bad_token = c.Get("/apis/gpuaas.io/v1/gpucapacities?limit=5&continue=garbage!");
+  ExpectProblem(bad_token, 400, "BadRequest");
+  // A token of another resource type is refused too.
+  json nodes = GetJson("/apis/gpuaas.io/v1/nodecapacities?limit=2");
+  auto crossed = c.Get("/apis/gpuaas.io/v1/gpucapacities?limit=2&continue=" +
+                       nodes["metadata"]["continue"].get<std::string>());
+  ExpectProblem(crossed, 400, "BadRequest");
+  auto bad_limit = c.Get("/apis/gpuaas.io/v1/gpucapacities?limit=ten");
+  ExpectProblem(bad_limit, 400, "BadRequest");
+  auto negative = c.Get("/apis/gpuaas.io/v1/gpucapacities?limit=-1");
+  ExpectProblem(negative, 400, "BadRequest");
+}
+
+TEST_F(ApiTest, ErrorClasses) {
+  httplib::Client c = Client();
+  auto unknown_route = c.Get("/no/such/thing");
+  ExpectProblem(unknown_route, 404, "NotFound");
+  auto unknown_kind = c.Get("/apis/gpuaas.io/v1/widgets");
+  ExpectProblem(unknown_kind, 404, "NotFound");
+  auto wrong_method = c.Post("/apis/gpuaas.io/v1/gpucapacities", "{}", "application/json");
+  ExpectProblem(wrong_method, 405, "MethodNotAllowed");
+  EXPECT_EQ(wrong_method->get_header_value("Allow"), "GET");
+  auto wrong_method2 = c.Delete("/healthz");
+  ExpectProblem(wrong_method2, 405, "MethodNotAllowed");
+  auto too_big = c.Post("/apis/gpuaas.io/v1/gpucapacities", std::string(8192, 'x'), "application/json");
+  ExpectProblem(too_big, 413, "RequestEntityTooLarge");
+  // The server is still fine after errors.
+  EXPECT_EQ(c.Get("/healthz")->status, 200);
+}
+
+TEST_F(ApiTest, MetricsCountRequestsByRoute) {
+  httplib::Client c = Client();
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Get("/apis/gpuaas.io/v1/clusters/alpha")->status, 200);
+  (void)c.Get("/apis/gpuaas.io/v1/clusters/zeta");
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(m->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+  const std::string& t = m->body;
+  EXPECT_NE(t.find("# TYPE gpuaas_http_requests_total counter"), std::string::npos);
+  EXPECT_NE(t.find("gpuaas_http_requests_total{method=\"GET\",route=\"/apis/gpuaas.io/v1/{plural}/{name}\",code=\"404\"}"),
+            std::string::npos);
+  EXPECT_NE(t.find("gpuaas_http_request_duration_seconds_bucket{method=\"GET\",route=\"/apis/gpuaas.io/v1/{plural}/{name}\",le=\"+Inf\"}"),
+            std::string::npos);
+  EXPECT_NE(t.find("gpuaas_fleet_gpus{model=\"H200-SXM-141GB\",mig=\"enabled\"} 16"), std::string::npos);
+  // The route label is the pattern, never the raw path.
+  EXPECT_EQ(t.find("clusters/alpha"), std::string::npos);
+}
+
+TEST_F(ApiTest, ServesManyKeepAliveRequestsInParallel) {
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      httplib::Client c = Client();
+      for (int i = 0; i < 50; ++i) {
+        auto r = c.Get("/apis/gpuaas.io/v1/nodecapacities/beta.a100-02");
+        if (r && r->status == 200) ++ok;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 400);
+}
+
+TEST(ApiServerStart, AddressInUseIsAnError) {
+  auto s = std::move(*store::OpenStore("sqlite::memory:"));
+  store::ObjectCache cache(*s);
+  ServerOptions o;
+  o.port = 0;
+  ApiServer a(o, cache);
+  ASSERT_TRUE(a.Start().ok());
+  o.port = a.port();
+  ApiServer b(o, cache);
+  absl::Status st = b.Start();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace gpuaas::api

@@ -1,0 +1,34 @@
+#include "model/summary.h"
+
+namespace gpuaas::model {
+
+FleetSummary Summarize(std::span<const GpuCapacity> gpus) {
+  FleetSummary s;
+  for (const GpuCapacity& g : gpus) {
+    const std::string model = g.spec.model.empty() ? "unknown" : g.spec.model;
+    FleetSummary::ModelCount& m = s.by_model[model];
+    const bool mig = g.status.mig_mode == MigMode::kEnabled;
+    const bool unhealthy = g.status.health == Health::kUnhealthy;
+    for (FleetSummary::ModelCount* c : {&m, &s.physical}) {
+      c->gpus += 1;
+      c->mig_enabled += mig ? 1 : 0;
+      c->full += mig ? 0 : 1;
+      c->unhealthy += unhealthy ? 1 : 0;
+    }
+    auto add = [&](const std::string& profile, bool allocated) {
+      FleetSummary::DeviceCount& d = s.logical[{model, profile}];
+      d.count += 1;
+      d.allocated += allocated ? 1 : 0;
+      s.logical_total.count += 1;
+      s.logical_total.allocated += allocated ? 1 : 0;
+    };
+    if (mig) {
+      for (const MigInstance& inst : g.status.mig_instances) add(inst.profile, inst.allocated);
+    } else {
+      add("full", g.status.allocated);
+    }
+  }
+  return s;
+}
+
+}  // namespace gpuaas::model

@@ -1,0 +1,38 @@
+// The fleet at a glance: physical GPUs by model, MIG versus full, and logical devices (full GPUs
+// and MIG instances) by model and profile, allocated and free. Pure function over GpuCapacity.
+#ifndef GPUAAS_MODEL_SUMMARY_H_
+#define GPUAAS_MODEL_SUMMARY_H_
+
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "model/fleet.h"
+
+namespace gpuaas::model {
+
+struct FleetSummary {
+  struct ModelCount {
+    int64_t gpus = 0;
+    int64_t mig_enabled = 0;
+    int64_t full = 0;
+    int64_t unhealthy = 0;
+  };
+  struct DeviceCount {
+    int64_t count = 0;
+    int64_t allocated = 0;
+    int64_t free() const { return count - allocated; }
+  };
+  ModelCount physical;                          // all models
+  std::map<std::string, ModelCount> by_model;   // keyed by model
+  // Logical devices keyed by (model, profile); profile "full" for whole GPUs.
+  std::map<std::pair<std::string, std::string>, DeviceCount> logical;
+  DeviceCount logical_total;
+};
+
+FleetSummary Summarize(std::span<const GpuCapacity> gpus);
+
+}  // namespace gpuaas::model
+
+#endif  // GPUAAS_MODEL_SUMMARY_H_

@@ -1,0 +1,43 @@
+#include "model/summary.h"
+
+#include "gtest/gtest.h"
+
+namespace gpuaas::model {
+namespace {
+
+GpuCapacity Gpu(std::string model, bool mig, std::vector<MigInstance> insts, bool allocated,
+                Health h = Health::kHealthy) {
+  GpuCapacity g;
+  g.spec.model = std::move(model);
+  g.status.mig_mode = mig ? MigMode::kEnabled : MigMode::kDisabled;
+  g.status.mig_instances = std::move(insts);
+  g.status.allocated = allocated;
+  g.status.health = h;
+  return g;
+}
+
+TEST(Summary, CountsPhysicalAndLogicalDevices) {
+  std::vector<GpuCapacity> gpus = {
+      Gpu("H200-SXM-141GB", true, {{"3g.71gb", 0, 4, "a", true}, {"3g.71gb", 4, 4, "b", false}}, false),
+      Gpu("H200-SXM-141GB", false, {}, true),
+      Gpu("H200-SXM-141GB", false, {}, false, Health::kUnhealthy),
+      Gpu("A100-80GB", true, {{"1g.10gb", 0, 1, "c", false}}, false),
+  };
+  FleetSummary s = Summarize(gpus);
+  EXPECT_EQ(s.physical.gpus, 4);
+  EXPECT_EQ(s.physical.mig_enabled, 2);
+  EXPECT_EQ(s.physical.full, 2);
+  EXPECT_EQ(s.physical.unhealthy, 1);
+  EXPECT_EQ(s.by_model.at("H200-SXM-141GB").gpus, 3);
+  auto mig = s.logical.at({"H200-SXM-141GB", "3g.71gb"});
+  EXPECT_EQ(mig.count, 2);
+  EXPECT_EQ(mig.allocated, 1);
+  EXPECT_EQ(mig.free(), 1);
+  EXPECT_EQ(s.logical.at({"H200-SXM-141GB", "full"}).count, 2);
+  EXPECT_EQ(s.logical.at({"H200-SXM-141GB", "full"}).allocated, 1);
+  EXPECT_EQ(s.logical_total.count, 5);
+  EXPECT_EQ(s.logical_total.allocated, 2);
+}
+
+}  // namespace
+}  // namespace gpuaas::model
