@@ -40,9 +40,15 @@ std::string NewUid() {
 }
 
 std::string StableUuid(std::string_view seed) {
-  uint64_t hi = StableHash(seed);
-  uint64_t lo = StableHash(fmt::format("{}#{}", seed, hi));
-  return FormatUuid(hi, lo);
+  // FNV-1a spreads similar seeds poorly ("node/0" vs "node/1" share most bits), so finish each
+  // half with the splitmix64 mixer to make the result look as random as a real UUID.
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  const uint64_t h = StableHash(seed);
+  return FormatUuid(mix(h), mix(h ^ 0x9e3779b97f4a7c15ULL));
 }
 
 }  // namespace gpuaas

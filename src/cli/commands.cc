@@ -1,0 +1,296 @@
+#include "cli/commands.h"
+
+#include <httplib.h>
+
+#include <map>
+
+#include "catalog/catalog.h"
+#include "cli/output.h"
+#include "common/status.h"
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::cli {
+namespace {
+
+using nlohmann::json;
+
+struct Resource {
+  const char* plural;
+  const char* kind;
+};
+
+// kubectl-style names and short names for the resource types.
+const Resource* FindResource(const std::string& what) {
+  static const std::map<std::string, Resource> kAliases = {
+      {"clusters", {"clusters", "Cluster"}},         {"cluster", {"clusters", "Cluster"}},
+      {"nodes", {"nodecapacities", "NodeCapacity"}}, {"node", {"nodecapacities", "NodeCapacity"}},
+      {"nodecapacities", {"nodecapacities", "NodeCapacity"}},
+      {"gpus", {"gpucapacities", "GpuCapacity"}},    {"gpu", {"gpucapacities", "GpuCapacity"}},
+      {"gpucapacities", {"gpucapacities", "GpuCapacity"}},
+      {"specs", {"specandcounts", "SpecAndCount"}},  {"spec", {"specandcounts", "SpecAndCount"}},
+      {"specandcounts", {"specandcounts", "SpecAndCount"}},
+  };
+  auto it = kAliases.find(what);
+  return it == kAliases.end() ? nullptr : &it->second;
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+// GETs `path` from the server; non-2xx answers become errors carrying the server's reason.
+absl::StatusOr<std::string> Fetch(const ClientOptions& o, const std::string& path) {
+  httplib::Client client(o.server);
+  if (!client.is_valid()) {
+    return absl::InvalidArgumentError(fmt::format("--server \"{}\" is not a valid URL", o.server));
+  }
+  client.set_connection_timeout(5);
+  client.set_read_timeout(60);
+  httplib::Result r = client.Get(path);
+  if (!r) {
+    return absl::UnavailableError(fmt::format(
+        "cannot reach the gpuaas server at {} ({}); is `gpuaas server` running? Use --server URL",
+        o.server, httplib::to_string(r.error())));
+  }
+  if (r->status >= 200 && r->status < 300) return r->body;
+  json p = json::parse(r->body, nullptr, false);
+  std::string reason = p.is_object() ? p.value("reason", "") : "";
+  std::string detail = p.is_object() ? p.value("detail", r->body) : r->body;
+  return absl::Status(r->status == 404 ? absl::StatusCode::kNotFound : absl::StatusCode::kUnknown,
+                      fmt::format("Error from server ({}): {}", reason.empty() ? std::to_string(r->status) : reason,
+                                  detail));
+}
+
+int Fail(std::ostream& err, const absl::Status& s) {
+  err << s.message() << "\n";
+  return 1;
+}
+
+absl::Status PrintDoc(const std::string& body, Format f, std::ostream& out) {
+  absl::StatusOr<std::string> text = f == Format::kYaml ? JsonToYaml(body) : PrettyJson(body);
+  if (!text.ok()) return text.status();
+  out << *text;
+  return absl::OkStatus();
+}
+
+std::string Str(const json& j, const json::json_pointer& p, const std::string& dflt = "") {
+  if (!j.contains(p)) return dflt;
+  const json& v = j.at(p);
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  return v.dump();
+}
+
+std::string Condition(const json& obj, const std::string& type) {
+  for (const json& c : obj["status"].value("conditions", json::array())) {
+    if (c.value("type", "") == type) return c.value("status", "Unknown");
+  }
+  return "Unknown";
+}
+
+void PrintTable(const std::string& plural, const std::vector<json>& items, std::ostream& out) {
+  using P = json::json_pointer;
+  if (plural == "clusters") {
+    Table t({"NAME", "DRIVER", "REGION", "NODES", "GPUS", "REACHABLE", "AGE"});
+    for (const json& c : items) {
+      t.Add({Str(c, P("/metadata/name")), Str(c, P("/spec/driver"), "-"),
+             Str(c, P("/spec/region"), "-"), Str(c, P("/status/nodes"), "0"),
+             Str(c, P("/status/gpus"), "0"), Condition(c, "Reachable"),
+             Age(Str(c, P("/metadata/creationTimestamp")))});
+    }
+    t.Print(out);
+  } else if (plural == "nodecapacities") {
+    Table t({"NAME", "CLUSTER", "MODEL", "GPUS", "MIG", "CPU", "MEMORY", "SCHEDULABLE", "AGE"});
+    for (const json& n : items) {
+      int64_t mem = n["spec"].value("memoryBytes", int64_t{0});
+      t.Add({Str(n, P("/metadata/name")), Str(n, P("/spec/cluster")),
+             Str(n, P("/spec/gpuModel"), "<unknown>"), Str(n, P("/status/physical/gpus"), "0"),
+             Str(n, P("/status/physical/migEnabledGpus"), "0"), Str(n, P("/spec/cpuCores"), "0"),
+             fmt::format("{}Gi", mem >> 30), Str(n, P("/spec/schedulable"), "true"),
+             Age(Str(n, P("/metadata/creationTimestamp")))});
+    }
+    t.Print(out);
+  } else if (plural == "gpucapacities") {
+    Table t({"NAME", "NODE", "INDEX", "MODEL", "MIG", "INSTANCES", "HEALTH"});
+    for (const json& g : items) {
+      std::string insts;
+      for (const json& i : g["status"].value("migInstances", json::array())) {
+        if (!insts.empty()) insts += ' ';
+        insts += fmt::format("{}@{}", i.value("profile", "?"), i["placement"].value("start", 0));
+      }
+      t.Add({Str(g, P("/metadata/name")), Str(g, P("/spec/node")), Str(g, P("/spec/index")),
+             Str(g, P("/spec/model")), Str(g, P("/status/migMode")), insts.empty() ? "-" : insts,
+             Str(g, P("/status/health"))});
+    }
+    t.Print(out);
+  } else {
+    Table t({"NAME", "NODE", "MODEL", "PROFILE", "RESOURCE", "COUNT", "ALLOCATED", "FREE"});
+    for (const json& s : items) {
+      t.Add({Str(s, P("/metadata/name")), Str(s, P("/spec/node")), Str(s, P("/spec/model")),
+             Str(s, P("/spec/profile")), Str(s, P("/spec/resourceName")),
+             Str(s, P("/status/count")), Str(s, P("/status/allocated")), Str(s, P("/status/free"))});
+    }
+    t.Print(out);
+  }
+}
+
+}  // namespace
+
+int Get(const ClientOptions& o, const std::string& what, const std::string& name, std::ostream& out,
+        std::ostream& err) {
+  absl::StatusOr<Format> format = ParseFormat(o.output);
+  if (!format.ok()) return Fail(err, format.status());
+  const Resource* r = FindResource(what);
+  if (r == nullptr) {
+    return Fail(err, absl::InvalidArgumentError(fmt::format(
+                         "unknown resource \"{}\"; use clusters, nodes, gpus or specs", what)));
+  }
+  const std::string base = fmt::format("/apis/gpuaas.io/v1/{}", r->plural);
+  std::vector<json> items;
+  if (!name.empty()) {
+    absl::StatusOr<std::string> body = Fetch(o, base + "/" + Escape(name));
+    if (!body.ok()) return Fail(err, body.status());
+    if (*format != Format::kTable) {
+      absl::Status s = PrintDoc(*body, *format, out);
+      return s.ok() ? 0 : Fail(err, s);
+    }
+    items.push_back(json::parse(*body, nullptr, false));
+  } else {
+    // Page through the list as kubectl does, 500 at a time.
+    std::string token;
+    do {
+      std::string path = base + "?limit=500";
+      if (!o.selector.empty()) path += "&labelSelector=" + Escape(o.selector);
+      if (!token.empty()) path += "&continue=" + Escape(token);
+      absl::StatusOr<std::string> body = Fetch(o, path);
+      if (!body.ok()) return Fail(err, body.status());
+      json page = json::parse(*body, nullptr, false);
+      if (!page.is_object()) return Fail(err, absl::InternalError("server sent invalid JSON"));
+      for (json& item : page["items"]) items.push_back(std::move(item));
+      token = page["metadata"].value("continue", "");
+    } while (!token.empty());
+    if (*format != Format::kTable) {
+      json list = {{"apiVersion", "gpuaas.io/v1"}, {"kind", std::string(r->kind) + "List"},
+                   {"items", items}};
+      absl::Status s = PrintDoc(list.dump(), *format, out);
+      return s.ok() ? 0 : Fail(err, s);
+    }
+    if (items.empty()) {
+      err << "No resources found.\n";
+      return 0;
+    }
+  }
+  PrintTable(r->plural, items, out);
+  return 0;
+}
+
+int Summary(const ClientOptions& o, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<Format> format = ParseFormat(o.output);
+  if (!format.ok()) return Fail(err, format.status());
+  absl::StatusOr<std::string> body = Fetch(o, "/api/v1/summary");
+  if (!body.ok()) return Fail(err, body.status());
+  if (*format != Format::kTable) {
+    absl::Status s = PrintDoc(*body, *format, out);
+    return s.ok() ? 0 : Fail(err, s);
+  }
+  json s = json::parse(*body, nullptr, false);
+  if (!s.is_object()) return Fail(err, absl::InternalError("server sent invalid JSON"));
+  const json& p = s["physical"];
+  out << fmt::format("Clusters: {}   Nodes: {}   GPUs: {} ({} MIG, {} full, {} unhealthy)\n\n",
+                     s.value("clusters", 0), s.value("nodes", 0), p.value("gpus", 0),
+                     p.value("migEnabled", 0), p.value("full", 0), p.value("unhealthy", 0));
+  Table models({"MODEL", "GPUS", "MIG", "FULL", "UNHEALTHY"});
+  for (const json& m : p["byModel"]) {
+    models.Add({m.value("model", ""), std::to_string(m.value("gpus", 0)),
+                std::to_string(m.value("migEnabled", 0)), std::to_string(m.value("full", 0)),
+                std::to_string(m.value("unhealthy", 0))});
+  }
+  models.Print(out);
+  out << "\n";
+  Table devices({"MODEL", "PROFILE", "DEVICES", "ALLOCATED", "FREE"});
+  for (const json& d : s["logical"]["byProfile"]) {
+    devices.Add({d.value("model", ""), d.value("profile", ""), std::to_string(d.value("count", 0)),
+                 std::to_string(d.value("allocated", 0)), std::to_string(d.value("free", 0))});
+  }
+  const json& l = s["logical"];
+  devices.Add({"TOTAL", "", std::to_string(l.value("count", 0)),
+               std::to_string(l.value("allocated", 0)), std::to_string(l.value("free", 0))});
+  devices.Print(out);
+  return 0;
+}
+
+int CatalogModels(const std::string& output, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<Format> format = ParseFormat(output);
+  if (!format.ok()) return Fail(err, format.status());
+  if (*format == Format::kTable) {
+    Table t({"MODEL", "FAMILY", "MEMORY", "MIG", "PROFILES"});
+    for (const catalog::GpuModel& m : catalog::AllModels()) {
+      std::string profiles;
+      for (const catalog::MigProfile& p : m.profiles) {
+        profiles += (profiles.empty() ? "" : ",") + std::string(p.name);
+      }
+      t.Add({std::string(m.name), std::string(m.family), fmt::format("{}GB", m.memory_gb),
+             m.mig_capable ? "yes" : "no", profiles.empty() ? "full only" : profiles});
+    }
+    t.Print(out);
+    return 0;
+  }
+  json models = json::array();
+  for (const catalog::GpuModel& m : catalog::AllModels()) {
+    json profiles = json::array();
+    for (const catalog::MigProfile& p : m.profiles) {
+      profiles.push_back({{"name", p.name}, {"id", p.id}, {"computeSlices", p.compute_slices},
+                          {"memorySlices", p.memory_slices}, {"memoryGB", p.memory_gb},
+                          {"maxCount", p.max_count},
+                          {"starts", std::vector<int>(p.starts.begin(), p.starts.end())}});
+    }
+    models.push_back({{"model", m.name}, {"family", m.family}, {"memoryGB", m.memory_gb},
+                      {"migCapable", m.mig_capable}, {"computeSlices", m.compute_slices},
+                      {"memorySlices", m.memory_slices},
+                      {"products", std::vector<std::string>(m.products.begin(), m.products.end())},
+                      {"profiles", profiles}});
+  }
+  absl::Status s = PrintDoc(models.dump(), *format, out);
+  return s.ok() ? 0 : Fail(err, s);
+}
+
+int CatalogLayouts(const std::string& model, std::ostream& out, std::ostream& err) {
+  const catalog::GpuModel* m = catalog::FindModel(model);
+  if (m == nullptr) {
+    return Fail(err, absl::NotFoundError(fmt::format(
+                         "unknown GPU model \"{}\"; `gpuaas catalog models` lists them", model)));
+  }
+  if (!m->mig_capable) {
+    return Fail(err, absl::FailedPreconditionError(
+                         fmt::format("{} does not support MIG; it is used as a full GPU only", m->name)));
+  }
+  std::vector<std::string> lines;
+  for (const catalog::Layout& l : catalog::MaximalLayouts(*m)) lines.push_back(catalog::FormatLayout(l));
+  std::sort(lines.begin(), lines.end());
+  for (const std::string& l : lines) out << l << "\n";
+  return 0;
+}
+
+int Version(const ClientOptions& o, const std::string& client_version, std::ostream& out,
+            std::ostream& err) {
+  out << "Client Version: " << client_version << "\n";
+  absl::StatusOr<std::string> body = Fetch(o, "/version");
+  if (!body.ok()) {
+    err << body.status().message() << "\n";
+    return 0;  // the client version alone is still an answer
+  }
+  json v = json::parse(*body, nullptr, false);
+  out << "Server Version: " << (v.is_object() ? v.value("gitVersion", "?") : "?") << "\n";
+  return 0;
+}
+
+}  // namespace gpuaas::cli

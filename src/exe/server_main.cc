@@ -1,0 +1,152 @@
+#include "exe/server_main.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "api/server.h"
+#include "cluster/simulated/fleet.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "controller/inventory.h"
+#include "store/cache.h"
+#include "store/store.h"
+
+namespace gpuaas::exe {
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
+int RunServer(const ServerFlags& flags, const std::string& version) {
+  log::Level level;
+  if (!log::ParseLevel(flags.log_level, &level)) {
+    std::cerr << "--log-level: use debug, info, warn, error or off\n";
+    return 2;
+  }
+  log::SetLevel(level);
+
+  const size_t colon = flags.listen.rfind(':');
+  std::optional<int64_t> port =
+      colon == std::string::npos ? std::nullopt : ParseInt(flags.listen.substr(colon + 1));
+  if (!port || *port < 0 || *port > 65535) {
+    std::cerr << "--listen: expected HOST:PORT, e.g. 127.0.0.1:8080\n";
+    return 2;
+  }
+  std::string host = flags.listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (!IsLoopback(host) && !flags.allow_remote) {
+    std::cerr << "refusing to listen on " << flags.listen
+              << ": the API has no TLS yet, so it serves loopback only; pass "
+                 "--allow-insecure-remote to listen there anyway\n";
+    return 2;
+  }
+
+  int sources = (flags.demo ? 1 : 0) + (flags.fleet_file.empty() ? 0 : 1) +
+                (flags.synthetic_gpus > 0 ? 1 : 0);
+  if (sources > 1) {
+    std::cerr << "choose one of --demo, --fleet FILE and --synthetic-gpus N\n";
+    return 2;
+  }
+  cluster::simulated::FleetSpec fleet;
+  if (flags.demo) {
+    fleet = cluster::simulated::DemoFleet();
+  } else if (!flags.fleet_file.empty()) {
+    absl::StatusOr<cluster::simulated::FleetSpec> f = cluster::simulated::LoadFleetFile(flags.fleet_file);
+    if (!f.ok()) {
+      std::cerr << f.status().message() << "\n";
+      return 2;
+    }
+    fleet = *f;
+  } else if (flags.synthetic_gpus > 0) {
+    fleet = cluster::simulated::SyntheticFleet(flags.synthetic_gpus, 2);
+  }
+
+  // Block the stop signals in every thread; the main thread waits for them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<store::Store>> st = store::OpenStore(flags.db);
+  if (!st.ok()) {
+    std::cerr << "cannot open store " << flags.db << ": " << st.status().message() << "\n";
+    return 1;
+  }
+  store::Store& db = **st;
+
+  std::vector<std::unique_ptr<cluster::ClusterDriver>> drivers = cluster::simulated::MakeDrivers(fleet);
+  controller::InventoryController inventory(db, RealClock::Get());
+  auto sync_all = [&] {
+    for (auto& d : drivers) {
+      absl::StatusOr<controller::SyncStats> s = inventory.Sync(*d);
+      if (!s.ok()) {
+        log::Error("inventory sync of cluster {} failed: {}", d->ClusterName(), s.status().ToString());
+      } else if (s->created + s->updated + s->deleted > 0) {
+        log::Info("cluster {}: {} created, {} updated, {} deleted", d->ClusterName(), s->created,
+                  s->updated, s->deleted);
+      }
+    }
+  };
+
+  store::ObjectCache cache(db);
+  std::vector<std::string> kinds;
+  for (const api::ResourceType& t : api::ResourceTypes()) kinds.push_back(t.kind);
+  if (absl::Status s = cache.Start(kinds); !s.ok()) {
+    std::cerr << "cannot load the store: " << s.message() << "\n";
+    return 1;
+  }
+  api::ServerOptions opts;
+  opts.host = host;
+  opts.port = static_cast<int>(*port);
+  opts.threads = flags.threads;
+  opts.version = version;
+  api::ApiServer server(opts, cache);
+  if (absl::Status s = server.Start(); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 1;
+  }
+  sync_all();
+  cache.WaitFor(db.Revision(), std::chrono::seconds(30));
+  server.SetReady(true);
+  log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated cluster(s), revision {})",
+            version, host, server.port(), flags.db, drivers.size(), db.Revision());
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::thread syncer([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!cv.wait_for(lock, std::chrono::seconds(std::max(1, flags.sync_interval_s)),
+                        [&] { return stopping; })) {
+      lock.unlock();
+      sync_all();
+      lock.lock();
+    }
+  });
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  log::Info("received signal {}, shutting down", sig);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  syncer.join();
+  server.Stop();
+  cache.Stop();
+  return 0;
+}
+
+}  // namespace gpuaas::exe

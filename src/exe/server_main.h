@@ -1,0 +1,26 @@
+// Wiring of `gpuaas server`: store, cluster drivers, inventory controller, object cache, API.
+#ifndef GPUAAS_EXE_SERVER_MAIN_H_
+#define GPUAAS_EXE_SERVER_MAIN_H_
+
+#include <string>
+
+namespace gpuaas::exe {
+
+struct ServerFlags {
+  std::string listen = "127.0.0.1:8080";
+  std::string db = "sqlite:gpuaas.db";
+  bool demo = false;
+  std::string fleet_file;
+  int synthetic_gpus = 0;
+  int sync_interval_s = 30;
+  int threads = 64;
+  bool allow_remote = false;
+  std::string log_level = "info";
+};
+
+// Runs the server until SIGINT or SIGTERM. Returns the exit code.
+int RunServer(const ServerFlags& flags, const std::string& version);
+
+}  // namespace gpuaas::exe
+
+#endif  // GPUAAS_EXE_SERVER_MAIN_H_
