@@ -423,7 +423,9 @@ absl::Status ApiServer::Start() {
   s.thread = std::thread([&s] { s.http.listen_after_bind(); });
   // stop() is a no-op until the accept loop runs, so wait for it: a Stop() right after Start()
   // would otherwise leave the loop running and the join hanging.
-  while (!s.http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 5000 && !s.http.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return absl::OkStatus();
 }
 
