@@ -1,0 +1,137 @@
+// End to end: the gpuaas binary as a user runs it, server and client.
+#include <filesystem>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+
+namespace gpuaas::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class E2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpuaas-e2e-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(E2eTest, DemoServerAnswersTheCli) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start("--demo --db sqlite:" + dir_ + "/g.db", dir_ + "/log")) << server.Log();
+  const std::string s = " --server " + server.Url();
+
+  RunResult summary = RunGpuaas("summary" + s);
+  ASSERT_EQ(summary.code, 0) << summary.out;
+  EXPECT_NE(summary.out.find("Clusters: 2   Nodes: 18   GPUs: 144"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("H200-SXM-141GB   3g.71gb"), std::string::npos) << summary.out;
+
+  RunResult nodes = RunGpuaas("get nodes" + s);
+  ASSERT_EQ(nodes.code, 0) << nodes.out;
+  std::vector<std::string> lines = Lines(nodes.out);
+  ASSERT_EQ(lines.size(), 19u);  // header + 18 nodes
+  EXPECT_EQ(lines[0].rfind("NAME ", 0), 0u);
+  // Columns line up: every row has its second column where the header has CLUSTER.
+  const size_t col = lines[0].find("CLUSTER");
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].find_first_not_of(' ', lines[i].find(' ')), col) << lines[i];
+  }
+
+  RunResult gpus = RunGpuaas("get gpus -o json -l gpuaas.io/cluster=beta" + s);
+  ASSERT_EQ(gpus.code, 0) << gpus.out;
+  nlohmann::json list = nlohmann::json::parse(gpus.out);
+  EXPECT_EQ(list["kind"], "GpuCapacityList");
+  EXPECT_EQ(list["items"].size(), 64u);
+
+  RunResult yaml = RunGpuaas("get clusters alpha -o yaml" + s);
+  ASSERT_EQ(yaml.code, 0);
+  EXPECT_NE(yaml.out.find("kind: Cluster"), std::string::npos);
+  EXPECT_NE(yaml.out.find("resourceVersion: \""), std::string::npos) << yaml.out;
+
+  RunResult specs = RunGpuaas("get specs alpha.h200-01.3g.71gb" + s);
+  ASSERT_EQ(specs.code, 0);
+  EXPECT_NE(specs.out.find("nvidia.com/mig-3g.71gb"), std::string::npos);
+
+  RunResult missing = RunGpuaas("get gpus gpu-nope" + s);
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find("Error from server (NotFound)"), std::string::npos) << missing.out;
+  RunResult bad_kind = RunGpuaas("get widgets" + s);
+  EXPECT_EQ(bad_kind.code, 1);
+  EXPECT_NE(bad_kind.out.find("unknown resource"), std::string::npos);
+  RunResult bad_sel = RunGpuaas("get gpus -l 'a in b'" + s);
+  EXPECT_EQ(bad_sel.code, 1);
+  EXPECT_NE(bad_sel.out.find("labelSelector"), std::string::npos) << bad_sel.out;
+
+  RunResult version = RunGpuaas("version" + s);
+  EXPECT_NE(version.out.find("Server Version: v"), std::string::npos) << version.out;
+
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
+}
+
+TEST_F(E2eTest, UnreachableServerIsExplained) {
+  RunResult r = RunGpuaas("get gpus --server http://127.0.0.1:1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("cannot reach the gpuaas server at http://127.0.0.1:1"), std::string::npos)
+      << r.out;
+}
+
+TEST_F(E2eTest, RestartKeepsTheInventoryAndWritesNothingNew) {
+  const std::string db = "--demo --db sqlite:" + dir_ + "/g.db";
+  std::string first_rev;
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(db, dir_ + "/log1")) << server.Log();
+    RunResult r = RunGpuaas("get clusters alpha -o json --server " + server.Url());
+    first_rev = nlohmann::json::parse(r.out)["metadata"]["resourceVersion"];
+    // SIGKILL: no clean shutdown, the next start must still find everything.
+    EXPECT_EQ(server.Stop(SIGKILL), -SIGKILL);
+  }
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(db, dir_ + "/log2")) << again.Log();
+  RunResult r = RunGpuaas("get clusters alpha -o json --server " + again.Url());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["metadata"]["resourceVersion"], first_rev);
+  EXPECT_EQ(again.Log().find("created"), std::string::npos) << again.Log();
+  EXPECT_EQ(again.Stop(), 0);
+}
+
+TEST_F(E2eTest, ServerRefusesBadFlags) {
+  RunResult remote = RunGpuaas("server --listen 0.0.0.0:0 --db sqlite::memory:");
+  EXPECT_EQ(remote.code, 2);
+  EXPECT_NE(remote.out.find("loopback"), std::string::npos) << remote.out;
+  RunResult both = RunGpuaas("server --demo --synthetic-gpus 8 --db sqlite::memory:");
+  EXPECT_EQ(both.code, 2);
+  std::ofstream(dir_ + "/bad.yaml") << "clusters:\n  - name: x\n    nodePools:\n      - {name: p, count: 1, model: Z9}\n";
+  RunResult fleet = RunGpuaas("server --fleet " + dir_ + "/bad.yaml --db sqlite::memory:");
+  EXPECT_EQ(fleet.code, 2);
+  EXPECT_NE(fleet.out.find("unknown GPU model \"Z9\""), std::string::npos) << fleet.out;
+  RunResult port = RunGpuaas("server --listen 127.0.0.1:99999 --db sqlite::memory:");
+  EXPECT_EQ(port.code, 2);
+}
+
+TEST_F(E2eTest, FleetFileServesItsGpus) {
+  std::ofstream(dir_ + "/fleet.yaml") << R"(clusters:
+  - name: lab
+    nodePools:
+      - {name: l40s, count: 2, model: L40S-48GB, gpusPerNode: 4}
+      - {name: a30, count: 1, model: A30-24GB, gpusPerNode: 2, migNodes: 1, migLayouts: ["2g.12gb 1g.6gb 1g.6gb"]}
+)";
+  ServerProcess server;
+  ASSERT_TRUE(server.Start("--fleet " + dir_ + "/fleet.yaml --db sqlite::memory:", dir_ + "/log"))
+      << server.Log();
+  RunResult r = RunGpuaas("summary -o json --server " + server.Url());
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json s = nlohmann::json::parse(r.out);
+  EXPECT_EQ(s["physical"]["gpus"], 10);
+  EXPECT_EQ(s["physical"]["migEnabled"], 2);
+  EXPECT_EQ(s["logical"]["count"], 8 + 2 * 3);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace gpuaas::testing

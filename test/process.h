@@ -1,0 +1,113 @@
+// Helpers for tests that run the gpuaas binary: run a command and capture its output, start a
+// server in the background and learn its port from its log.
+#ifndef GPUAAS_TEST_PROCESS_H_
+#define GPUAAS_TEST_PROCESS_H_
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpuaas::testing {
+
+inline std::string Bin() {
+  const char* b = std::getenv("GPUAAS_BIN");
+  return b ? b : "build/dev/src/exe/gpuaas";
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs `args` through the shell with stderr folded into stdout.
+inline RunResult RunGpuaas(const std::string& args) {
+  RunResult r;
+  FILE* p = popen((Bin() + " " + args + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// A `gpuaas server` child process on a free port.
+class ServerProcess {
+ public:
+  // Starts the server with `args` (plus --listen 127.0.0.1:0) and waits until it serves.
+  bool Start(const std::string& args, const std::string& log_path) {
+    log_path_ = log_path;
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_path.c_str(), "w");
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+      std::string cmd = "exec " + Bin() + " server --listen 127.0.0.1:0 " + args;
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    const std::regex serving(R"(serving http://127\.0\.0\.1:(\d+))");
+    for (int i = 0; i < 600; ++i) {
+      std::ifstream in(log_path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      std::smatch m;
+      std::string text = ss.str();
+      if (std::regex_search(text, m, serving)) {
+        port_ = std::stoi(m[1]);
+        return true;
+      }
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  // Sends `sig` and returns the exit status (or -signal).
+  int Stop(int sig = SIGTERM) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+  ~ServerProcess() { Stop(SIGKILL); }
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string Log() const {
+    std::ifstream in(log_path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_path_;
+};
+
+}  // namespace gpuaas::testing
+
+#endif  // GPUAAS_TEST_PROCESS_H_
