@@ -34,6 +34,8 @@ std::optional<Time> ParseTime(std::string_view s) {
   }
   if (rest != "Z") return std::nullopt;
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
+  // Time counts nanoseconds in 64 bits, which ends in 2262: keep well inside it.
+  if (y < 1970 || y > 2200) return std::nullopt;
   std::tm tm{};
   tm.tm_year = y - 1900;
   tm.tm_mon = mo - 1;

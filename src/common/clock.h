@@ -39,7 +39,8 @@ class FakeClock final : public Clock {
 
 // RFC 3339 in UTC with second precision, as Kubernetes writes timestamps: 2026-12-02T15:04:05Z.
 std::string FormatTime(Time t);
-// Parses what FormatTime writes (an optional fraction is accepted and dropped). nullopt on junk.
+// Parses what FormatTime writes (an optional fraction is accepted and dropped). nullopt on junk
+// and on years outside 1970..2200, which Time cannot hold safely.
 std::optional<Time> ParseTime(std::string_view s);
 
 }  // namespace gpuaas
