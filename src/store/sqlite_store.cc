@@ -194,16 +194,32 @@ class SqliteStore final : public Store {
         "WHERE revision > ?1 ORDER BY revision, seq LIMIT ?2");
     s.Bind(1, after).Bind(2, static_cast<int64_t>(limit));
     std::vector<Change> out;
+    RETURN_IF_ERROR(ReadChanges(s, out));
+    if (out.size() == limit && limit > 0) {
+      // Finish the last transaction: a watcher that resumes after revision R must have seen all
+      // of R's writes, however many there were.
+      Stmt rest = Prepare(
+          "SELECT revision, type, kind, namespace, name, uid, data FROM changes "
+          "WHERE revision = ?1 ORDER BY seq LIMIT -1 OFFSET ?2");
+      const int64_t last = out.back().revision;
+      int64_t have = 0;
+      for (const Change& c : out) have += c.revision == last ? 1 : 0;
+      rest.Bind(1, last).Bind(2, have);
+      RETURN_IF_ERROR(ReadChanges(rest, out));
+    }
+    return out;
+  }
+
+  static absl::Status ReadChanges(Stmt& s, std::vector<Change>& out) {
     while (true) {
       ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
+      if (!row) return absl::OkStatus();
       Change c;
       c.revision = s.Int(0);
       c.type = static_cast<ChangeType>(s.Int(1));
       c.record = {{s.Text(2), s.Text(3), s.Text(4)}, s.Text(5), c.revision, s.Text(6)};
       out.push_back(std::move(c));
     }
-    return out;
   }
 
   bool WaitForChange(int64_t after, std::chrono::milliseconds timeout) override {

@@ -81,8 +81,10 @@ class Store {
   // The revision of the last committed write transaction (0 for an empty store).
   virtual int64_t Revision() = 0;
 
-  // Up to `limit` changes with revision > `after`, oldest first. OutOfRange when changes after
-  // `after` were compacted away: the caller must list afresh.
+  // Changes with revision > `after`, oldest first: about `limit` of them, but always whole
+  // transactions (all writes of the last revision returned), so that resuming after the last
+  // revision seen misses nothing. OutOfRange when changes after `after` were compacted away:
+  // the caller must list afresh.
   virtual absl::StatusOr<std::vector<Change>> Changes(int64_t after, size_t limit) = 0;
 
   // Blocks until Revision() > after or `timeout` passes; returns whether it moved.

@@ -146,6 +146,41 @@ TEST_P(StoreTest, ChangeFeedListsEveryWriteInOrder) {
   writer.join();
 }
 
+// Regression: a transaction larger than the page of changes a watcher asks for was cut in two,
+// and a watcher resuming after its revision lost the rest (the cache then missed objects).
+TEST_P(StoreTest, ChangesReturnWholeTransactions) {
+  ASSERT_TRUE(store_->Transact([](Txn& tx) {
+    for (int i = 0; i < 20; ++i) {
+      if (absl::Status s = tx.Put({"Thing", "", std::to_string(i)}, "u", "x", kMustNotExist); !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }).ok());
+  ASSERT_TRUE(Put("after", "y", kMustNotExist).ok());
+  auto page = store_->Changes(0, 5);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->size(), 20u);
+  EXPECT_EQ(page->back().revision, 1);
+  EXPECT_EQ(store_->Changes(1, 5)->size(), 1u);
+
+  // The cache, which reads the feed in pages, sees every object of a large transaction.
+  ObjectCache cache(*store_);
+  ASSERT_TRUE(cache.Start({"Thing"}).ok());
+  ASSERT_TRUE(store_->Transact([](Txn& tx) {
+    for (int i = 0; i < 6000; ++i) {
+      if (absl::Status s = tx.Put({"Thing", "big", std::to_string(i)}, "u", "{}", kMustNotExist);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }).ok());
+  ASSERT_TRUE(cache.WaitFor(store_->Revision(), std::chrono::seconds(30)));
+  EXPECT_EQ(cache.Snapshot("Thing")->items.size(), 21u + 6000u);
+  cache.Stop();
+}
+
 TEST_P(StoreTest, ConcurrentReadModifyWriteLosesNothing) {
   ASSERT_TRUE(Put("counter", "0", kMustNotExist).ok());
   constexpr int kThreads = 4, kIncrements = 50;
