@@ -9,7 +9,8 @@ packages=(
   libabsl-dev                            # Status/StatusOr, containers, synchronization
   nlohmann-json3-dev                     # JSON codecs
   libyaml-cpp-dev                        # fleet files, -o yaml
-  libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev   # HTTP server and client
+  libboost-dev                           # Boost.Beast: the HTTP server
+  libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev   # HTTP client (CLI, tests)
   libcli11-dev                           # command-line parsing
   libspdlog-dev libfmt-dev               # logging
   libsqlite3-dev sqlite3                 # embedded store

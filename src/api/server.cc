@@ -1,13 +1,14 @@
 #include "api/server.h"
 
-#include <httplib.h>
-
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <functional>
 #include <map>
 #include <thread>
 
+#include "api/http.h"
+#include "api/internal/http_server.h"
 #include "api/metrics.h"
 #include "api/problem.h"
 #include "common/log.h"
@@ -26,12 +27,7 @@ namespace {
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kApiPrefix = "/apis/gpuaas.io/v1";
 
-struct Reply {
-  int status = 200;
-  std::string content_type = std::string(kJson);
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-};
+using Reply = HttpResponse;
 
 Reply Error(const absl::Status& s) {
   Problem p = ProblemFor(s);
@@ -43,8 +39,18 @@ Reply ErrorReply(int status, std::string reason, std::string detail) {
           ProblemJson({status, std::move(reason), std::move(detail)}), {}};
 }
 
-using Params = std::map<std::string, std::string>;
-using Handler = std::function<Reply(const httplib::Request&, const Params&)>;
+// Path parameters of a matched route, as views into the request path.
+struct Params {
+  std::array<std::pair<std::string_view, std::string_view>, 4> kv;
+  size_t n = 0;
+  std::string_view at(std::string_view key) const {
+    for (size_t i = 0; i < n; ++i) {
+      if (kv[i].first == key) return kv[i].second;
+    }
+    return {};
+  }
+};
+using Handler = std::function<Reply(const HttpRequest&, const Params&)>;
 
 struct Route {
   std::string pattern;  // "/apis/gpuaas.io/v1/{plural}/{name}"
@@ -58,7 +64,25 @@ std::vector<std::string> SplitPath(std::string_view path) {
   return out;
 }
 
-std::string ContinueToken(std::string_view plural, const std::string& ns, const std::string& name) {
+// Splits a path into at most kMax segments without allocating; false when there are more.
+constexpr size_t kMaxSegments = 8;
+bool PathSegments(std::string_view path, std::array<std::string_view, kMaxSegments>& out,
+                  size_t& n) {
+  n = 0;
+  size_t i = 0;
+  while (i < path.size()) {
+    while (i < path.size() && path[i] == '/') ++i;
+    if (i == path.size()) break;
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (n == kMaxSegments) return false;
+    out[n++] = path.substr(i, j - i);
+    i = j;
+  }
+  return true;
+}
+
+std::string ContinueToken(std::string_view plural, std::string_view ns, std::string_view name) {
   return Base64UrlEncode(fmt::format("v1\x1f{}\x1f{}\x1f{}", plural, ns, name));
 }
 
@@ -92,12 +116,10 @@ struct ApiServer::Impl {
 
   ServerOptions options;
   store::ObjectCache& cache;
-  httplib::Server http;
-  std::thread thread;
-  int port = 0;
+  std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
-  RequestMetrics metrics;
+  std::unique_ptr<RequestMetrics> metrics;  // created once the routes are known
 
   // The summary is derived from the GpuCapacity snapshot; recomputed only when it changes.
   std::mutex summary_mu;
@@ -117,37 +139,39 @@ struct ApiServer::Impl {
   }
 
   const Route* Match(std::string_view path, Params& params) const {
-    std::vector<std::string> segs = SplitPath(path);
+    std::array<std::string_view, kMaxSegments> segs;
+    size_t n = 0;
+    if (!PathSegments(path, segs, n)) return nullptr;
     for (const Route& r : routes) {
-      if (r.segments.size() != segs.size()) continue;
+      if (r.segments.size() != n) continue;
       Params p;
       bool ok = true;
-      for (size_t i = 0; i < segs.size() && ok; ++i) {
+      for (size_t i = 0; i < n && ok; ++i) {
         const std::string& want = r.segments[i];
-        if (want.size() > 2 && want.front() == '{' && want.back() == '}') {
-          p[want.substr(1, want.size() - 2)] = segs[i];
+        if (want.size() > 2 && want.front() == '{' && want.back() == '}' && p.n < p.kv.size()) {
+          p.kv[p.n++] = {std::string_view(want).substr(1, want.size() - 2), segs[i]};
         } else {
           ok = want == segs[i];
         }
       }
       if (ok) {
-        params = std::move(p);
+        params = p;
         return &r;
       }
     }
     return nullptr;
   }
 
-  void Dispatch(const httplib::Request& req, httplib::Response& res) {
+  HttpResponse Dispatch(const HttpRequest& req) {
     const auto start = std::chrono::steady_clock::now();
     Params params;
     const Route* route = Match(req.path, params);
     Reply reply;
-    std::string route_label = route ? route->pattern : "unmatched";
+    const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
     if (route == nullptr) {
       reply = ErrorReply(404, "NotFound", fmt::format("no route for {} {}", req.method, req.path));
     } else {
-      std::string method = req.method == "HEAD" ? "GET" : req.method;
+      const std::string method = req.method == "HEAD" ? "GET" : req.method;
       auto it = route->methods.find(method);
       if (it == route->methods.end()) {
         std::string allow;
@@ -157,57 +181,49 @@ struct ApiServer::Impl {
                                        req.method, allow));
         reply.headers.emplace_back("Allow", allow);
       } else {
-        try {
-          reply = it->second(req, params);
-        } catch (const std::exception& e) {
-          log::Error("handler {} {} threw: {}", req.method, req.path, e.what());
-          reply = ErrorReply(500, "InternalError", "internal error");
-        }
+        reply = it->second(req, params);
       }
     }
-    res.status = reply.status;
-    for (auto& [k, v] : reply.headers) res.set_header(k, v);
-    res.set_header("Content-Type", reply.content_type);
-    res.body = std::move(reply.body);
-    metrics.Observe(req.method, route_label, reply.status,
-                    std::chrono::steady_clock::now() - start);
+    metrics->Observe(route_index, RequestMetrics::MethodIndex(req.method), reply.status,
+                     std::chrono::steady_clock::now() - start);
+    return reply;
   }
 
   // --- handlers -------------------------------------------------------------------------
 
-  static const ResourceType* FindType(const std::string& plural) {
+  static const ResourceType* FindType(std::string_view plural) {
     for (const ResourceType& t : ResourceTypes()) {
       if (t.plural == plural) return &t;
     }
     return nullptr;
   }
 
-  Reply UnknownResource(const std::string& plural) {
+  Reply UnknownResource(std::string_view plural) {
     return ErrorReply(404, "NotFound",
                       fmt::format("the server has no resource type \"{}\" in gpuaas.io/v1", plural));
   }
 
-  Reply List(const httplib::Request& req, const Params& p) {
+  Reply List(const HttpRequest& req, const Params& p) {
     const ResourceType* type = FindType(p.at("plural"));
     if (type == nullptr) return UnknownResource(p.at("plural"));
     absl::StatusOr<model::LabelSelector> selector =
-        model::LabelSelector::Parse(req.get_param_value("labelSelector"));
+        model::LabelSelector::Parse(req.Param("labelSelector"));
     if (!selector.ok()) return Error(selector.status());
     size_t limit = 0;
-    if (req.has_param("limit")) {
-      std::optional<int64_t> l = ParseInt(req.get_param_value("limit"));
+    if (req.HasParam("limit")) {
+      std::optional<int64_t> l = ParseInt(req.Param("limit"));
       if (!l || *l < 0) {
         return Error(absl::InvalidArgumentError(fmt::format(
-            "limit: \"{}\" is not a non-negative integer", req.get_param_value("limit"))));
+            "limit: \"{}\" is not a non-negative integer", req.Param("limit"))));
       }
       limit = static_cast<size_t>(*l);
     }
     std::shared_ptr<const store::KindSnapshot> snap = cache.Snapshot(type->kind);
     const auto& items = snap->items;
     size_t begin = 0;
-    if (req.has_param("continue") && !req.get_param_value("continue").empty()) {
+    if (req.HasParam("continue") && !req.Param("continue").empty()) {
       absl::StatusOr<std::pair<std::string, std::string>> after =
-          ParseContinue(type->plural, req.get_param_value("continue"));
+          ParseContinue(type->plural, req.Param("continue"));
       if (!after.ok()) return Error(after.status());
       begin = static_cast<size_t>(
           std::upper_bound(items.begin(), items.end(), *after,
@@ -244,7 +260,7 @@ struct ApiServer::Impl {
     return {200, std::string(kJson), std::move(body), {}};
   }
 
-  Reply GetOne(const httplib::Request&, const Params& p) {
+  Reply GetOne(const HttpRequest&, const Params& p) {
     const ResourceType* type = FindType(p.at("plural"));
     if (type == nullptr) return UnknownResource(p.at("plural"));
     std::shared_ptr<const store::CachedObject> obj = cache.Get(type->kind, "", p.at("name"));
@@ -255,7 +271,7 @@ struct ApiServer::Impl {
     return {200, std::string(kJson), obj->json, {}};
   }
 
-  Reply Discovery(const httplib::Request&, const Params&) {
+  Reply Discovery(const HttpRequest&, const Params&) {
     nlohmann::json j = {{"kind", "APIResourceList"},
                         {"apiVersion", "v1"},
                         {"groupVersion", "gpuaas.io/v1"},
@@ -284,7 +300,7 @@ struct ApiServer::Impl {
     return summary;
   }
 
-  Reply SummaryReply(const httplib::Request&, const Params&) {
+  Reply SummaryReply(const HttpRequest&, const Params&) {
     std::shared_ptr<const model::FleetSummary> s = Summary();
     auto count = [](const model::FleetSummary::ModelCount& c) {
       return nlohmann::json{{"gpus", c.gpus}, {"migEnabled", c.mig_enabled}, {"full", c.full},
@@ -317,9 +333,9 @@ struct ApiServer::Impl {
     return {200, std::string(kJson), j.dump(), {}};
   }
 
-  Reply Metrics(const httplib::Request&, const Params&) {
+  Reply Metrics(const HttpRequest&, const Params&) {
     std::string out;
-    metrics.Render(out);
+    metrics->Render(out);
     std::shared_ptr<const model::FleetSummary> s = Summary();
     out += "# HELP gpuaas_fleet_gpus Physical GPUs known to gpuaas, by model and MIG mode.\n";
     out += "# TYPE gpuaas_fleet_gpus gauge\n";
@@ -342,7 +358,7 @@ struct ApiServer::Impl {
   }
 
   void Routes() {
-    using R = const httplib::Request&;
+    using R = const HttpRequest&;
     using P = const Params&;
     Add("/healthz", "GET", [](R, P) { return Reply{200, "text/plain", "ok", {}}; });
     Add("/readyz", "GET", [this](R, P) {
@@ -366,76 +382,29 @@ struct ApiServer::Impl {
 ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache)
     : impl_(std::make_unique<Impl>(std::move(options), cache)) {
   impl_->Routes();
+  std::vector<std::string> patterns;
+  for (const Route& r : impl_->routes) patterns.push_back(r.pattern);
+  impl_->metrics = std::make_unique<RequestMetrics>(std::move(patterns));
 }
 
 ApiServer::~ApiServer() { Stop(); }
 
 absl::Status ApiServer::Start() {
   Impl& s = *impl_;
-  const int threads = std::max(1, s.options.threads);
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.http.set_tcp_nodelay(true);
-  // SO_REUSEADDR only: the library's default also sets SO_REUSEPORT, which would let a second
-  // server bind the same port and silently share its traffic.
-  s.http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  s.http.set_keep_alive_max_count(100000);
-  s.http.set_keep_alive_timeout(5);
-  s.http.set_read_timeout(10);
-  s.http.set_payload_max_length(s.options.max_body_bytes);
-  auto dispatch = [&s](const httplib::Request& req, httplib::Response& res) { s.Dispatch(req, res); };
-  for (const char* m : {"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
-    const std::string method = m;
-    if (method == "GET") s.http.Get(".*", dispatch);
-    if (method == "POST") s.http.Post(".*", dispatch);
-    if (method == "PUT") s.http.Put(".*", dispatch);
-    if (method == "PATCH") s.http.Patch(".*", dispatch);
-    if (method == "DELETE") s.http.Delete(".*", dispatch);
-    if (method == "OPTIONS") s.http.Options(".*", dispatch);
-  }
-  // Errors raised by the HTTP library itself (413 body too large, 400 malformed request, 414)
-  // get a problem+json body too; our own error replies already have one.
-  s.http.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string reason = res.status == 413 ? "RequestEntityTooLarge"
-                         : res.status == 414 ? "RequestURITooLong"
-                         : res.status == 404 ? "NotFound"
-                         : res.status == 405 ? "MethodNotAllowed"
-                                             : "BadRequest";
-    std::string detail = res.status == 413 ? "request body exceeds the server's limit"
-                                           : std::string(StatusText(res.status));
-    res.set_content(ProblemJson({res.status, reason, detail}), std::string(kProblemContentType));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  if (s.options.port == 0) {
-    s.port = s.http.bind_to_any_port(s.options.host);
-  } else {
-    s.port = s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1;
-  }
-  if (s.port <= 0) {
-    return absl::UnavailableError(
-        fmt::format("cannot listen on {}:{} (in use, or not a local address)", s.options.host,
-                    s.options.port));
-  }
-  s.thread = std::thread([&s] { s.http.listen_after_bind(); });
-  // stop() is a no-op until the accept loop runs, so wait for it: a Stop() right after Start()
-  // would otherwise leave the loop running and the join hanging.
-  for (int i = 0; i < 5000 && !s.http.is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return absl::OkStatus();
+  internal::HttpServerOptions o;
+  o.host = s.options.host;
+  o.port = s.options.port;
+  o.threads = s.options.threads;
+  o.max_body_bytes = s.options.max_body_bytes;
+  s.http = std::make_unique<internal::HttpServer>(
+      o, [&s](const HttpRequest& req) { return s.Dispatch(req); });
+  return s.http->Start();
 }
 
-int ApiServer::port() const { return impl_->port; }
+int ApiServer::port() const { return impl_->http ? impl_->http->port() : 0; }
 
 void ApiServer::Stop() {
-  if (impl_->thread.joinable()) {
-    impl_->http.stop();
-    impl_->thread.join();
-  }
+  if (impl_->http) impl_->http->Stop();
 }
 
 void ApiServer::SetReady(bool ready) { impl_->ready = ready; }

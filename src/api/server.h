@@ -17,9 +17,9 @@ namespace gpuaas::api {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0 picks a free port; see ApiServer::port()
-  // Worker threads. Each serves one keep-alive connection at a time, so this bounds the
-  // connections served concurrently.
-  int threads = 64;
+  // I/O threads. Connections are event-driven, so this bounds parallel work, not connections;
+  // about one per core.
+  int threads = 2;
   size_t max_body_bytes = 1 << 20;
   std::string version;
 };

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
                      "simulate a uniform fleet of about N GPUs (benchmarks)");
   server->add_option("--sync-interval", sf.sync_interval_s, "seconds between inventory syncs")
       ->capture_default_str();
-  server->add_option("--threads", sf.threads, "HTTP worker threads (concurrent connections)")
+  server->add_option("--threads", sf.threads, "HTTP I/O threads (0: one per core)")
       ->capture_default_str();
   server->add_flag("--allow-insecure-remote", sf.allow_remote,
                    "allow listening on a non-loopback address without TLS");

@@ -109,7 +109,8 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   api::ServerOptions opts;
   opts.host = host;
   opts.port = static_cast<int>(*port);
-  opts.threads = flags.threads;
+  opts.threads = flags.threads > 0 ? flags.threads
+                                    : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   opts.version = version;
   api::ApiServer server(opts, cache);
   if (absl::Status s = server.Start(); !s.ok()) {

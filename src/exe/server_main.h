@@ -13,7 +13,7 @@ struct ServerFlags {
   std::string fleet_file;
   int synthetic_gpus = 0;
   int sync_interval_s = 30;
-  int threads = 64;
+  int threads = 0;  // 0: one per core
   bool allow_remote = false;
   std::string log_level = "info";
 };

@@ -46,7 +46,7 @@ absl::Status ObjectCache::Relist() {
   // Read the revision first: changes after it are applied next, so nothing is missed; changes
   // already included in the listing are applied again, which is harmless (same content).
   const int64_t rev = store_.Revision();
-  std::map<std::string, KindState> fresh;
+  std::map<std::string, KindState, std::less<>> fresh;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [kind, state] : kinds_) fresh[kind];
@@ -122,13 +122,12 @@ std::shared_ptr<const KindSnapshot> ObjectCache::Snapshot(const std::string& kin
   return st.snapshot;
 }
 
-std::shared_ptr<const CachedObject> ObjectCache::Get(const std::string& kind,
-                                                     const std::string& ns,
-                                                     const std::string& name) {
+std::shared_ptr<const CachedObject> ObjectCache::Get(std::string_view kind, std::string_view ns,
+                                                     std::string_view name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = kinds_.find(kind);
   if (it == kinds_.end()) return nullptr;
-  auto obj = it->second.objects.find({ns, name});
+  auto obj = it->second.objects.find(std::make_pair(ns, name));
   return obj == it->second.objects.end() ? nullptr : obj->second;
 }
 

@@ -45,8 +45,8 @@ class ObjectCache {
 
   // The current snapshot of `kind` (empty for a kind not loaded). Cheap: shared, not copied.
   std::shared_ptr<const KindSnapshot> Snapshot(const std::string& kind);
-  std::shared_ptr<const CachedObject> Get(const std::string& kind, const std::string& ns,
-                                          const std::string& name);
+  std::shared_ptr<const CachedObject> Get(std::string_view kind, std::string_view ns,
+                                          std::string_view name);
 
   // Blocks until the cache has applied revision `rev` (read-your-writes), up to `timeout`.
   bool WaitFor(int64_t rev, std::chrono::milliseconds timeout);
@@ -56,8 +56,18 @@ class ObjectCache {
   absl::Status SyncNow();
 
  private:
+  // Orders (namespace, name) keys and allows lookups by string_view pairs without copying.
+  struct KeyLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      const std::string_view af(a.first), as(a.second), bf(b.first), bs(b.second);
+      return af != bf ? af < bf : as < bs;
+    }
+  };
   struct KindState {
-    std::map<std::pair<std::string, std::string>, std::shared_ptr<const CachedObject>> objects;
+    std::map<std::pair<std::string, std::string>, std::shared_ptr<const CachedObject>, KeyLess>
+        objects;
     std::shared_ptr<const KindSnapshot> snapshot;  // null when stale
   };
   absl::Status Relist();
@@ -68,7 +78,7 @@ class ObjectCache {
   std::mutex mu_;  // guards kinds_ and apply_mu_ users' view
   std::mutex apply_mu_;  // serialises Relist/ApplyChanges
   std::condition_variable applied_;
-  std::map<std::string, KindState> kinds_;
+  std::map<std::string, KindState, std::less<>> kinds_;
   std::atomic<int64_t> revision_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;

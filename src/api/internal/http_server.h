@@ -1,0 +1,43 @@
+// An HTTP/1.1 server on Boost.Beast: keep-alive, a fixed pool of I/O threads (event-driven, so a
+// connection costs no thread while idle), request size limits. Protocol errors it detects
+// itself (malformed request 400, body too large 413, header too large 431) are answered with
+// problem+json and the connection is closed. Only src/api may include this.
+#ifndef GPUAAS_API_INTERNAL_HTTP_SERVER_H_
+#define GPUAAS_API_INTERNAL_HTTP_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "api/http.h"
+
+namespace gpuaas::api::internal {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int threads = 2;
+  size_t max_body_bytes = 1 << 20;
+  int idle_timeout_s = 120;
+};
+
+// Called on an I/O thread for every complete request; must not block for long.
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, HttpHandler handler);
+  ~HttpServer();
+  absl::Status Start();
+  int port() const;
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuaas::api::internal
+
+#endif  // GPUAAS_API_INTERNAL_HTTP_SERVER_H_
