@@ -15,7 +15,7 @@ packages=(
   libspdlog-dev libfmt-dev               # logging
   libsqlite3-dev sqlite3                 # embedded store
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and micro-benchmarks
-  wrk nginx curl                       # API benchmark (load generator and baseline)
+  wrk nginx curl python3                  # API benchmark (load generator and baseline)
 )
 
 missing=()
