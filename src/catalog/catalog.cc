@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
+#include <array>
+#include <cassert>
 
 #include "catalog/internal/catalog_data.h"
 #include "common/strings.h"
@@ -44,12 +45,20 @@ const std::vector<GpuModel>& Models() {
   return kAll;
 }
 
-// Occupancy of one GPU while checking or building a layout.
+// Occupancy of one GPU while checking or building a layout. No allocation: the allocator asks
+// these questions for every GPU it considers.
 struct Occupancy {
+  static constexpr size_t kMaxProfiles = 16;
+  explicit Occupancy(const GpuModel& m) : base(m.profiles.data()) {
+    assert(m.profiles.size() <= kMaxProfiles);  // the catalogue's models have at most 7
+  }
+  const MigProfile* base;
   uint32_t memory_mask = 0;
   int compute = 0;
   int media = 0;
-  std::map<const MigProfile*, int> counts;
+  std::array<int, kMaxProfiles> counts{};
+  int& Count(const MigProfile& p) { return counts[static_cast<size_t>(&p - base)]; }
+  int Count(const MigProfile& p) const { return counts[static_cast<size_t>(&p - base)]; }
 
   // Why `inst` cannot be added, or empty when it can.
   std::string Conflict(const GpuModel& model, const Instance& inst) const {
@@ -67,8 +76,7 @@ struct Occupancy {
                          inst.start, p.compute_slices, model.compute_slices - compute,
                          model.compute_slices);
     }
-    auto it = counts.find(&p);
-    if (it != counts.end() && it->second >= p.max_count) {
+    if (Count(p) >= p.max_count) {
       return fmt::format("at most {} instance(s) of {} fit on one {}", p.max_count, p.name,
                          model.name);
     }
@@ -83,14 +91,14 @@ struct Occupancy {
     memory_mask |= ((1u << p.memory_slices) - 1u) << inst.start;
     compute += p.compute_slices;
     media += p.media_extensions() ? 1 : 0;
-    ++counts[&p];
+    ++Count(p);
   }
   void Remove(const Instance& inst) {
     const MigProfile& p = *inst.profile;
     memory_mask &= ~(((1u << p.memory_slices) - 1u) << inst.start);
     compute -= p.compute_slices;
     media -= p.media_extensions() ? 1 : 0;
-    --counts[&p];
+    --Count(p);
   }
 };
 
@@ -176,7 +184,7 @@ absl::Status ValidateLayout(const GpuModel& model, std::span<const Instance> lay
   if (!model.mig_capable && !layout.empty()) {
     return absl::InvalidArgumentError(fmt::format("{} does not support MIG", model.name));
   }
-  Occupancy occ;
+  Occupancy occ(model);
   for (const Instance& inst : layout) {
     if (inst.profile == nullptr || inst.profile < model.profiles.data() ||
         inst.profile >= model.profiles.data() + model.profiles.size()) {
@@ -193,7 +201,8 @@ absl::Status ValidateLayout(const GpuModel& model, std::span<const Instance> lay
 
 std::vector<int> FreeStarts(const GpuModel& model, std::span<const Instance> used,
                             const MigProfile& profile) {
-  Occupancy occ;
+  if (FindProfile(model, profile.name) != &profile || !ValidateLayout(model, used).ok()) return {};
+  Occupancy occ(model);
   for (const Instance& inst : used) occ.Add(inst);
   std::vector<int> out;
   for (int s : profile.starts) {
@@ -206,20 +215,25 @@ std::vector<Layout> AllLayouts(const GpuModel& model) {
   std::vector<Layout> out;
   if (!model.mig_capable) return out;
   const std::vector<Instance> cands = Candidates(model);
-  Occupancy occ;
+  Occupancy occ(model);
   Layout cur;
   Enumerate(model, cands, 0, occ, cur, out);
-  std::sort(out.begin(), out.end(), [](const Layout& a, const Layout& b) {
-    return FormatLayout(a) < FormatLayout(b);
-  });
-  return out;
+  // Sort by the formatted text, computed once per layout rather than per comparison.
+  std::vector<std::pair<std::string, size_t>> keys;
+  keys.reserve(out.size());
+  for (size_t i = 0; i < out.size(); ++i) keys.emplace_back(FormatLayout(out[i]), i);
+  std::sort(keys.begin(), keys.end());
+  std::vector<Layout> sorted;
+  sorted.reserve(out.size());
+  for (const auto& [text, i] : keys) sorted.push_back(std::move(out[i]));
+  return sorted;
 }
 
 std::vector<Layout> MaximalLayouts(const GpuModel& model) {
   std::vector<Layout> out;
   const std::vector<Instance> cands = Candidates(model);
   for (Layout& layout : AllLayouts(model)) {
-    Occupancy occ;
+    Occupancy occ(model);
     for (const Instance& inst : layout) occ.Add(inst);
     bool extendable = std::any_of(cands.begin(), cands.end(), [&](const Instance& c) {
       return occ.Conflict(model, c).empty();
@@ -243,7 +257,7 @@ absl::StatusOr<Layout> PlaceProfiles(const GpuModel& model, std::span<const std:
     if (a->memory_slices != b->memory_slices) return a->memory_slices > b->memory_slices;
     return a->compute_slices > b->compute_slices;
   });
-  Occupancy occ;
+  Occupancy occ(model);
   Layout cur;
   if (!Place(model, todo, 0, occ, cur)) {
     return absl::InvalidArgumentError(fmt::format("no legal layout of {} holds {}", model.name,
@@ -287,7 +301,7 @@ absl::StatusOr<Layout> ParseLayout(const GpuModel& model, std::string_view text)
   std::stable_sort(todo.begin(), todo.end(), [](const MigProfile* a, const MigProfile* b) {
     return a->memory_slices > b->memory_slices;
   });
-  Occupancy occ;
+  Occupancy occ(model);
   for (const Instance& inst : fixed) occ.Add(inst);
   Layout cur = fixed;
   if (!Place(model, todo, 0, occ, cur)) {

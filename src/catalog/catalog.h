@@ -77,8 +77,9 @@ const MigProfile* FindProfile(const GpuModel& model, std::string_view name);
 // slices, too many instances of a profile, more than one +me instance.
 absl::Status ValidateLayout(const GpuModel& model, std::span<const Instance> layout);
 
-// Start slots where one more instance of `profile` could go on a GPU that already holds `used`
-// (which must be legal), ascending. Empty when it cannot go anywhere.
+// Start slots where one more instance of `profile` (a profile of `model`) could go on a GPU that
+// already holds `used`, ascending. Empty when it cannot go anywhere, or when `used` is not a
+// legal layout of `model`.
 std::vector<int> FreeStarts(const GpuModel& model, std::span<const Instance> used,
                             const MigProfile& profile);
 
