@@ -1,0 +1,68 @@
+// Allocator decisions per second on a 10,000-GPU fleet (H100/H200 mix, a quarter in MIG with part
+// of their instances taken). One decision = one Allocate call for a whole pool request.
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "allocator/allocator.h"
+
+namespace {
+
+using namespace gpuaas;
+
+allocator::FleetSnapshot Fleet(int gpus) {
+  allocator::FleetSnapshot f;
+  std::mt19937 rng(7);
+  const char* models[] = {"H200-SXM-141GB", "H100-SXM5-80GB"};
+  for (int i = 0; i < gpus; ++i) {
+    allocator::GpuState g;
+    const int node = i / 8;
+    g.cluster = node % 2 ? "beta" : "alpha";
+    g.node = g.cluster + ".node-" + std::to_string(node);
+    g.index = i % 8;
+    g.uuid = "GPU-" + std::to_string(i);
+    g.model = catalog::FindModel(models[node % 2]);
+    if (node % 4 == 0) {
+      g.mig_enabled = true;
+      const catalog::Layout l = *catalog::ParseLayout(
+          *g.model, node % 2 ? "3g.40gb@0 2g.20gb@4 1g.10gb@6" : "3g.71gb@0 2g.35gb@4 1g.18gb@6");
+      for (const catalog::Instance& inst : l) {
+        g.instances.push_back({inst.profile, inst.start, g.uuid + "-" + std::to_string(inst.start),
+                               rng() % 2 ? "other/pool" : "", false});
+      }
+    } else {
+      g.owner = rng() % 2 ? "other/pool" : "";
+    }
+    f.gpus.push_back(std::move(g));
+  }
+  return f;
+}
+
+void Run(benchmark::State& state, allocator::Request req) {
+  static const allocator::FleetSnapshot fleet = Fleet(10000);
+  const allocator::Profile& profile = *allocator::ProfileByName("default");
+  for (auto _ : state) {
+    allocator::Outcome o = allocator::Allocate(fleet, req, profile);
+    if (o.code != allocator::Code::kSuccess) state.SkipWithError(o.reason.c_str());
+    benchmark::DoNotOptimize(o);
+  }
+  state.counters["decisions/s"] = benchmark::Counter(static_cast<double>(state.iterations()),
+                                                     benchmark::Counter::kIsRate);
+}
+
+void BM_Allocate_OneMigInstance(benchmark::State& state) {
+  Run(state, {"p/a", "", {{"H200-SXM-141GB", "3g.71gb", 1}}});
+}
+BENCHMARK(BM_Allocate_OneMigInstance)->Unit(benchmark::kMicrosecond);
+
+void BM_Allocate_MixedPool(benchmark::State& state) {
+  Run(state, {"p/a", "", {{"H200-SXM-141GB", "full", 2}, {"H200-SXM-141GB", "3g.71gb", 4}}});
+}
+BENCHMARK(BM_Allocate_MixedPool)->Unit(benchmark::kMicrosecond);
+
+void BM_Allocate_EightFullGpus(benchmark::State& state) {
+  Run(state, {"p/a", "", {{"H100-SXM5-80GB", "full", 8}}});
+}
+BENCHMARK(BM_Allocate_EightFullGpus)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

@@ -1,0 +1,285 @@
+#include "allocator/allocator.h"
+
+#include <random>
+#include <set>
+
+#include "gtest/gtest.h"
+
+namespace gpuaas::allocator {
+namespace {
+
+// A GPU of `model` on `node`; `layout` "" means MIG disabled, "-" MIG enabled and empty.
+GpuState Gpu(const std::string& node, int index, const std::string& layout = "",
+             const std::string& model = "H200-SXM-141GB", const std::string& cluster = "alpha") {
+  GpuState g;
+  g.cluster = cluster;
+  g.node = node;
+  g.index = index;
+  g.uuid = "GPU-" + node + "-" + std::to_string(index);
+  g.model = catalog::FindModel(model);
+  if (!layout.empty()) {
+    g.mig_enabled = true;
+    if (layout != "-") {
+      const catalog::Layout parsed = *catalog::ParseLayout(*g.model, layout);
+      for (const catalog::Instance& i : parsed) {
+        g.instances.push_back({i.profile, i.start, g.uuid + "-mig" + std::to_string(i.start), "", false});
+      }
+    }
+  }
+  return g;
+}
+
+Request Req(const std::string& pool, std::vector<RequestItem> items, std::string cluster = "") {
+  return {pool, std::move(cluster), std::move(items)};
+}
+
+const Profile& Default() { return *ProfileByName("default"); }
+
+TEST(Allocator, UsesFreeExistingInstancesFirst) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0, "-"), Gpu("n1", 1, "3g.71gb@0 3g.71gb@4")};
+  Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "3g.71gb", 2}}), Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  ASSERT_EQ(o.plan.placements.size(), 2u);
+  for (const Placement& p : o.plan.placements) {
+    EXPECT_EQ(p.action, Action::kUseInstance);
+    EXPECT_EQ(p.gpu_uuid, "GPU-n1-1");
+    EXPECT_FALSE(p.instance_uuid.empty());
+  }
+  EXPECT_TRUE(o.plan.gpu_changes.empty());
+}
+
+TEST(Allocator, PacksOntoPartlyUsedGpusAtTheSlotThatKeepsRoom) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0, "3g.71gb@0"), Gpu("n1", 1, "-")};
+  f.gpus[0].instances[0].owner = "other/pool";
+  Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "1g.18gb", 1}}), Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  const Placement& p = o.plan.placements[0];
+  EXPECT_EQ(p.gpu_uuid, "GPU-n1-0");  // the fuller GPU
+  EXPECT_EQ(p.action, Action::kCreateInstance);
+  // At slot 6 a 2g.35gb still fits at 4; at slot 4 or 5 it would not.
+  EXPECT_EQ(p.start, 6);
+  const Plan::GpuChange& c = o.plan.gpu_changes.at("GPU-n1-0");
+  EXPECT_FALSE(c.reconfigure);
+  EXPECT_EQ(catalog::FormatLayout(c.layout), "3g.71gb@0 1g.18gb@6");
+}
+
+TEST(Allocator, WholeGpusStayOnOneNode) {
+  FleetSnapshot f;
+  for (int i = 0; i < 2; ++i) f.gpus.push_back(Gpu("a", i));
+  for (int i = 0; i < 8; ++i) f.gpus.push_back(Gpu("b", i));
+  Outcome four = Allocate(f, Req("p/train", {{"H200-SXM-141GB", "full", 4}}), Default());
+  ASSERT_EQ(four.code, Code::kSuccess) << four.reason;
+  for (const Placement& p : four.plan.placements) {
+    EXPECT_EQ(p.node, "b");
+    EXPECT_EQ(p.action, Action::kUseGpu);
+  }
+  Outcome two = Allocate(f, Req("p/small", {{"H200-SXM-141GB", "full", 2}}), Default());
+  ASSERT_EQ(two.code, Code::kSuccess);
+  for (const Placement& p : two.plan.placements) EXPECT_EQ(p.node, "a") << "best fit";
+  std::set<std::string> gpus;
+  for (const Placement& p : four.plan.placements) EXPECT_TRUE(gpus.insert(p.gpu_uuid).second);
+}
+
+TEST(Allocator, ReconfiguresOnlyIdleGpus) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0, "7g.141gb@0"), Gpu("n1", 1, "7g.141gb@0"), Gpu("n1", 2)};
+  f.gpus[0].instances[0].busy = true;        // a workload runs there
+  f.gpus[1].instances[0].owner = "other/p";  // allocated to another pool
+  Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "3g.71gb", 2}}), Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  for (const Placement& p : o.plan.placements) EXPECT_EQ(p.gpu_uuid, "GPU-n1-2");
+  EXPECT_EQ(o.plan.placements[0].action, Action::kReconfigure);
+  EXPECT_EQ(o.plan.placements[1].action, Action::kCreateInstance);
+  const Plan::GpuChange& c = o.plan.gpu_changes.at("GPU-n1-2");
+  EXPECT_TRUE(c.reconfigure);
+  EXPECT_TRUE(c.mig_enabled);
+  EXPECT_EQ(catalog::FormatLayout(c.layout), "3g.71gb@0 3g.71gb@4");
+  EXPECT_EQ(o.plan.ReconfiguredGpus(), 1);
+
+  // With the idle GPU gone, nothing fits, and the reason says why per GPU.
+  f.gpus.pop_back();
+  Outcome none = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "3g.71gb", 1}}), Default());
+  EXPECT_EQ(none.code, Code::kUnschedulable);
+  EXPECT_NE(none.reason.find("but run workloads"), std::string::npos) << none.reason;
+  EXPECT_NE(none.reason.find("hold other pools' devices"), std::string::npos) << none.reason;
+  EXPECT_NE(none.reason.find("of 2 H200-SXM-141GB GPUs"), std::string::npos) << none.reason;
+}
+
+TEST(Allocator, FullItemsTakeMigGpusOnlyWhenIdle) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0, "3g.71gb@0 3g.71gb@4"), Gpu("n1", 1, "3g.71gb@0")};
+  f.gpus[1].instances[0].busy = true;
+  Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "full", 1}}), Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  EXPECT_EQ(o.plan.placements[0].gpu_uuid, "GPU-n1-0");
+  EXPECT_EQ(o.plan.placements[0].action, Action::kReconfigure);
+  EXPECT_FALSE(o.plan.gpu_changes.at("GPU-n1-0").mig_enabled);
+  Outcome two = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "full", 2}}), Default());
+  EXPECT_EQ(two.code, Code::kUnschedulable);
+  EXPECT_NE(two.reason.find("MIG instances that run workloads"), std::string::npos) << two.reason;
+}
+
+TEST(Allocator, FiltersExplainThemselves) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0), Gpu("n2", 0), Gpu("n3", 0, "", "H200-SXM-141GB", "beta")};
+  f.gpus[0].healthy = false;
+  f.gpus[1].schedulable = false;
+  Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "full", 1}}, "alpha"), Default());
+  EXPECT_EQ(o.code, Code::kUnschedulable);
+  EXPECT_NE(o.reason.find("1 are unhealthy"), std::string::npos) << o.reason;
+  EXPECT_NE(o.reason.find("1 are on a cordoned node"), std::string::npos) << o.reason;
+  EXPECT_NE(o.reason.find("1 are in another cluster"), std::string::npos) << o.reason;
+  Outcome beta = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "full", 1}}, "beta"), Default());
+  ASSERT_EQ(beta.code, Code::kSuccess);
+  EXPECT_EQ(beta.plan.placements[0].cluster, "beta");
+}
+
+TEST(Allocator, ImpossibleRequestsAreUnresolvable) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0), Gpu("n1", 1)};
+  auto code = [&](RequestItem item) { return Allocate(f, Req("p/a", {item}), Default()); };
+  EXPECT_EQ(code({"Z100", "full", 1}).code, Code::kUnschedulableAndUnresolvable);
+  EXPECT_EQ(code({"H200-SXM-141GB", "3g.20gb", 1}).code, Code::kUnschedulableAndUnresolvable);
+  Outcome too_many = code({"H200-SXM-141GB", "3g.71gb", 5});
+  EXPECT_EQ(too_many.code, Code::kUnschedulableAndUnresolvable);
+  EXPECT_NE(too_many.reason.find("could hold (4)"), std::string::npos) << too_many.reason;
+  EXPECT_EQ(code({"H200-SXM-141GB", "full", 0}).code, Code::kUnschedulableAndUnresolvable);
+  EXPECT_EQ(FleetCapacity(f, "H200-SXM-141GB", "1g.18gb"), 14);
+}
+
+TEST(Allocator, AllOrNothing) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0), Gpu("n1", 1, "3g.71gb@0 3g.71gb@4")};
+  f.gpus[1].instances[0].busy = true;
+  f.gpus[1].instances[1].busy = true;
+  // The full GPU fits; the 3g does not (the idle GPU is taken by the first item).
+  Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "full", 1}, {"H200-SXM-141GB", "3g.71gb", 1}}),
+                       Default());
+  EXPECT_EQ(o.code, Code::kUnschedulable);
+  EXPECT_TRUE(o.plan.placements.empty());
+  EXPECT_TRUE(o.plan.gpu_changes.empty());
+  EXPECT_TRUE(f.gpus[0].owner.empty()) << "the snapshot is never changed";
+}
+
+// --- property test -----------------------------------------------------------------------
+
+struct DeviceOwner {
+  std::string gpu;
+  int start;  // -1 for the whole GPU
+  bool operator<(const DeviceOwner& o) const { return std::tie(gpu, start) < std::tie(o.gpu, o.start); }
+};
+
+std::map<DeviceOwner, std::string> Owners(const FleetSnapshot& f) {
+  std::map<DeviceOwner, std::string> out;
+  for (const GpuState& g : f.gpus) {
+    if (!g.owner.empty()) out[{g.uuid, -1}] = g.owner;
+    for (const InstanceState& i : g.instances) {
+      if (!i.owner.empty()) out[{g.uuid, i.start}] = i.owner;
+    }
+  }
+  return out;
+}
+
+TEST(AllocatorProperty, RandomSequencesKeepTheInvariants) {
+  const char* models[] = {"H200-SXM-141GB", "H100-SXM5-80GB", "A100-80GB"};
+  std::mt19937 rng(20261202);
+  int allocations = 0, failures = 0, reconfigurations = 0;
+  for (int round = 0; round < 60; ++round) {
+    FleetSnapshot f;
+    const int nodes = 1 + static_cast<int>(rng() % 4);
+    for (int n = 0; n < nodes; ++n) {
+      const std::string model = models[rng() % 3];
+      const catalog::GpuModel& m = *catalog::FindModel(model);
+      std::vector<catalog::Layout> layouts = catalog::MaximalLayouts(m);
+      for (int i = 0; i < 4; ++i) {
+        GpuState g = Gpu("node" + std::to_string(n), i, "", model);
+        if (rng() % 2) {
+          g.mig_enabled = true;
+          const catalog::Layout& l = layouts[rng() % layouts.size()];
+          for (const catalog::Instance& inst : l) {
+            if (rng() % 3 == 0) continue;  // leave some slots empty
+            g.instances.push_back({inst.profile, inst.start, "", "", rng() % 6 == 0});
+          }
+        } else {
+          g.busy = rng() % 8 == 0;
+        }
+        g.healthy = rng() % 20 != 0;
+        f.gpus.push_back(std::move(g));
+      }
+    }
+    std::vector<std::string> live;
+    for (int step = 0; step < 50; ++step) {
+      if (!live.empty() && rng() % 3 == 0) {
+        size_t k = rng() % live.size();
+        ReleasePool(f, live[k]);
+        live.erase(live.begin() + static_cast<long>(k));
+        continue;
+      }
+      const std::string model = models[rng() % 3];
+      const catalog::GpuModel& m = *catalog::FindModel(model);
+      std::vector<RequestItem> items;
+      for (int k = 0, n = 1 + static_cast<int>(rng() % 2); k < n; ++k) {
+        std::string profile = rng() % 4 == 0 ? "full" : std::string(m.profiles[rng() % m.profiles.size()].name);
+        items.push_back({model, profile, 1 + static_cast<int>(rng() % 3)});
+      }
+      const std::string pool = "ns/pool-" + std::to_string(round) + "-" + std::to_string(step);
+      Request req = Req(pool, items);
+      Outcome o = Allocate(f, req, Default());
+      if (o.code != Code::kSuccess) {
+        ++failures;
+        EXPECT_FALSE(o.reason.empty());
+        continue;
+      }
+      ++allocations;
+      // Count check: exactly the devices asked for.
+      size_t want = 0;
+      for (const RequestItem& it : items) want += static_cast<size_t>(it.count);
+      ASSERT_EQ(o.plan.placements.size(), want);
+      // A reconfigured GPU was idle before; a GPU that only gains instances keeps its old ones.
+      for (const auto& [uuid, change] : o.plan.gpu_changes) {
+        const GpuState& before = *std::find_if(f.gpus.begin(), f.gpus.end(),
+                                               [&](const GpuState& g) { return g.uuid == uuid; });
+        if (change.reconfigure) {
+          ++reconfigurations;
+          ASSERT_TRUE(before.Idle()) << uuid << " had work or allocations and was reconfigured";
+        } else {
+          for (const InstanceState& i : before.instances) {
+            ASSERT_TRUE(std::find(change.layout.begin(), change.layout.end(),
+                                  catalog::Instance{i.profile, i.start}) != change.layout.end())
+                << uuid << " lost an instance without reconfiguration";
+          }
+        }
+      }
+      const auto owners_before = Owners(f);
+      ApplyPlan(f, req, o.plan);
+      live.push_back(pool);
+      // Nobody's devices changed hands; the new pool got exactly its devices.
+      const auto owners_after = Owners(f);
+      size_t mine = 0;
+      for (const auto& [dev, owner] : owners_after) {
+        auto was = owners_before.find(dev);
+        if (was != owners_before.end()) {
+          ASSERT_EQ(was->second, owner) << dev.gpu << "@" << dev.start;
+        }
+        if (owner == pool) ++mine;
+      }
+      ASSERT_EQ(mine, want);
+      // Every layout stays legal and no busy device lost its GPU.
+      for (const GpuState& g : f.gpus) {
+        ASSERT_TRUE(catalog::ValidateLayout(*g.model, g.Layout()).ok()) << g.uuid;
+        if (!g.mig_enabled) {
+          ASSERT_TRUE(g.instances.empty());
+        }
+      }
+    }
+  }
+  // The random fleets exercise every path, not only the easy one.
+  EXPECT_GT(allocations, 500);
+  EXPECT_GT(failures, 100);
+  EXPECT_GT(reconfigurations, 50);
+}
+
+}  // namespace
+}  // namespace gpuaas::allocator

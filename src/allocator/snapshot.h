@@ -1,0 +1,59 @@
+// The allocator's view of the fleet: an immutable snapshot of every GPU, its MIG instances and
+// who holds them. Built from GpuCapacity/NodeCapacity objects (or by hand in tests); decisions
+// never touch the store. Layer 5 of docs/architecture.md: pure data and functions, no I/O.
+#ifndef GPUAAS_ALLOCATOR_SNAPSHOT_H_
+#define GPUAAS_ALLOCATOR_SNAPSHOT_H_
+
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "catalog/catalog.h"
+#include "model/fleet.h"
+
+namespace gpuaas::allocator {
+
+struct InstanceState {
+  const catalog::MigProfile* profile = nullptr;
+  int start = 0;
+  std::string uuid;   // empty for an instance that is planned but not yet created
+  std::string owner;  // the pool ("namespace/name") it is allocated to; empty when free
+  bool busy = false;  // a workload runs on it (whoever allocated it)
+};
+
+struct GpuState {
+  std::string uuid;
+  std::string cluster;
+  std::string node;  // NodeCapacity name
+  int index = 0;
+  const catalog::GpuModel* model = nullptr;  // null for GPUs the catalogue does not know
+  bool healthy = true;
+  bool schedulable = true;  // the node accepts new work
+  bool mig_enabled = false;
+  std::vector<InstanceState> instances;  // MIG instances, when mig_enabled
+  std::string owner;  // the pool holding the whole GPU (MIG disabled); empty when free
+  bool busy = false;  // a workload runs on the whole GPU
+
+  // True when nothing on the GPU is allocated or running, so its layout may change.
+  bool Idle() const;
+  // The instances as a catalogue layout.
+  catalog::Layout Layout() const;
+};
+
+struct FleetSnapshot {
+  std::vector<GpuState> gpus;  // sorted by (cluster, node, index)
+};
+
+// Builds a snapshot from inventory objects. `owners` maps device UUIDs (GPU or MIG) to the pool
+// holding them; `busy` lists device UUIDs with running workloads. GPUs of unknown models are kept
+// (model null) and never chosen.
+FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity> gpus,
+                            std::span<const model::NodeCapacity> nodes,
+                            const std::map<std::string, std::string>& owners,
+                            const std::set<std::string>& busy);
+
+}  // namespace gpuaas::allocator
+
+#endif  // GPUAAS_ALLOCATOR_SNAPSHOT_H_
