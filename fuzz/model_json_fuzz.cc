@@ -25,6 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RoundTrip<gpuaas::model::NodeCapacity>(input);
   RoundTrip<gpuaas::model::GpuCapacity>(input);
   RoundTrip<gpuaas::model::SpecAndCount>(input);
+  RoundTrip<gpuaas::model::Project>(input);
+  RoundTrip<gpuaas::model::GpuPool>(input);
   (void)gpuaas::model::DecodeMeta(input);
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "model/pool.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuaas::model {
@@ -448,6 +449,145 @@ absl::StatusOr<SpecAndCount> Decode(std::string_view text) {
     return s;
   });
 }
+
+// --- Project -----------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::array<std::pair<std::string_view, WorkloadType>, 3> kWorkloadType = {{
+    {"training", WorkloadType::kTraining},
+    {"inference", WorkloadType::kInference},
+    {"development", WorkloadType::kDevelopment},
+}};
+
+json EncodeCounts(const std::map<std::string, int64_t>& m) {
+  json j = json::object();
+  for (const auto& [k, v] : m) j[k] = v;
+  return j;
+}
+
+}  // namespace
+
+template <>
+std::string Encode(const Project& p) {
+  json j = Envelope(Project::kKind, p.metadata);
+  json spec = json::object();
+  if (!p.spec.display_name.empty()) spec["displayName"] = p.spec.display_name;
+  if (p.spec.quota) {
+    spec["quota"] = {{"fullGpus", EncodeCounts(p.spec.quota->full_gpus)},
+                     {"migComputeSlices", EncodeCounts(p.spec.quota->mig_compute_slices)}};
+  }
+  j["spec"] = std::move(spec);
+  j["status"] = json::object();
+  if (!p.status.conditions.empty()) j["status"]["conditions"] = EncodeConditions(p.status.conditions);
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<Project> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, Project::kKind);
+    In root(j, "");
+    Project p;
+    p.metadata = DecodeMetaObj(root.Obj("metadata"));
+    if (root.Has("spec")) {
+      In s = root.Obj("spec");
+      p.spec.display_name = s.Str("displayName");
+      if (s.Has("quota")) {
+        In q = s.Obj("quota");
+        Project::Quota quota;
+        for (auto& [k, v] : q.Resources("fullGpus")) quota.full_gpus[k] = v;
+        for (auto& [k, v] : q.Resources("migComputeSlices")) quota.mig_compute_slices[k] = v;
+        p.spec.quota = std::move(quota);
+      }
+    }
+    if (root.Has("status")) p.status.conditions = DecodeConditions(root.Obj("status"));
+    return p;
+  });
+}
+
+// --- GpuPool -----------------------------------------------------------------------------
+
+template <>
+std::string Encode(const GpuPool& p) {
+  json j = Envelope(GpuPool::kKind, p.metadata);
+  json items = json::array();
+  for (const PoolItem& i : p.spec.items) {
+    items.push_back({{"model", i.model}, {"profile", i.profile}, {"count", i.count}});
+  }
+  json spec = {{"items", std::move(items)}, {"workloadType", Name(kWorkloadType, p.spec.workload_type)}};
+  if (!p.spec.cluster.empty()) spec["cluster"] = p.spec.cluster;
+  if (p.spec.time_slicing_replicas > 0) {
+    spec["sharing"] = {{"timeSlicing", {{"replicas", p.spec.time_slicing_replicas}}}};
+  }
+  j["spec"] = std::move(spec);
+  json st = json::object();
+  if (p.status.approval) {
+    const GpuPool::Approval& a = *p.status.approval;
+    st["approval"] = {{"approved", a.approved}, {"time", FormatTime(a.time)}};
+    if (!a.reason.empty()) st["approval"]["reason"] = a.reason;
+    if (!a.user.empty()) st["approval"]["user"] = a.user;
+  }
+  if (!p.status.allocation.empty()) {
+    json a = json::array();
+    for (const AllocatedDevice& d : p.status.allocation) {
+      json e = {{"cluster", d.cluster}, {"node", d.node}, {"gpuUUID", d.gpu_uuid}, {"profile", d.profile}};
+      if (d.profile != "full") e["placement"] = {{"start", d.start}};
+      if (!d.instance_uuid.empty()) e["instanceUUID"] = d.instance_uuid;
+      a.push_back(std::move(e));
+    }
+    st["allocation"] = std::move(a);
+  }
+  if (!p.status.conditions.empty()) st["conditions"] = EncodeConditions(p.status.conditions);
+  j["status"] = std::move(st);
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<GpuPool> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, GpuPool::kKind);
+    In root(j, "");
+    GpuPool p;
+    p.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    p.spec.cluster = s.Str("cluster");
+    s.Each("items", [&](const In& i) {
+      p.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true, 1)});
+    });
+    p.spec.workload_type = s.Enum("workloadType", kWorkloadType, WorkloadType::kTraining);
+    if (s.Has("sharing")) {
+      In sh = s.Obj("sharing");
+      if (sh.Has("timeSlicing")) p.spec.time_slicing_replicas = sh.Obj("timeSlicing").Int("replicas", true, 1);
+    }
+    if (root.Has("status")) {
+      In st = root.Obj("status");
+      if (st.Has("approval")) {
+        In a = st.Obj("approval");
+        GpuPool::Approval ap;
+        ap.approved = a.Bool("approved", false);
+        ap.reason = a.Str("reason");
+        ap.user = a.Str("user");
+        ap.time = a.TimeField("time").value_or(Time{});
+        p.status.approval = ap;
+      }
+      st.Each("allocation", [&](const In& d) {
+        AllocatedDevice dev;
+        dev.cluster = d.Str("cluster", true);
+        dev.node = d.Str("node", true);
+        dev.gpu_uuid = d.Str("gpuUUID", true);
+        dev.profile = d.Str("profile", true);
+        if (d.Has("placement")) dev.start = d.Obj("placement").Int("start");
+        dev.instance_uuid = d.Str("instanceUUID");
+        p.status.allocation.push_back(std::move(dev));
+      });
+      p.status.conditions = DecodeConditions(st);
+    }
+    return p;
+  });
+}
+
+std::string_view ToString(WorkloadType t) { return Name(kWorkloadType, t); }
 
 absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view text) {
   return Guard([&] {

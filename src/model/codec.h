@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/fleet.h"
+#include "model/pool.h"
 
 namespace gpuaas::model {
 

@@ -1,0 +1,69 @@
+#include "model/pool.h"
+
+#include <set>
+
+#include "catalog/catalog.h"
+#include "fmt/format.h"
+
+namespace gpuaas::model {
+
+absl::Status ValidateProject(const Project& p) {
+  if (absl::Status s = ValidateName(p.metadata.name); !s.ok()) return s;
+  if (p.metadata.name.find('.') != std::string::npos || p.metadata.name.size() > 63) {
+    return absl::InvalidArgumentError(fmt::format(
+        "metadata.name: \"{}\" must be a DNS label (it names a namespace): letters, digits, '-', "
+        "at most 63", p.metadata.name));
+  }
+  if (p.spec.quota) {
+    for (const auto* m : {&p.spec.quota->full_gpus, &p.spec.quota->mig_compute_slices}) {
+      for (const auto& [model, n] : *m) {
+        if (catalog::FindModel(model) == nullptr) {
+          return absl::InvalidArgumentError(
+              fmt::format("spec.quota: unknown GPU model \"{}\" (see gpuaas catalog models)", model));
+        }
+      }
+    }
+  }
+  return ValidateLabels(p.metadata.labels);
+}
+
+absl::Status ValidatePool(const GpuPool& p) {
+  if (absl::Status s = ValidateName(p.metadata.name); !s.ok()) return s;
+  if (p.metadata.ns.empty()) return absl::InvalidArgumentError("metadata.namespace: required (the project)");
+  if (p.spec.items.empty()) return absl::InvalidArgumentError("spec.items: at least one item is required");
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t i = 0; i < p.spec.items.size(); ++i) {
+    const PoolItem& item = p.spec.items[i];
+    const std::string where = fmt::format("spec.items[{}]", i);
+    const catalog::GpuModel* m = catalog::FindModel(item.model);
+    if (m == nullptr) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}.model: unknown GPU model \"{}\" (see gpuaas catalog models)", where, item.model));
+    }
+    if (item.profile != catalog::kFullProfile) {
+      if (!m->mig_capable) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}.profile: {} does not support MIG; use \"full\"", where, m->name));
+      }
+      if (catalog::FindProfile(*m, item.profile) == nullptr) {
+        std::string names;
+        for (const catalog::MigProfile& mp : m->profiles) names += (names.empty() ? "" : ", ") + std::string(mp.name);
+        return absl::InvalidArgumentError(fmt::format(
+            "{}.profile: {} has no MIG profile \"{}\"; it has full, {}", where, m->name, item.profile, names));
+      }
+    }
+    if (item.count < 1 || item.count > 100000) {
+      return absl::InvalidArgumentError(fmt::format("{}.count: must be between 1 and 100000", where));
+    }
+    if (!seen.insert({std::string(m->name), item.profile}).second) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {}/{} is listed twice; add the counts", where, m->name, item.profile));
+    }
+  }
+  if (p.spec.time_slicing_replicas < 0 || p.spec.time_slicing_replicas > 64) {
+    return absl::InvalidArgumentError("spec.sharing.timeSlicing.replicas: must be between 1 and 64");
+  }
+  return ValidateLabels(p.metadata.labels);
+}
+
+}  // namespace gpuaas::model

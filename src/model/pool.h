@@ -1,0 +1,108 @@
+// Projects (tenants) and their GPU pools. A project member asks for a GpuPool; an operator
+// approves or rejects it through its approval subresource; the pool controller allocates and
+// provisions dedicated devices and records them in status.allocation.
+#ifndef GPUAAS_MODEL_POOL_H_
+#define GPUAAS_MODEL_POOL_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "model/object.h"
+
+namespace gpuaas::model {
+
+struct Project {
+  static constexpr std::string_view kKind = "Project";
+  static constexpr std::string_view kPlural = "projects";
+  static constexpr bool kNamespaced = false;
+
+  struct Quota {
+    std::map<std::string, int64_t> full_gpus;           // by model: most whole GPUs
+    std::map<std::string, int64_t> mig_compute_slices;  // by model: most MIG compute slices
+    friend bool operator==(const Quota&, const Quota&) = default;
+  };
+  struct Spec {
+    std::string display_name;
+    std::optional<Quota> quota;  // none: limited only by the fleet
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  struct Status {
+    std::vector<Condition> conditions;
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const Project&, const Project&) = default;
+};
+
+enum class WorkloadType { kTraining, kInference, kDevelopment };
+
+struct PoolItem {
+  std::string model;    // catalogue name
+  std::string profile;  // MIG profile or "full"
+  int64_t count = 0;
+  friend bool operator==(const PoolItem&, const PoolItem&) = default;
+};
+
+struct AllocatedDevice {
+  std::string cluster;
+  std::string node;
+  std::string gpu_uuid;
+  std::string profile;  // "full" or the MIG profile
+  int64_t start = 0;    // MIG placement start
+  std::string instance_uuid;  // MIG instance UUID once it exists
+  friend bool operator==(const AllocatedDevice&, const AllocatedDevice&) = default;
+};
+
+struct GpuPool {
+  static constexpr std::string_view kKind = "GpuPool";
+  static constexpr std::string_view kPlural = "gpupools";
+  static constexpr bool kNamespaced = true;
+
+  struct Spec {
+    std::string cluster;  // empty: any
+    std::vector<PoolItem> items;
+    WorkloadType workload_type = WorkloadType::kTraining;
+    int64_t time_slicing_replicas = 0;  // 0 or 1: no time slicing
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  struct Approval {
+    bool approved = false;
+    std::string reason;
+    std::string user;
+    Time time{};
+    friend bool operator==(const Approval&, const Approval&) = default;
+  };
+  struct Status {
+    std::optional<Approval> approval;  // set once, by the approval subresource
+    std::vector<AllocatedDevice> allocation;
+    std::vector<Condition> conditions;  // Approved, Allocated, Provisioned, Ready, Released
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const GpuPool&, const GpuPool&) = default;
+};
+
+// Pool condition types.
+inline constexpr std::string_view kApproved = "Approved";
+inline constexpr std::string_view kAllocated = "Allocated";
+inline constexpr std::string_view kProvisioned = "Provisioned";
+inline constexpr std::string_view kReady = "Ready";
+inline constexpr std::string_view kReleased = "Released";
+
+std::string_view ToString(WorkloadType t);
+
+// Checks what a user wrote (names, items against the catalogue, counts, replicas). Quota and
+// fleet capacity are checked by the pool service, which knows them. InvalidArgument otherwise.
+absl::Status ValidatePool(const GpuPool& pool);
+absl::Status ValidateProject(const Project& project);
+
+}  // namespace gpuaas::model
+
+#endif  // GPUAAS_MODEL_POOL_H_

@@ -1,0 +1,78 @@
+#include "model/pool.h"
+
+#include "gtest/gtest.h"
+#include "model/codec.h"
+
+namespace gpuaas::model {
+namespace {
+
+GpuPool Pool() {
+  GpuPool p;
+  p.metadata.name = "llm-train";
+  p.metadata.ns = "vision";
+  p.spec.items = {{"H200-SXM-141GB", "full", 2}, {"H200-SXM-141GB", "3g.71gb", 4}};
+  p.spec.workload_type = WorkloadType::kInference;
+  p.spec.time_slicing_replicas = 4;
+  p.status.approval = GpuPool::Approval{true, "budget ok", "ops", std::chrono::system_clock::from_time_t(1764688445)};
+  p.status.allocation = {{"alpha", "alpha.h200-01", "GPU-1", "full", 0, ""},
+                         {"alpha", "alpha.h200-02", "GPU-2", "3g.71gb", 4, "MIG-9"}};
+  return p;
+}
+
+TEST(PoolCodec, RoundTrips) {
+  GpuPool p = Pool();
+  absl::StatusOr<GpuPool> back = Decode<GpuPool>(Encode(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, p);
+  Project pr;
+  pr.metadata.name = "vision";
+  pr.spec.display_name = "Vision team";
+  pr.spec.quota = Project::Quota{{{"H200-SXM-141GB", 8}}, {{"H200-SXM-141GB", 28}}};
+  EXPECT_EQ(*Decode<Project>(Encode(pr)), pr);
+  Project open;
+  open.metadata.name = "open";
+  EXPECT_FALSE(Decode<Project>(Encode(open))->spec.quota.has_value());
+}
+
+TEST(PoolCodec, RejectsUnknownWorkloadType) {
+  std::string text = Encode(Pool());
+  text.replace(text.find("\"inference\""), 11, "\"batch\"");
+  absl::StatusOr<GpuPool> r = Decode<GpuPool>(text);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("spec.workloadType: unknown value \"batch\"; expected one of "
+                                       "training, inference, development"),
+            std::string::npos);
+}
+
+TEST(PoolValidation, ExplainsBadItems) {
+  EXPECT_TRUE(ValidatePool(Pool()).ok());
+  auto bad = [](auto change, std::string_view fragment) {
+    GpuPool p = Pool();
+    change(p);
+    absl::Status s = ValidatePool(p);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.ToString().find(fragment), std::string::npos) << s;
+  };
+  bad([](GpuPool& p) { p.spec.items[0].model = "Z100"; }, "spec.items[0].model: unknown GPU model \"Z100\"");
+  bad([](GpuPool& p) { p.spec.items[1].profile = "3g.40gb"; }, "has no MIG profile \"3g.40gb\"; it has full, 1g.18gb");
+  bad([](GpuPool& p) { p.spec.items[0].count = 0; }, "spec.items[0].count");
+  bad([](GpuPool& p) { p.spec.items = {}; }, "at least one item");
+  bad([](GpuPool& p) { p.spec.items[1].profile = "full"; }, "listed twice");
+  bad([](GpuPool& p) { p.spec.items = {{"L40S-48GB", "1g.5gb", 1}}; }, "does not support MIG");
+  bad([](GpuPool& p) { p.metadata.name = "Bad_Name"; }, "metadata.name");
+  bad([](GpuPool& p) { p.spec.time_slicing_replicas = 1000; }, "replicas");
+}
+
+TEST(ProjectValidation, NamesAndQuotaModels) {
+  Project p;
+  p.metadata.name = "vision";
+  EXPECT_TRUE(ValidateProject(p).ok());
+  p.metadata.name = "a.b";
+  EXPECT_FALSE(ValidateProject(p).ok());
+  p.metadata.name = "vision";
+  p.spec.quota = Project::Quota{{{"Z100", 1}}, {}};
+  EXPECT_NE(ValidateProject(p).ToString().find("unknown GPU model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuaas::model
