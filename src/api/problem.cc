@@ -16,7 +16,8 @@ Problem ProblemFor(const absl::Status& s) {
     case absl::StatusCode::kAborted: return {409, "Conflict", detail};
     case absl::StatusCode::kFailedPrecondition: return {409, "FailedPrecondition", detail};
     case absl::StatusCode::kOutOfRange: return {410, "Expired", detail};
-    case absl::StatusCode::kResourceExhausted: return {429, "TooManyRequests", detail};
+    // As kube-apiserver answers a request over a ResourceQuota: 403 with the quota named.
+    case absl::StatusCode::kResourceExhausted: return {403, "QuotaExceeded", detail};
     case absl::StatusCode::kUnimplemented: return {501, "NotImplemented", detail};
     case absl::StatusCode::kUnavailable: return {503, "ServiceUnavailable", detail};
     case absl::StatusCode::kDeadlineExceeded: return {504, "Timeout", detail};

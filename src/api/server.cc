@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "api/http.h"
@@ -107,15 +108,19 @@ const std::vector<ResourceType>& ResourceTypes() {
       {std::string(model::NodeCapacity::kPlural), std::string(model::NodeCapacity::kKind), false},
       {std::string(model::GpuCapacity::kPlural), std::string(model::GpuCapacity::kKind), false},
       {std::string(model::SpecAndCount::kPlural), std::string(model::SpecAndCount::kKind), false},
+      {std::string(model::Project::kPlural), std::string(model::Project::kKind), false},
+      {std::string(model::GpuPool::kPlural), std::string(model::GpuPool::kKind), true},
   };
   return kTypes;
 }
 
 struct ApiServer::Impl {
-  Impl(ServerOptions o, store::ObjectCache& c) : options(std::move(o)), cache(c) {}
+  Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p)
+      : options(std::move(o)), cache(c), pools(p) {}
 
   ServerOptions options;
   store::ObjectCache& cache;
+  service::PoolService* pools;
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
@@ -138,51 +143,61 @@ struct ApiServer::Impl {
     routes.push_back(std::move(r));
   }
 
-  const Route* Match(std::string_view path, Params& params) const {
+  // The route for `method` on `path`: among the routes whose pattern matches, the one with the
+  // method and the most literal segments. Null with `allow` filled when the path matches but no
+  // route takes the method; null with `allow` empty when nothing matches.
+  const Route* Match(std::string_view path, std::string_view method, Params& params,
+                     std::string& allow) const {
     std::array<std::string_view, kMaxSegments> segs;
     size_t n = 0;
     if (!PathSegments(path, segs, n)) return nullptr;
+    const Route* best = nullptr;
+    int best_literals = -1;
+    std::set<std::string> methods;
     for (const Route& r : routes) {
       if (r.segments.size() != n) continue;
       Params p;
       bool ok = true;
+      int literals = 0;
       for (size_t i = 0; i < n && ok; ++i) {
         const std::string& want = r.segments[i];
         if (want.size() > 2 && want.front() == '{' && want.back() == '}' && p.n < p.kv.size()) {
           p.kv[p.n++] = {std::string_view(want).substr(1, want.size() - 2), segs[i]};
         } else {
           ok = want == segs[i];
+          ++literals;
         }
       }
-      if (ok) {
+      if (!ok) continue;
+      for (const auto& [m, h] : r.methods) methods.insert(m);
+      if (r.methods.count(std::string(method)) && literals > best_literals) {
+        best = &r;
+        best_literals = literals;
         params = p;
-        return &r;
       }
     }
-    return nullptr;
+    if (best == nullptr) {
+      for (const std::string& m : methods) allow += (allow.empty() ? "" : ", ") + m;
+    }
+    return best;
   }
 
   HttpResponse Dispatch(const HttpRequest& req) {
     const auto start = std::chrono::steady_clock::now();
     Params params;
-    const Route* route = Match(req.path, params);
+    std::string allow;
+    const std::string method = req.method == "HEAD" ? "GET" : req.method;
+    const Route* route = Match(req.path, method, params, allow);
     Reply reply;
     const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
-    if (route == nullptr) {
-      reply = ErrorReply(404, "NotFound", fmt::format("no route for {} {}", req.method, req.path));
+    if (route != nullptr) {
+      reply = route->methods.at(method)(req, params);
+    } else if (!allow.empty()) {
+      reply = ErrorReply(405, "MethodNotAllowed",
+                         fmt::format("{} {} is not allowed; allowed: {}", req.method, req.path, allow));
+      reply.headers.emplace_back("Allow", allow);
     } else {
-      const std::string method = req.method == "HEAD" ? "GET" : req.method;
-      auto it = route->methods.find(method);
-      if (it == route->methods.end()) {
-        std::string allow;
-        for (const auto& [m, h] : route->methods) allow += (allow.empty() ? "" : ", ") + m;
-        reply = ErrorReply(405, "MethodNotAllowed",
-                           fmt::format("{} does not allow {}; allowed: {}", route->pattern,
-                                       req.method, allow));
-        reply.headers.emplace_back("Allow", allow);
-      } else {
-        reply = it->second(req, params);
-      }
+      reply = ErrorReply(404, "NotFound", fmt::format("no route for {} {}", req.method, req.path));
     }
     metrics->Observe(route_index, RequestMetrics::MethodIndex(req.method), reply.status,
                      std::chrono::steady_clock::now() - start);
@@ -206,6 +221,8 @@ struct ApiServer::Impl {
   Reply List(const HttpRequest& req, const Params& p) {
     const ResourceType* type = FindType(p.at("plural"));
     if (type == nullptr) return UnknownResource(p.at("plural"));
+    const std::string_view ns = p.at("namespace");
+    if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
     absl::StatusOr<model::LabelSelector> selector =
         model::LabelSelector::Parse(req.Param("labelSelector"));
     if (!selector.ok()) return Error(selector.status());
@@ -238,8 +255,12 @@ struct ApiServer::Impl {
     body += fmt::format(R"({{"apiVersion":"gpuaas.io/v1","kind":"{}List","items":[)", type->kind);
     size_t n = 0;
     size_t i = begin;
+    auto selected = [&](size_t k) {
+      return (ns.empty() || items[k]->ns == ns) &&
+             (selector->Empty() || selector->Matches(items[k]->labels));
+    };
     for (; i < items.size(); ++i) {
-      if (!selector->Empty() && !selector->Matches(items[i]->labels)) continue;
+      if (!selected(i)) continue;
       if (limit && n == limit) break;
       if (n++) body += ',';
       body += items[i]->json;
@@ -250,11 +271,13 @@ struct ApiServer::Impl {
       size_t last = i;
       while (last > begin) {
         --last;
-        if (selector->Empty() || selector->Matches(items[last]->labels)) break;
+        if (selected(last)) break;
       }
       body += fmt::format(R"(,"continue":"{}")",
                           ContinueToken(type->plural, items[last]->ns, items[last]->name));
-      if (selector->Empty()) body += fmt::format(R"(,"remainingItemCount":{})", items.size() - i);
+      if (selector->Empty() && ns.empty()) {
+        body += fmt::format(R"(,"remainingItemCount":{})", items.size() - i);
+      }
     }
     body += "}}";
     return {200, std::string(kJson), std::move(body), {}};
@@ -263,12 +286,113 @@ struct ApiServer::Impl {
   Reply GetOne(const HttpRequest&, const Params& p) {
     const ResourceType* type = FindType(p.at("plural"));
     if (type == nullptr) return UnknownResource(p.at("plural"));
-    std::shared_ptr<const store::CachedObject> obj = cache.Get(type->kind, "", p.at("name"));
+    const std::string_view ns = p.at("namespace");
+    if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
+    if (ns.empty() && type->namespaced) {
+      return ErrorReply(404, "NotFound",
+                        fmt::format("{} live in a project: GET /apis/gpuaas.io/v1/namespaces/PROJECT/{}/{}",
+                                    type->plural, type->plural, p.at("name")));
+    }
+    std::shared_ptr<const store::CachedObject> obj = cache.Get(type->kind, ns, p.at("name"));
     if (!obj) {
       return ErrorReply(404, "NotFound",
-                        fmt::format("{} \"{}\" not found", type->plural, p.at("name")));
+                        fmt::format("{} \"{}\" not found{}", type->plural, p.at("name"),
+                                    ns.empty() ? "" : fmt::format(" in project {}", ns)));
     }
     return {200, std::string(kJson), obj->json, {}};
+  }
+
+  // --- writes ---------------------------------------------------------------------------
+
+  static std::string User(const HttpRequest&) { return "anonymous"; }
+
+  // The reply for a written object: waits until the cache shows it, so that the client's next
+  // GET reads its own write.
+  template <typename T>
+  Reply Written(const absl::StatusOr<T>& obj, int status) {
+    if (!obj.ok()) return Error(obj.status());
+    cache.WaitFor(obj->metadata.resource_version, std::chrono::seconds(5));
+    return {status, std::string(kJson), model::Encode(*obj), {}};
+  }
+
+  static std::optional<Reply> NeedJson(const HttpRequest& req) {
+    const std::string ct = req.Header("Content-Type");
+    if (ct.rfind("application/json", 0) != 0) {
+      return ErrorReply(415, "UnsupportedMediaType",
+                        fmt::format("Content-Type must be application/json, not \"{}\"", ct));
+    }
+    return std::nullopt;
+  }
+
+  Reply NoPools() { return ErrorReply(501, "NotImplemented", "this server runs without pools"); }
+
+  Reply CreateProject(const HttpRequest& req, const Params&) {
+    if (!pools) return NoPools();
+    if (auto bad = NeedJson(req)) return *bad;
+    absl::StatusOr<model::Project> p = model::Decode<model::Project>(req.body);
+    if (!p.ok()) return Error(p.status());
+    return Written(pools->CreateProject(std::move(*p), User(req)), 201);
+  }
+
+  Reply CreatePool(const HttpRequest& req, const Params& params) {
+    if (!pools) return NoPools();
+    if (auto bad = NeedJson(req)) return *bad;
+    absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(req.body);
+    if (!p.ok()) return Error(p.status());
+    const std::string ns(params.at("namespace"));
+    if (!p->metadata.ns.empty() && p->metadata.ns != ns) {
+      return Error(absl::InvalidArgumentError(fmt::format(
+          "metadata.namespace \"{}\" does not match the project in the path ({})", p->metadata.ns, ns)));
+    }
+    p->metadata.ns = ns;
+    return Written(pools->CreatePool(std::move(*p), User(req)), 201);
+  }
+
+  Reply Approval(const HttpRequest& req, const Params& params) {
+    if (!pools) return NoPools();
+    if (auto bad = NeedJson(req)) return *bad;
+    nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
+    if (!j.is_object() || !j.contains("approve") || !j["approve"].is_boolean()) {
+      return Error(absl::InvalidArgumentError(
+          "body must be {\"approve\": true|false, \"reason\": \"...\"}"));
+    }
+    if (j.contains("reason") && !j["reason"].is_string()) {
+      return Error(absl::InvalidArgumentError("reason: expected a string"));
+    }
+    const bool approve = j["approve"].get<bool>();
+    const std::string reason = j.value("reason", "");
+    if (!approve && reason.empty()) {
+      return Error(absl::InvalidArgumentError("a rejection needs a reason"));
+    }
+    return Written(pools->Approve(std::string(params.at("namespace")), std::string(params.at("name")),
+                                  approve, reason, User(req)),
+                   200);
+  }
+
+  Reply ReleasePool(const HttpRequest& req, const Params& params) {
+    if (!pools) return NoPools();
+    return Written(pools->Release(std::string(params.at("namespace")), std::string(params.at("name")),
+                                  User(req)),
+                   200);
+  }
+
+  Reply AuditLog(const HttpRequest& req, const Params&) {
+    if (!pools) return NoPools();
+    int64_t after = 0;
+    if (req.HasParam("after")) {
+      std::optional<int64_t> a = ParseInt(req.Param("after"));
+      if (!a || *a < 0) return Error(absl::InvalidArgumentError("after: expected a revision"));
+      after = *a;
+    }
+    auto events = pools->Audit(after, 1000);
+    if (!events.ok()) return Error(events.status());
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& [rev, e] : *events) {
+      items.push_back({{"revision", rev}, {"time", FormatTime(e.time)}, {"user", e.user},
+                       {"action", e.action}, {"object", e.object}, {"detail", e.detail}});
+    }
+    nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"}, {"kind", "AuditEventList"}, {"items", items}};
+    return {200, std::string(kJson), j.dump(), {}};
   }
 
   Reply Discovery(const HttpRequest&, const Params&) {
@@ -277,10 +401,12 @@ struct ApiServer::Impl {
                         {"groupVersion", "gpuaas.io/v1"},
                         {"resources", nlohmann::json::array()}};
     for (const ResourceType& t : ResourceTypes()) {
+      const bool writable = t.kind == model::Project::kKind || t.kind == model::GpuPool::kKind;
       j["resources"].push_back({{"name", t.plural},
                                 {"kind", t.kind},
                                 {"namespaced", t.namespaced},
-                                {"verbs", {"get", "list"}}});
+                                {"verbs", writable ? nlohmann::json{"get", "list", "create"}
+                                                   : nlohmann::json{"get", "list"}}});
     }
     return {200, std::string(kJson), j.dump(), {}};
   }
@@ -376,11 +502,28 @@ struct ApiServer::Impl {
     Add(std::string(kApiPrefix) + "/{plural}", "GET", [this](R r, P p) { return List(r, p); });
     Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET",
         [this](R r, P p) { return GetOne(r, p); });
+    Add(std::string(kApiPrefix) + "/projects", "POST", [this](R r, P p) { return CreateProject(r, p); });
+    const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
+    Add(pools_path, "GET", [this](R r, P p) { return List(r, p); });
+    Add(pools_path, "POST", [this](R r, P p) {
+      if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
+      return CreatePool(r, p);
+    });
+    Add(pools_path + "/{name}", "GET", [this](R r, P p) { return GetOne(r, p); });
+    Add(pools_path + "/{name}/approval", "PUT", [this](R r, P p) {
+      if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
+      return Approval(r, p);
+    });
+    Add(pools_path + "/{name}/release", "POST", [this](R r, P p) {
+      if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
+      return ReleasePool(r, p);
+    });
+    Add("/api/v1/audit", "GET", [this](R r, P p) { return AuditLog(r, p); });
   }
 };
 
-ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache)
-    : impl_(std::make_unique<Impl>(std::move(options), cache)) {
+ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools)
+    : impl_(std::make_unique<Impl>(std::move(options), cache, pools)) {
   impl_->Routes();
   std::vector<std::string> patterns;
   for (const Route& r : impl_->routes) patterns.push_back(r.pattern);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "service/pools.h"
 #include "store/cache.h"
 
 namespace gpuaas::api {
@@ -34,7 +35,8 @@ const std::vector<ResourceType>& ResourceTypes();
 
 class ApiServer {
  public:
-  ApiServer(ServerOptions options, store::ObjectCache& cache);
+  // `pools` may be null: the pool routes then answer 501.
+  ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools = nullptr);
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;

@@ -262,3 +262,116 @@ TEST(ApiServerStart, AddressInUseIsAnError) {
 
 }  // namespace
 }  // namespace gpuaas::api
+
+namespace gpuaas::api {
+namespace {
+
+class PoolApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*store::OpenStore("sqlite::memory:"));
+    controller::InventoryController inv(*store_, RealClock::Get());
+    for (auto& d : cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet())) {
+      ASSERT_TRUE(inv.Sync(*d).ok());
+    }
+    cache_ = std::make_unique<store::ObjectCache>(*store_);
+    std::vector<std::string> kinds;
+    for (const ResourceType& t : ResourceTypes()) kinds.push_back(t.kind);
+    ASSERT_TRUE(cache_->Start(kinds).ok());
+    pools_ = std::make_unique<service::PoolService>(*store_, RealClock::Get(), [] {
+      return std::map<std::string, int64_t>{{"H200-SXM-141GB", 48}};
+    });
+    ServerOptions o;
+    o.port = 0;
+    server_ = std::make_unique<ApiServer>(o, *cache_, pools_.get());
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override {
+    server_->Stop();
+    cache_->Stop();
+  }
+  httplib::Result Send(const std::string& method, const std::string& path, const std::string& body,
+                       const std::string& type = "application/json") {
+    httplib::Client c("127.0.0.1", server_->port());
+    if (method == "POST") return c.Post(path, body, type);
+    if (method == "PUT") return c.Put(path, body, type);
+    return c.Get(path);
+  }
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::ObjectCache> cache_;
+  std::unique_ptr<service::PoolService> pools_;
+  std::unique_ptr<ApiServer> server_;
+};
+
+constexpr char kV1[] = "/apis/gpuaas.io/v1";
+
+TEST_F(PoolApiTest, RequestApproveRelease) {
+  auto project = Send("POST", std::string(kV1) + "/projects",
+                      R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"vision"},)"
+                      R"("spec":{"quota":{"fullGpus":{"H200-SXM-141GB":4}}}})");
+  ASSERT_TRUE(project);
+  EXPECT_EQ(project->status, 201) << project->body;
+  const std::string pools = std::string(kV1) + "/namespaces/vision/gpupools";
+  auto pool = Send("POST", pools,
+                   R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"train"},)"
+                   R"("spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":2}]}})");
+  ASSERT_EQ(pool->status, 201) << pool->body;
+  EXPECT_EQ(json::parse(pool->body)["metadata"]["namespace"], "vision");
+  // Read-your-writes: the object is visible at once, in the project and across projects.
+  EXPECT_EQ(Send("GET", pools + "/train", "")->status, 200);
+  EXPECT_EQ(json::parse(Send("GET", pools, "")->body)["items"].size(), 1u);
+  EXPECT_EQ(json::parse(Send("GET", std::string(kV1) + "/gpupools", "")->body)["items"].size(), 1u);
+  auto hint = Send("GET", std::string(kV1) + "/gpupools/train", "");
+  EXPECT_EQ(hint->status, 404);
+  EXPECT_NE(hint->body.find("namespaces/PROJECT"), std::string::npos);
+
+  auto approve = Send("PUT", pools + "/train/approval", R"({"approve":true,"reason":"ok"})");
+  ASSERT_EQ(approve->status, 200) << approve->body;
+  EXPECT_EQ(json::parse(approve->body)["status"]["approval"]["approved"], true);
+  auto again = Send("PUT", pools + "/train/approval", R"({"approve":false,"reason":"no"})");
+  EXPECT_EQ(again->status, 409);
+  EXPECT_EQ(json::parse(again->body)["reason"], "FailedPrecondition");
+  EXPECT_EQ(Send("POST", pools + "/train/release", "")->status, 200);
+
+  json audit = json::parse(Send("GET", "/api/v1/audit", "")->body);
+  ASSERT_EQ(audit["items"].size(), 4u);
+  EXPECT_EQ(audit["items"][3]["action"], "Release");
+}
+
+TEST_F(PoolApiTest, BadWritesAreRefusedAndChangeNothing) {
+  ASSERT_EQ(Send("POST", std::string(kV1) + "/projects",
+                 R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"vision"},)"
+                 R"("spec":{"quota":{"fullGpus":{"H200-SXM-141GB":1}}}})")->status, 201);
+  const int64_t rev = store_->Revision();
+  const std::string pools = std::string(kV1) + "/namespaces/vision/gpupools";
+  auto expect = [&](httplib::Result r, int status, std::string_view reason) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/problem+json");
+    EXPECT_EQ(json::parse(r->body)["reason"], reason) << r->body;
+  };
+  const std::string pool2 =
+      R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"p"},)"
+      R"("spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":2}]}})";
+  expect(Send("POST", pools, pool2), 403, "QuotaExceeded");
+  expect(Send("POST", pools, pool2, "text/plain"), 415, "UnsupportedMediaType");
+  expect(Send("POST", pools, "{not json"), 400, "BadRequest");
+  expect(Send("POST", pools,
+              R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"p"},)"
+              R"("spec":{"items":[{"model":"H200-SXM-141GB","profile":"9g.1gb","count":1}]}})"),
+         400, "BadRequest");
+  expect(Send("POST", std::string(kV1) + "/namespaces/nobody/gpupools",
+              R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"p"},)"
+              R"("spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":1}]}})"),
+         404, "NotFound");
+  expect(Send("PUT", pools + "/missing/approval", R"({"approve":true})"), 404, "NotFound");
+  expect(Send("PUT", pools + "/missing/approval", R"({"approve":"yes"})"), 400, "BadRequest");
+  expect(Send("POST", std::string(kV1) + "/projects",
+              R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"vision"}})"),
+         409, "AlreadyExists");
+  expect(Send("PUT", std::string(kV1) + "/namespaces/vision/gpupools", "{}"), 405, "MethodNotAllowed");
+  EXPECT_EQ(store_->Revision(), rev);
+}
+
+}  // namespace
+}  // namespace gpuaas::api

@@ -14,6 +14,8 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "controller/inventory.h"
+#include "model/fleet.h"
+#include "service/pools.h"
 #include "store/cache.h"
 #include "store/store.h"
 
@@ -112,7 +114,16 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   opts.threads = flags.threads > 0 ? flags.threads
                                     : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   opts.version = version;
-  api::ApiServer server(opts, cache);
+  // GPUs per catalogue model, from the cache's labels (no decoding), for pool capacity checks.
+  service::PoolService pools(db, RealClock::Get(), [&cache] {
+    std::map<std::string, int64_t> counts;
+    for (const auto& g : cache.Snapshot(std::string(model::GpuCapacity::kKind))->items) {
+      auto it = g->labels.find(std::string(controller::kLabelModel));
+      if (it != g->labels.end()) ++counts[it->second];
+    }
+    return counts;
+  });
+  api::ApiServer server(opts, cache, &pools);
   if (absl::Status s = server.Start(); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 1;

@@ -1,0 +1,65 @@
+// The pool service: what users and operators may do to projects and pools, with every rule the
+// API promises (validation against the catalogue, project quota, fleet capacity, final
+// rejection), each change and its audit event in one store transaction. Used by the API; the
+// pool controller does the rest of the lifecycle. Thread-safe.
+#ifndef GPUAAS_SERVICE_POOLS_H_
+#define GPUAAS_SERVICE_POOLS_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "model/pool.h"
+#include "store/store.h"
+
+namespace gpuaas::service {
+
+// An entry of the audit log (kind AuditEvent, cluster-scoped, named by revision).
+struct AuditEvent {
+  Time time{};
+  std::string user;
+  std::string action;  // CreateProject, CreatePool, Approve, Reject, Release, ...
+  std::string object;  // "gpupools/vision/llm-train"
+  std::string detail;
+};
+inline constexpr std::string_view kAuditKind = "AuditEvent";
+
+// GPUs in the fleet by catalogue model, for capacity checks.
+using FleetCounter = std::function<std::map<std::string, int64_t>()>;
+
+class PoolService {
+ public:
+  PoolService(store::Store& store, const Clock& clock, FleetCounter fleet)
+      : store_(store), clock_(clock), fleet_(std::move(fleet)) {}
+
+  // Each returns the stored object (with its new resourceVersion) or:
+  // InvalidArgument (bad input), AlreadyExists, NotFound, FailedPrecondition (state forbids it),
+  // ResourceExhausted (over quota or over what the fleet could ever hold).
+  absl::StatusOr<model::Project> CreateProject(model::Project project, const std::string& user);
+  absl::StatusOr<model::GpuPool> CreatePool(model::GpuPool pool, const std::string& user);
+  absl::StatusOr<model::GpuPool> Approve(const std::string& ns, const std::string& name,
+                                         bool approve, const std::string& reason,
+                                         const std::string& user);
+  absl::StatusOr<model::GpuPool> Release(const std::string& ns, const std::string& name,
+                                         const std::string& user);
+
+  // The audit log, oldest first, at most `limit` (0: all) events after revision `after`.
+  absl::StatusOr<std::vector<std::pair<int64_t, AuditEvent>>> Audit(int64_t after, size_t limit);
+
+ private:
+  absl::Status Record(store::Txn& tx, const std::string& user, std::string action,
+                      std::string object, std::string detail);
+  store::Store& store_;
+  const Clock& clock_;
+  FleetCounter fleet_;
+};
+
+// True when the pool still holds or may hold devices (not rejected, not released).
+bool PoolIsLive(const model::GpuPool& pool);
+
+}  // namespace gpuaas::service
+
+#endif  // GPUAAS_SERVICE_POOLS_H_
