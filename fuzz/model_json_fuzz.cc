@@ -27,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RoundTrip<gpuaas::model::SpecAndCount>(input);
   RoundTrip<gpuaas::model::Project>(input);
   RoundTrip<gpuaas::model::GpuPool>(input);
+  RoundTrip<gpuaas::model::MigLayout>(input);
   (void)gpuaas::model::DecodeMeta(input);
   return 0;
 }

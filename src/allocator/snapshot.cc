@@ -41,7 +41,7 @@ FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity> gpus,
     s.schedulable = sch == schedulable.end() || sch->second;
     s.mig_enabled = g.status.mig_mode == model::MigMode::kEnabled;
     s.owner = owner_of(g.spec.uuid);
-    s.busy = busy.count(g.spec.uuid) > 0;
+    s.busy = busy.count(g.spec.uuid) > 0 || g.status.allocated;
     for (const model::MigInstance& m : g.status.mig_instances) {
       const catalog::MigProfile* p = s.model ? catalog::FindProfile(*s.model, m.profile) : nullptr;
       if (p == nullptr) {

@@ -110,6 +110,7 @@ const std::vector<ResourceType>& ResourceTypes() {
       {std::string(model::SpecAndCount::kPlural), std::string(model::SpecAndCount::kKind), false},
       {std::string(model::Project::kPlural), std::string(model::Project::kKind), false},
       {std::string(model::GpuPool::kPlural), std::string(model::GpuPool::kKind), true},
+      {std::string(model::MigLayout::kPlural), std::string(model::MigLayout::kKind), false},
   };
   return kTypes;
 }

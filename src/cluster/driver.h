@@ -59,6 +59,22 @@ class ClusterDriver {
   // A fresh observation of the whole cluster. Unavailable when the cluster cannot be reached.
   // Thread-safe.
   virtual absl::StatusOr<ObservedCluster> Observe() = 0;
+
+  // Asks the cluster to bring one GPU to a MIG layout: MIG disabled when `mig_enabled` is false,
+  // else exactly `instances` (profile and start each). Asynchronous, as the GPU Operator's MIG
+  // manager is: the result shows in later observations (and in MigState). FailedPrecondition
+  // when workloads run on the GPU. Thread-safe.
+  virtual absl::Status ApplyMigLayout(const std::string& node, const std::string& gpu_uuid,
+                                      bool mig_enabled,
+                                      const std::vector<ObservedMigInstance>& instances) = 0;
+
+  // The MIG manager's state for a node, as `nvidia.com/mig.config.state`: "success", "pending"
+  // or "failed" (with `message`).
+  struct MigState {
+    std::string state = "success";
+    std::string message;
+  };
+  virtual MigState NodeMigState(const std::string& node) = 0;
 };
 
 }  // namespace gpuaas::cluster

@@ -13,6 +13,11 @@ namespace {
 class FakeDriver final : public cluster::ClusterDriver {
  public:
   explicit FakeDriver(cluster::ObservedCluster oc) : oc_(std::move(oc)) {}
+  absl::Status ApplyMigLayout(const std::string&, const std::string&, bool,
+                              const std::vector<cluster::ObservedMigInstance>&) override {
+    return absl::UnimplementedError("fake");
+  }
+  MigState NodeMigState(const std::string&) override { return {}; }
   std::string_view ClusterName() const override { return oc_.name; }
   absl::StatusOr<cluster::ObservedCluster> Observe() override {
     if (down) return absl::UnavailableError("connection refused");

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "controller/inventory.h"
+#include "controller/pools.h"
 #include "model/fleet.h"
 #include "service/pools.h"
 #include "store/cache.h"
@@ -134,15 +135,27 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated cluster(s), revision {})",
             version, host, server.port(), flags.db, drivers.size(), db.Revision());
 
+  // The controllers: one pass a second (they are level-triggered, so a pass after a restart
+  // resumes whatever was in flight); the inventory is observed every --sync-interval, and after
+  // each pass that is waiting for a driver to apply a MIG layout.
+  std::map<std::string, cluster::ClusterDriver*> by_cluster;
+  for (auto& d : drivers) by_cluster[std::string(d->ClusterName())] = d.get();
+  controller::PoolController pool_controller(db, RealClock::Get(), by_cluster);
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
   std::thread syncer([&] {
+    auto last_sync = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu);
-    while (!cv.wait_for(lock, std::chrono::seconds(std::max(1, flags.sync_interval_s)),
-                        [&] { return stopping; })) {
+    while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; })) {
       lock.unlock();
-      sync_all();
+      absl::StatusOr<controller::PassStats> pass = pool_controller.RunOnce();
+      if (!pass.ok()) log::Error("pool controller: {}", pass.status().ToString());
+      if ((pass.ok() && pass->needs_observation) ||
+          std::chrono::steady_clock::now() - last_sync >= std::chrono::seconds(std::max(1, flags.sync_interval_s))) {
+        sync_all();
+        last_sync = std::chrono::steady_clock::now();
+      }
       lock.lock();
     }
   });

@@ -589,6 +589,62 @@ absl::StatusOr<GpuPool> Decode(std::string_view text) {
 
 std::string_view ToString(WorkloadType t) { return Name(kWorkloadType, t); }
 
+// --- MigLayout ---------------------------------------------------------------------------
+
+namespace {
+constexpr std::array<std::pair<std::string_view, MigLayout::State>, 4> kLayoutState = {{
+    {"Pending", MigLayout::State::kPending},
+    {"Applying", MigLayout::State::kApplying},
+    {"Applied", MigLayout::State::kApplied},
+    {"Failed", MigLayout::State::kFailed},
+}};
+}  // namespace
+
+std::string_view ToString(MigLayout::State s) { return Name(kLayoutState, s); }
+
+template <>
+std::string Encode(const MigLayout& m) {
+  json j = Envelope(MigLayout::kKind, m.metadata);
+  json insts = json::array();
+  for (const MigLayout::Instance& i : m.spec.instances) {
+    insts.push_back({{"profile", i.profile}, {"start", i.start}});
+  }
+  j["spec"] = {{"cluster", m.spec.cluster}, {"node", m.spec.node}, {"gpuUUID", m.spec.gpu_uuid},
+               {"migEnabled", m.spec.mig_enabled}, {"instances", std::move(insts)}};
+  j["status"] = {{"state", Name(kLayoutState, m.status.state)}, {"attempts", m.status.attempts},
+                 {"observedGeneration", m.status.observed_generation}};
+  if (!m.status.message.empty()) j["status"]["message"] = m.status.message;
+  if (m.status.last_attempt != Time{}) j["status"]["lastAttempt"] = FormatTime(m.status.last_attempt);
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<MigLayout> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, MigLayout::kKind);
+    In root(j, "");
+    MigLayout m;
+    m.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    m.spec.cluster = s.Str("cluster", true);
+    m.spec.node = s.Str("node", true);
+    m.spec.gpu_uuid = s.Str("gpuUUID", true);
+    m.spec.mig_enabled = s.Bool("migEnabled", true);
+    s.Each("instances", [&](const In& i) {
+      m.spec.instances.push_back({i.Str("profile", true), i.Int("start", true)});
+    });
+    if (root.Has("status")) {
+      In st = root.Obj("status");
+      m.status.state = st.Enum("state", kLayoutState, MigLayout::State::kPending);
+      m.status.message = st.Str("message");
+      m.status.attempts = st.Int("attempts");
+      m.status.last_attempt = st.TimeField("lastAttempt").value_or(Time{});
+      m.status.observed_generation = st.Int("observedGeneration");
+    }
+    return m;
+  });
+}
+
 absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view text) {
   return Guard([&] {
     json j = json::parse(text.begin(), text.end(), nullptr, false);

@@ -89,6 +89,42 @@ struct GpuPool {
   friend bool operator==(const GpuPool&, const GpuPool&) = default;
 };
 
+// The MIG layout gpuaas wants on one GPU (written by the pool controller, applied by the MIG
+// controller through the cluster driver). Named like the GpuCapacity of the GPU.
+struct MigLayout {
+  static constexpr std::string_view kKind = "MigLayout";
+  static constexpr std::string_view kPlural = "miglayouts";
+  static constexpr bool kNamespaced = false;
+
+  struct Instance {
+    std::string profile;
+    int64_t start = 0;
+    friend bool operator==(const Instance&, const Instance&) = default;
+  };
+  struct Spec {
+    std::string cluster;
+    std::string node;  // NodeCapacity name ("cluster.node")
+    std::string gpu_uuid;
+    bool mig_enabled = true;
+    std::vector<Instance> instances;  // sorted by start
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  enum class State { kPending, kApplying, kApplied, kFailed };
+  struct Status {
+    State state = State::kPending;
+    std::string message;
+    int64_t attempts = 0;
+    Time last_attempt{};
+    int64_t observed_generation = 0;
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const MigLayout&, const MigLayout&) = default;
+};
+std::string_view ToString(MigLayout::State s);
+
 // Pool condition types.
 inline constexpr std::string_view kApproved = "Approved";
 inline constexpr std::string_view kAllocated = "Allocated";

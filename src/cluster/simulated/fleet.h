@@ -22,6 +22,7 @@
 #ifndef GPUAAS_CLUSTER_SIMULATED_FLEET_H_
 #define GPUAAS_CLUSTER_SIMULATED_FLEET_H_
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -73,11 +74,35 @@ class SimulatedCluster final : public ClusterDriver {
   explicit SimulatedCluster(ClusterSpec spec);
   std::string_view ClusterName() const override { return spec_.name; }
   absl::StatusOr<ObservedCluster> Observe() override;
+  absl::Status ApplyMigLayout(const std::string& node, const std::string& gpu_uuid, bool mig_enabled,
+                              const std::vector<ObservedMigInstance>& instances) override;
+  MigState NodeMigState(const std::string& node) override;
+
+  // Simulation controls for tests and demos.
+  // Applies requested layouts only after `n` further Observe calls (0: at the next one).
+  void SetMigDelay(int observations);
+  // Makes the next `n` layout changes fail, as a MIG manager that cannot apply a config does.
+  void FailNextMigChanges(int n);
+  // Marks a device (GPU or MIG UUID) as used by a pod, or not.
+  void SetInUse(const std::string& uuid, bool in_use);
 
  private:
+  struct PendingChange {
+    std::string node;
+    std::string gpu_uuid;
+    bool mig_enabled;
+    std::vector<ObservedMigInstance> instances;
+    int wait;
+  };
+  ObservedGpu* FindGpu(const std::string& uuid);  // with mu_ held
   ClusterSpec spec_;
   std::mutex mu_;
-  ObservedCluster state_;  // guarded by mu_
+  ObservedCluster state_;                        // guarded by mu_
+  std::vector<PendingChange> pending_;           // guarded by mu_
+  std::map<std::string, MigState> mig_state_;    // by node; guarded by mu_
+  int mig_delay_ = 0;                            // guarded by mu_
+  int fail_next_ = 0;                            // guarded by mu_
+  uint64_t generation_ = 0;                      // makes each created instance's UUID new
 };
 
 std::vector<std::unique_ptr<ClusterDriver>> MakeDrivers(const FleetSpec& fleet);

@@ -1,0 +1,314 @@
+#include "controller/pools.h"
+
+#include <set>
+
+#include "catalog/catalog.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "model/pool.h"
+#include "service/pools.h"
+#include "store/objects.h"
+
+namespace gpuaas::controller {
+namespace {
+
+using model::ConditionStatus;
+using model::GpuPool;
+using model::MigLayout;
+
+std::string PoolKey(const GpuPool& p) { return p.metadata.ns + "/" + p.metadata.name; }
+
+// A device's identity for dedication checks: the GPU and, for MIG, the placement start.
+std::string DeviceKey(const std::string& gpu_uuid, const std::string& profile, int64_t start) {
+  return profile == catalog::kFullProfile ? gpu_uuid : fmt::format("{}@{}", gpu_uuid, start);
+}
+
+bool IsTrue(const GpuPool& p, std::string_view type) {
+  const model::Condition* c = model::FindCondition(p.status.conditions, type);
+  return c != nullptr && c->status == ConditionStatus::kTrue;
+}
+
+// Does the observed GPU already have the layout?
+bool Matches(const model::GpuCapacity& g, const MigLayout& l) {
+  const bool enabled = g.status.mig_mode == model::MigMode::kEnabled;
+  if (enabled != l.spec.mig_enabled) return false;
+  if (!enabled) return true;
+  if (g.status.mig_instances.size() != l.spec.instances.size()) return false;
+  for (const MigLayout::Instance& want : l.spec.instances) {
+    bool found = false;
+    for (const model::MigInstance& have : g.status.mig_instances) {
+      found |= have.profile == want.profile && have.start == want.start;
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PoolController::PoolController(store::Store& store, const Clock& clock,
+                               std::map<std::string, cluster::ClusterDriver*> drivers)
+    : store_(store), clock_(clock), drivers_(std::move(drivers)),
+      profile_(allocator::ProfileByName("default")) {}
+
+absl::StatusOr<PassStats> PoolController::RunOnce() {
+  PassStats stats;
+  RETURN_IF_ERROR(ReconcileLayouts(stats));
+  RETURN_IF_ERROR(ReconcilePools(stats));
+  return stats;
+}
+
+absl::Status PoolController::ReconcileLayouts(PassStats& stats) {
+  std::vector<MigLayout> layouts;
+  std::map<std::string, model::GpuCapacity> gpus;
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(layouts, store::ListObjects<MigLayout>(tx));
+    ASSIGN_OR_RETURN(std::vector<model::GpuCapacity> all, store::ListObjects<model::GpuCapacity>(tx));
+    for (model::GpuCapacity& g : all) gpus.emplace(g.spec.uuid, std::move(g));
+    return absl::OkStatus();
+  }));
+  const Time now = clock_.Now();
+  for (MigLayout& l : layouts) {
+    if (l.status.state == MigLayout::State::kApplied && l.status.observed_generation == l.metadata.generation) {
+      continue;
+    }
+    auto g = gpus.find(l.spec.gpu_uuid);
+    MigLayout::Status next = l.status;
+    // Drivers speak the cluster's node names; NodeCapacity names are "cluster.node".
+    const std::string node = l.spec.node.substr(l.spec.node.find('.') + 1);
+    if (g != gpus.end() && Matches(g->second, l)) {
+      next = {MigLayout::State::kApplied, "", l.status.attempts, l.status.last_attempt, l.metadata.generation};
+    } else {
+      cluster::ClusterDriver* d = drivers_.count(l.spec.cluster) ? drivers_.at(l.spec.cluster) : nullptr;
+      if (d == nullptr) {
+        next.state = MigLayout::State::kFailed;
+        next.message = fmt::format("no driver for cluster {}", l.spec.cluster);
+      } else if (l.status.state == MigLayout::State::kApplying &&
+                 l.status.observed_generation == l.metadata.generation) {
+        cluster::ClusterDriver::MigState ms = d->NodeMigState(node);
+        if (ms.state == "failed") {
+          next.state = MigLayout::State::kFailed;
+          next.message = ms.message;
+          ++stats.layouts_failed;
+        } else {
+          stats.needs_observation = true;  // still applying
+        }
+      } else {
+        // Pending, failed (retry after backoff), or a newer generation to apply.
+        const auto backoff = std::chrono::seconds(std::min<int64_t>(60, int64_t{1} << std::min<int64_t>(l.status.attempts, 6)));
+        const bool retry_due = l.status.state != MigLayout::State::kFailed || now - l.status.last_attempt >= backoff ||
+                               l.status.observed_generation != l.metadata.generation;
+        if (retry_due) {
+          std::vector<cluster::ObservedMigInstance> insts;
+          for (const MigLayout::Instance& i : l.spec.instances) {
+            insts.push_back({i.profile, static_cast<int>(i.start), 0, "", false});
+          }
+          absl::Status s = d->ApplyMigLayout(node, l.spec.gpu_uuid, l.spec.mig_enabled, insts);
+          next.attempts = l.status.attempts + 1;
+          next.last_attempt = now;
+          next.observed_generation = l.metadata.generation;
+          if (s.ok()) {
+            next.state = MigLayout::State::kApplying;
+            next.message = "";
+            ++stats.layouts_applied;
+            stats.needs_observation = true;
+          } else {
+            next.state = MigLayout::State::kFailed;
+            next.message = std::string(s.message());
+            ++stats.layouts_failed;
+          }
+        }
+      }
+    }
+    if (next == l.status) continue;
+    l.status = next;
+    absl::Status s = store_.Transact([&](store::Txn& tx) { return store::UpdateObject(tx, l); });
+    if (!s.ok() && !absl::IsAborted(s)) return s;  // a conflict is retried next pass
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PoolController::ReconcilePools(PassStats& stats) {
+  std::vector<GpuPool> pools;
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(pools, store::ListObjects<GpuPool>(tx));
+    return absl::OkStatus();
+  }));
+  for (const GpuPool& listed : pools) {
+    const bool approved = listed.status.approval && listed.status.approval->approved;
+    const model::Condition* released = model::FindCondition(listed.status.conditions, model::kReleased);
+    const bool releasing = released != nullptr && released->status != ConditionStatus::kTrue;
+    const bool done = released != nullptr && released->status == ConditionStatus::kTrue;
+    if (!approved || done) continue;
+    if (!releasing && IsTrue(listed, model::kReady)) continue;
+
+    // Each pool in its own transaction, reading everything it decides on afresh.
+    absl::Status s = store_.Transact([&](store::Txn& tx) -> absl::Status {
+      ASSIGN_OR_RETURN(std::optional<GpuPool> cur, store::GetObject<GpuPool>(tx, listed.metadata.ns, listed.metadata.name));
+      if (!cur) return absl::OkStatus();
+      GpuPool& pool = *cur;
+      const Time now = clock_.Now();
+      const int64_t gen = pool.metadata.generation;
+      auto set = [&](std::string_view type, bool ok, std::string reason, std::string message) {
+        return model::SetCondition(pool.status.conditions,
+                                   {std::string(type), ok ? ConditionStatus::kTrue : ConditionStatus::kFalse,
+                                    std::move(reason), std::move(message), now, gen});
+      };
+      bool changed = false;
+      if (releasing) {
+        // Free the devices; instances created for the pool stay, free for the next pool.
+        pool.status.allocation.clear();
+        changed |= set(model::kAllocated, false, "Released", "devices returned to the fleet");
+        changed |= set(model::kReady, false, "Released", "the pool was released");
+        changed |= set(model::kReleased, true, "Released", "all devices freed");
+        ++stats.released;
+        return changed ? store::UpdateObject(tx, pool) : absl::OkStatus();
+      }
+      ASSIGN_OR_RETURN(std::vector<model::GpuCapacity> gpus, store::ListObjects<model::GpuCapacity>(tx));
+      if (!IsTrue(pool, model::kAllocated)) {
+        // Allocate on a fresh snapshot: owners from every live pool, layouts as desired.
+        ASSIGN_OR_RETURN(std::vector<GpuPool> all, store::ListObjects<GpuPool>(tx));
+        ASSIGN_OR_RETURN(std::vector<model::NodeCapacity> nodes, store::ListObjects<model::NodeCapacity>(tx));
+        ASSIGN_OR_RETURN(std::vector<MigLayout> layouts, store::ListObjects<MigLayout>(tx));
+        std::map<std::string, std::string> owners;  // device key -> pool
+        for (const GpuPool& other : all) {
+          if (!service::PoolIsLive(other)) continue;
+          for (const model::AllocatedDevice& d : other.status.allocation) {
+            owners[DeviceKey(d.gpu_uuid, d.profile, d.start)] = PoolKey(other);
+          }
+        }
+        std::map<std::string, const MigLayout*> desired;
+        for (const MigLayout& l : layouts) desired[l.spec.gpu_uuid] = &l;
+        allocator::FleetSnapshot fleet = allocator::BuildSnapshot(gpus, nodes, {}, {});
+        for (allocator::GpuState& g : fleet.gpus) {
+          if (auto d = desired.find(g.uuid); d != desired.end() && g.model != nullptr) {
+            // Plan on the layout gpuaas asked for, even if the GPU has not reached it yet.
+            std::vector<allocator::InstanceState> insts;
+            for (const MigLayout::Instance& i : d->second->spec.instances) {
+              const catalog::MigProfile* p = catalog::FindProfile(*g.model, i.profile);
+              if (p == nullptr) continue;
+              allocator::InstanceState st{p, static_cast<int>(i.start), "", "", false};
+              for (const allocator::InstanceState& o : g.instances) {
+                if (o.profile == p && o.start == i.start) st = o;
+              }
+              insts.push_back(st);
+            }
+            g.mig_enabled = d->second->spec.mig_enabled;
+            g.instances = std::move(insts);
+          }
+          if (auto o = owners.find(g.uuid); o != owners.end() && !g.mig_enabled) g.owner = o->second;
+          for (allocator::InstanceState& i : g.instances) {
+            if (auto o = owners.find(DeviceKey(g.uuid, "mig", i.start)); o != owners.end()) i.owner = o->second;
+          }
+        }
+        allocator::Request req{PoolKey(pool), pool.spec.cluster, {}};
+        for (const model::PoolItem& i : pool.spec.items) {
+          req.items.push_back({i.model, i.profile, static_cast<int>(i.count)});
+        }
+        allocator::Outcome out = allocator::Allocate(fleet, req, *profile_);
+        if (out.code != allocator::Code::kSuccess) {
+          ++stats.unschedulable;
+          changed |= set(model::kAllocated, false,
+                         out.code == allocator::Code::kUnschedulable ? "Unschedulable" : "Unresolvable",
+                         out.reason);
+          changed |= set(model::kReady, false, "NotAllocated", "waiting for devices");
+          return changed ? store::UpdateObject(tx, pool) : absl::OkStatus();
+        }
+        // Dedication, checked again inside this transaction: no device may have another owner.
+        for (const allocator::Placement& p : out.plan.placements) {
+          const std::string key = DeviceKey(p.gpu_uuid, p.profile, p.start);
+          if (owners.count(key)) {
+            return absl::AbortedError(fmt::format("device {} was taken meanwhile", key));
+          }
+          pool.status.allocation.push_back({p.cluster, p.node, p.gpu_uuid, p.profile, p.start, p.instance_uuid});
+        }
+        for (const auto& [uuid, change] : out.plan.gpu_changes) {
+          const allocator::GpuState& g = *std::find_if(fleet.gpus.begin(), fleet.gpus.end(),
+                                                       [&](const allocator::GpuState& x) { return x.uuid == uuid; });
+          MigLayout l;
+          l.metadata.name = ToLower(uuid);
+          l.metadata.labels = {{"gpuaas.io/cluster", g.cluster}};
+          l.spec = {g.cluster, g.node, uuid, change.mig_enabled, {}};
+          for (const catalog::Instance& i : change.layout) l.spec.instances.push_back({std::string(i.profile->name), i.start});
+          ASSIGN_OR_RETURN(std::optional<MigLayout> old, store::GetObject<MigLayout>(tx, "", l.metadata.name));
+          if (old) {
+            l.metadata = old->metadata;
+            l.status = {MigLayout::State::kPending, "", 0, Time{}, old->status.observed_generation};
+            RETURN_IF_ERROR(store::UpdateObject(tx, l));
+          } else {
+            RETURN_IF_ERROR(store::CreateObject(tx, l, now));
+          }
+        }
+        ++stats.allocated;
+        set(model::kAllocated, true, "Allocated",
+            fmt::format("{} device(s) on {} GPU(s), {} to reconfigure", out.plan.placements.size(),
+                        std::set<std::string>([&] {
+                          std::set<std::string> u;
+                          for (const auto& p : out.plan.placements) u.insert(p.gpu_uuid);
+                          return u;
+                        }()).size(),
+                        out.plan.ReconfiguredGpus()));
+        changed = true;
+      }
+      // Provisioned: every device exists in the inventory as allocated.
+      std::map<std::string, const model::GpuCapacity*> by_uuid;
+      for (const model::GpuCapacity& g : gpus) by_uuid[g.spec.uuid] = &g;
+      int missing = 0;
+      for (model::AllocatedDevice& d : pool.status.allocation) {
+        auto g = by_uuid.find(d.gpu_uuid);
+        if (g == by_uuid.end()) {
+          ++missing;
+          continue;
+        }
+        const model::GpuCapacity& gpu = *g->second;
+        if (d.profile == catalog::kFullProfile) {
+          missing += gpu.status.mig_mode == model::MigMode::kDisabled ? 0 : 1;
+          continue;
+        }
+        bool found = false;
+        for (const model::MigInstance& mi : gpu.status.mig_instances) {
+          if (gpu.status.mig_mode == model::MigMode::kEnabled && mi.profile == d.profile && mi.start == d.start) {
+            found = true;
+            if (d.instance_uuid != mi.uuid) {
+              d.instance_uuid = mi.uuid;
+              changed = true;
+            }
+          }
+        }
+        missing += found ? 0 : 1;
+      }
+      std::string failed;
+      if (missing > 0) {
+        for (const model::AllocatedDevice& d : pool.status.allocation) {
+          ASSIGN_OR_RETURN(std::optional<MigLayout> l, store::GetObject<MigLayout>(tx, "", ToLower(d.gpu_uuid)));
+          if (l && l->status.state == MigLayout::State::kFailed) {
+            failed = fmt::format("GPU {}: {} (attempt {}, retrying with backoff)", d.gpu_uuid,
+                                 l->status.message, l->status.attempts);
+            break;
+          }
+        }
+      }
+      if (missing == 0) {
+        changed |= set(model::kProvisioned, true, "Provisioned", "every device is in place");
+        if (set(model::kReady, true, "Ready", "the pool's devices are dedicated and in place")) {
+          changed = true;
+          ++stats.ready;
+        }
+      } else {
+        changed |= failed.empty()
+                       ? set(model::kProvisioned, false, "WaitingForMigLayout",
+                             fmt::format("{} of {} device(s) wait for their GPU's MIG layout",
+                                         missing, pool.status.allocation.size()))
+                       : set(model::kProvisioned, false, "MigLayoutFailed", failed);
+        changed |= set(model::kReady, false, "Provisioning", "devices are being prepared");
+      }
+      return changed ? store::UpdateObject(tx, pool) : absl::OkStatus();
+    });
+    if (!s.ok() && !absl::IsAborted(s)) return s;  // conflicts retry on the next pass
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpuaas::controller
