@@ -1,6 +1,8 @@
 // End to end: the gpuaas binary as a user runs it, server and client.
 #include <filesystem>
+#include <algorithm>
 #include <set>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -71,6 +73,45 @@ TEST_F(E2eTest, DemoServerAnswersTheCli) {
   EXPECT_NE(version.out.find("Server Version: v"), std::string::npos) << version.out;
 
   EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
+}
+
+TEST_F(E2eTest, PoolLifecycleThroughTheCli) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start("--demo --db sqlite:" + dir_ + "/g.db", dir_ + "/log")) << server.Log();
+  const std::string s = " --server " + server.Url();
+  RunResult project = RunGpuaas("project create vision --quota-full H200-SXM-141GB=4" + s);
+  ASSERT_EQ(project.code, 0) << project.out;
+  EXPECT_NE(project.out.find("projects/vision created"), std::string::npos);
+  RunResult over = RunGpuaas("pool request huge -p vision --item H200-SXM-141GB/full=5" + s);
+  EXPECT_EQ(over.code, 1);
+  EXPECT_NE(over.out.find("Error from server (QuotaExceeded)"), std::string::npos) << over.out;
+  // Six 4g.71gb: four exist in the demo fleet, two need idle GPUs reconfigured.
+  RunResult req = RunGpuaas("pool request train -p vision --item H200-SXM-141GB/4g.71gb=6 "
+                            "--item H200-SXM-141GB/full=2" + s);
+  ASSERT_EQ(req.code, 0) << req.out;
+  RunResult approve = RunGpuaas("pool approve train -p vision --reason ok" + s);
+  ASSERT_EQ(approve.code, 0) << approve.out;
+  std::string ready;
+  for (int i = 0; i < 100 && ready != "True"; ++i) {
+    RunResult get = RunGpuaas("pool get train -p vision -o json" + s);
+    ASSERT_EQ(get.code, 0) << get.out;
+    nlohmann::json p = nlohmann::json::parse(get.out);
+    for (const auto& c : p["status"].value("conditions", nlohmann::json::array())) {
+      if (c["type"] == "Ready") ready = c["status"];
+    }
+    if (ready != "True") std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(ready, "True") << RunGpuaas("pool get train -p vision" + s).out;
+  RunResult table = RunGpuaas("pool get train -p vision" + s);
+  EXPECT_NE(table.out.find("Devices:"), std::string::npos);
+  EXPECT_EQ(std::count(table.out.begin(), table.out.end(), '\n'), 1 + 1 + 2 + 5 + 2 + 1 + 8) << table.out;
+  RunResult layouts = RunGpuaas("get miglayouts" + s);
+  EXPECT_NE(layouts.out.find("Applied"), std::string::npos) << layouts.out;
+  RunResult reject = RunGpuaas("pool reject train -p vision --reason late" + s);
+  EXPECT_EQ(reject.code, 1);
+  EXPECT_NE(reject.out.find("already approved"), std::string::npos);
+  ASSERT_EQ(RunGpuaas("pool release train -p vision" + s).code, 0);
+  EXPECT_EQ(server.Stop(), 0);
 }
 
 TEST_F(E2eTest, UnreachableServerIsExplained) {

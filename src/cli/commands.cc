@@ -7,6 +7,7 @@
 #include "catalog/catalog.h"
 #include "cli/output.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
@@ -30,6 +31,10 @@ const Resource* FindResource(const std::string& what) {
       {"gpucapacities", {"gpucapacities", "GpuCapacity"}},
       {"specs", {"specandcounts", "SpecAndCount"}},  {"spec", {"specandcounts", "SpecAndCount"}},
       {"specandcounts", {"specandcounts", "SpecAndCount"}},
+      {"projects", {"projects", "Project"}},         {"project", {"projects", "Project"}},
+      {"pools", {"gpupools", "GpuPool"}},            {"pool", {"gpupools", "GpuPool"}},
+      {"gpupools", {"gpupools", "GpuPool"}},
+      {"miglayouts", {"miglayouts", "MigLayout"}},   {"miglayout", {"miglayouts", "MigLayout"}},
   };
   auto it = kAliases.find(what);
   return it == kAliases.end() ? nullptr : &it->second;
@@ -47,15 +52,25 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
+absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& method,
+                                 const std::string& path, const std::string& body);
+
 // GETs `path` from the server; non-2xx answers become errors carrying the server's reason.
 absl::StatusOr<std::string> Fetch(const ClientOptions& o, const std::string& path) {
+  return Send(o, "GET", path, "");
+}
+
+absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& method,
+                                 const std::string& path, const std::string& body) {
   httplib::Client client(o.server);
   if (!client.is_valid()) {
     return absl::InvalidArgumentError(fmt::format("--server \"{}\" is not a valid URL", o.server));
   }
   client.set_connection_timeout(5);
   client.set_read_timeout(60);
-  httplib::Result r = client.Get(path);
+  httplib::Result r = method == "POST"  ? client.Post(path, body, "application/json")
+                     : method == "PUT" ? client.Put(path, body, "application/json")
+                                       : client.Get(path);
   if (!r) {
     return absl::UnavailableError(fmt::format(
         "cannot reach the gpuaas server at {} ({}); is `gpuaas server` running? Use --server URL",
@@ -132,6 +147,50 @@ void PrintTable(const std::string& plural, const std::vector<json>& items, std::
              Str(g, P("/status/health"))});
     }
     t.Print(out);
+  } else if (plural == "gpupools") {
+    Table t({"NAME", "PROJECT", "ITEMS", "APPROVED", "ALLOCATED", "READY", "DEVICES", "AGE"});
+    for (const json& p : items) {
+      std::string desc;
+      for (const json& i : p["spec"].value("items", json::array())) {
+        desc += fmt::format("{}{}x{}/{}", desc.empty() ? "" : ",", i.value("count", 0),
+                            i.value("model", "?"), i.value("profile", "?"));
+      }
+      t.Add({Str(p, P("/metadata/name")), Str(p, P("/metadata/namespace")), desc,
+             Condition(p, "Approved"), Condition(p, "Allocated"), Condition(p, "Ready"),
+             std::to_string(p["status"].value("allocation", json::array()).size()),
+             Age(Str(p, P("/metadata/creationTimestamp")))});
+    }
+    t.Print(out);
+  } else if (plural == "projects") {
+    Table t({"NAME", "DISPLAY NAME", "QUOTA", "AGE"});
+    for (const json& p : items) {
+      std::string quota;
+      if (p["spec"].contains("quota")) {
+        const json full = p["spec"]["quota"].value("fullGpus", json::object());
+        const json slices = p["spec"]["quota"].value("migComputeSlices", json::object());
+        for (const auto& [m, n] : full.items()) {
+          quota += fmt::format("{}{} full {}", quota.empty() ? "" : ", ", n.dump(), m);
+        }
+        for (const auto& [m, n] : slices.items()) {
+          quota += fmt::format("{}{} MIG slices {}", quota.empty() ? "" : ", ", n.dump(), m);
+        }
+      }
+      t.Add({Str(p, P("/metadata/name")), Str(p, P("/spec/displayName"), "-"),
+             quota.empty() ? "none" : quota, Age(Str(p, P("/metadata/creationTimestamp")))});
+    }
+    t.Print(out);
+  } else if (plural == "miglayouts") {
+    Table t({"NAME", "NODE", "MIG", "INSTANCES", "STATE", "ATTEMPTS", "MESSAGE"});
+    for (const json& l : items) {
+      std::string insts;
+      for (const json& i : l["spec"].value("instances", json::array())) {
+        insts += fmt::format("{}{}@{}", insts.empty() ? "" : " ", i.value("profile", "?"), i.value("start", 0));
+      }
+      t.Add({Str(l, P("/metadata/name")), Str(l, P("/spec/node")), Str(l, P("/spec/migEnabled")),
+             insts.empty() ? "-" : insts, Str(l, P("/status/state")), Str(l, P("/status/attempts")),
+             Str(l, P("/status/message"), "")});
+    }
+    t.Print(out);
   } else {
     Table t({"NAME", "NODE", "MODEL", "PROFILE", "RESOURCE", "COUNT", "ALLOCATED", "FREE"});
     for (const json& s : items) {
@@ -152,7 +211,7 @@ int Get(const ClientOptions& o, const std::string& what, const std::string& name
   const Resource* r = FindResource(what);
   if (r == nullptr) {
     return Fail(err, absl::InvalidArgumentError(fmt::format(
-                         "unknown resource \"{}\"; use clusters, nodes, gpus or specs", what)));
+                         "unknown resource \"{}\"; use clusters, nodes, gpus, specs, projects, pools or miglayouts", what)));
   }
   const std::string base = fmt::format("/apis/gpuaas.io/v1/{}", r->plural);
   std::vector<json> items;
@@ -277,6 +336,141 @@ int CatalogLayouts(const std::string& model, std::ostream& out, std::ostream& er
   for (const catalog::Layout& l : catalog::MaximalLayouts(*m)) lines.push_back(catalog::FormatLayout(l));
   std::sort(lines.begin(), lines.end());
   for (const std::string& l : lines) out << l << "\n";
+  return 0;
+}
+
+namespace {
+
+// "MODEL=N" pairs into a JSON object of counts.
+absl::StatusOr<json> Counts(const std::vector<std::string>& pairs, std::string_view flag) {
+  json j = json::object();
+  for (const std::string& kv : pairs) {
+    const size_t eq = kv.find('=');
+    std::optional<int64_t> n = eq == std::string::npos ? std::nullopt : ParseInt(kv.substr(eq + 1));
+    if (!n || *n < 0) {
+      return absl::InvalidArgumentError(fmt::format("{} \"{}\": expected MODEL=COUNT", flag, kv));
+    }
+    j[kv.substr(0, eq)] = *n;
+  }
+  return j;
+}
+
+int PrintWritten(const ClientOptions& o, const absl::StatusOr<std::string>& body,
+                 const std::string& verb, std::ostream& out, std::ostream& err) {
+  if (!body.ok()) return Fail(err, body.status());
+  if (o.output == "json" || o.output == "yaml") {
+    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
+    return s.ok() ? 0 : Fail(err, s);
+  }
+  json j = json::parse(*body, nullptr, false);
+  const std::string kind = j.is_object() ? j.value("kind", "object") : "object";
+  std::string plural = kind == "GpuPool" ? "gpupools" : kind == "Project" ? "projects" : ToLower(kind);
+  out << plural << "/" << (j.is_object() ? j["metadata"].value("name", "?") : "?") << " " << verb << "\n";
+  return 0;
+}
+
+std::string PoolPath(const std::string& project, const std::string& name) {
+  return fmt::format("/apis/gpuaas.io/v1/namespaces/{}/gpupools/{}", Escape(project), Escape(name));
+}
+
+}  // namespace
+
+int ProjectCreateCmd(const ClientOptions& o, const ProjectCreate& p, std::ostream& out, std::ostream& err) {
+  json j = {{"apiVersion", "gpuaas.io/v1"}, {"kind", "Project"}, {"metadata", {{"name", p.name}}},
+            {"spec", json::object()}};
+  if (!p.display_name.empty()) j["spec"]["displayName"] = p.display_name;
+  if (!p.quota_full.empty() || !p.quota_mig_slices.empty()) {
+    absl::StatusOr<json> full = Counts(p.quota_full, "--quota-full");
+    if (!full.ok()) return Fail(err, full.status());
+    absl::StatusOr<json> slices = Counts(p.quota_mig_slices, "--quota-mig-slices");
+    if (!slices.ok()) return Fail(err, slices.status());
+    j["spec"]["quota"] = {{"fullGpus", *full}, {"migComputeSlices", *slices}};
+  }
+  return PrintWritten(o, Send(o, "POST", "/apis/gpuaas.io/v1/projects", j.dump()), "created", out, err);
+}
+
+int PoolRequestCmd(const ClientOptions& o, const PoolRequest& r, std::ostream& out, std::ostream& err) {
+  json items = json::array();
+  for (const std::string& spec : r.items) {
+    // MODEL/PROFILE=COUNT
+    const size_t slash = spec.find('/'), eq = spec.rfind('=');
+    std::optional<int64_t> n = eq == std::string::npos ? std::nullopt : ParseInt(spec.substr(eq + 1));
+    if (slash == std::string::npos || eq == std::string::npos || eq < slash || !n) {
+      return Fail(err, absl::InvalidArgumentError(fmt::format(
+                           "--item \"{}\": expected MODEL/PROFILE=COUNT, e.g. H200-SXM-141GB/3g.71gb=4 "
+                           "or H200-SXM-141GB/full=2", spec)));
+    }
+    items.push_back({{"model", spec.substr(0, slash)}, {"profile", spec.substr(slash + 1, eq - slash - 1)},
+                     {"count", *n}});
+  }
+  if (items.empty()) return Fail(err, absl::InvalidArgumentError("at least one --item is required"));
+  json j = {{"apiVersion", "gpuaas.io/v1"},
+            {"kind", "GpuPool"},
+            {"metadata", {{"name", r.name}, {"namespace", r.project}}},
+            {"spec", {{"items", items}, {"workloadType", r.workload_type}}}};
+  if (!r.cluster.empty()) j["spec"]["cluster"] = r.cluster;
+  if (r.time_slicing > 0) j["spec"]["sharing"] = {{"timeSlicing", {{"replicas", r.time_slicing}}}};
+  return PrintWritten(o, Send(o, "POST", fmt::format("/apis/gpuaas.io/v1/namespaces/{}/gpupools", Escape(r.project)), j.dump()),
+                      "requested", out, err);
+}
+
+int PoolApproveCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+                   bool approve, const std::string& reason, std::ostream& out, std::ostream& err) {
+  json j = {{"approve", approve}, {"reason", reason}};
+  return PrintWritten(o, Send(o, "PUT", PoolPath(project, name) + "/approval", j.dump()),
+                      approve ? "approved" : "rejected", out, err);
+}
+
+int PoolReleaseCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+                   std::ostream& out, std::ostream& err) {
+  return PrintWritten(o, Send(o, "POST", PoolPath(project, name) + "/release", ""), "releasing", out, err);
+}
+
+int PoolGetCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+               std::ostream& out, std::ostream& err) {
+  absl::StatusOr<Format> format = ParseFormat(o.output);
+  if (!format.ok()) return Fail(err, format.status());
+  std::string path = project.empty() ? "/apis/gpuaas.io/v1/gpupools"
+                                     : fmt::format("/apis/gpuaas.io/v1/namespaces/{}/gpupools", Escape(project));
+  if (!name.empty()) {
+    if (project.empty()) return Fail(err, absl::InvalidArgumentError("-p PROJECT is required with a pool name"));
+    path += "/" + Escape(name);
+  }
+  absl::StatusOr<std::string> body = Fetch(o, path);
+  if (!body.ok()) return Fail(err, body.status());
+  if (*format != Format::kTable) {
+    absl::Status s = PrintDoc(*body, *format, out);
+    return s.ok() ? 0 : Fail(err, s);
+  }
+  json j = json::parse(*body, nullptr, false);
+  std::vector<json> items;
+  if (name.empty()) {
+    for (json& i : j["items"]) items.push_back(std::move(i));
+  } else {
+    items.push_back(j);
+  }
+  if (items.empty()) {
+    err << "No resources found.\n";
+    return 0;
+  }
+  PrintTable("gpupools", items, out);
+  if (!name.empty()) {
+    // One pool: its conditions and devices too, as kubectl describe would.
+    out << "\nConditions:\n";
+    Table c({"TYPE", "STATUS", "REASON", "MESSAGE"});
+    for (const json& x : j["status"].value("conditions", json::array())) {
+      c.Add({x.value("type", ""), x.value("status", ""), x.value("reason", ""), x.value("message", "")});
+    }
+    c.Print(out);
+    out << "\nDevices:\n";
+    Table d({"CLUSTER", "NODE", "GPU", "PROFILE", "START", "INSTANCE"});
+    for (const json& x : j["status"].value("allocation", json::array())) {
+      d.Add({x.value("cluster", ""), x.value("node", ""), x.value("gpuUUID", ""), x.value("profile", ""),
+             x.contains("placement") ? std::to_string(x["placement"].value("start", 0)) : "-",
+             x.value("instanceUUID", "-")});
+    }
+    d.Print(out);
+  }
   return 0;
 }
 

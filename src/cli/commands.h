@@ -6,6 +6,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace gpuaas::cli {
 
@@ -27,6 +28,35 @@ int CatalogLayouts(const std::string& model, std::ostream& out, std::ostream& er
 // gpuaas version (client, and the server's when reachable)
 int Version(const ClientOptions& o, const std::string& client_version, std::ostream& out,
             std::ostream& err);
+
+struct ProjectCreate {
+  std::string name;
+  std::string display_name;
+  std::vector<std::string> quota_full;        // MODEL=N
+  std::vector<std::string> quota_mig_slices;  // MODEL=N
+};
+// gpuaas project create NAME
+int ProjectCreateCmd(const ClientOptions& o, const ProjectCreate& p, std::ostream& out, std::ostream& err);
+
+struct PoolRequest {
+  std::string name;
+  std::string project;
+  std::vector<std::string> items;  // MODEL/PROFILE=COUNT, e.g. H200-SXM-141GB/3g.71gb=4
+  std::string cluster;
+  std::string workload_type = "training";
+  int time_slicing = 0;
+};
+// gpuaas pool request NAME -p PROJECT --item MODEL/PROFILE=COUNT ...
+int PoolRequestCmd(const ClientOptions& o, const PoolRequest& r, std::ostream& out, std::ostream& err);
+// gpuaas pool approve|reject NAME -p PROJECT [--reason R]
+int PoolApproveCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+                   bool approve, const std::string& reason, std::ostream& out, std::ostream& err);
+// gpuaas pool release NAME -p PROJECT
+int PoolReleaseCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+                   std::ostream& out, std::ostream& err);
+// gpuaas pool list [-p PROJECT] / gpuaas pool get NAME -p PROJECT
+int PoolGetCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+               std::ostream& out, std::ostream& err);
 
 }  // namespace gpuaas::cli
 

@@ -62,6 +62,49 @@ int main(int argc, char** argv) {
   CLI::App* layouts = catalog->add_subcommand("layouts", "every maximal legal MIG layout of a model");
   layouts->add_option("model", model, "catalogue model name, e.g. H200-SXM-141GB")->required();
 
+  CLI::App* project = app.add_subcommand("project", "projects (tenants)");
+  project->require_subcommand(1);
+  gpuaas::cli::ProjectCreate pc;
+  CLI::App* project_create = project->add_subcommand("create", "create a project (operators)");
+  project_create->add_option("name", pc.name, "project name (a DNS label)")->required();
+  project_create->add_option("--display-name", pc.display_name, "name for people");
+  project_create->add_option("--quota-full", pc.quota_full, "MODEL=N: most whole GPUs of a model");
+  project_create->add_option("--quota-mig-slices", pc.quota_mig_slices,
+                             "MODEL=N: most MIG compute slices of a model");
+  add_client_flags(project_create, true);
+  CLI::App* project_list = project->add_subcommand("list", "list projects");
+  add_client_flags(project_list, true);
+
+  CLI::App* pool = app.add_subcommand("pool", "GPU pools: request, approve, release");
+  pool->require_subcommand(1);
+  gpuaas::cli::PoolRequest pr;
+  CLI::App* pool_request = pool->add_subcommand("request", "ask for a pool in a project");
+  pool_request->add_option("name", pr.name, "pool name")->required();
+  pool_request->add_option("-p,--project", pr.project, "the project")->required();
+  pool_request->add_option("--item", pr.items,
+                           "MODEL/PROFILE=COUNT, e.g. H200-SXM-141GB/3g.71gb=4 or H200-SXM-141GB/full=2")
+      ->required();
+  pool_request->add_option("--cluster", pr.cluster, "a cluster (default: any)");
+  pool_request->add_option("--workload-type", pr.workload_type, "training, inference or development")
+      ->capture_default_str();
+  pool_request->add_option("--time-slicing", pr.time_slicing, "time-slicing replicas per device");
+  add_client_flags(pool_request, true);
+  std::string pool_name, pool_project, reason;
+  CLI::App* pool_list = pool->add_subcommand("list", "list pools (of one project with -p)");
+  pool_list->add_option("-p,--project", pool_project, "the project");
+  add_client_flags(pool_list, true);
+  CLI::App* pool_get = pool->add_subcommand("get", "show a pool, its conditions and devices");
+  CLI::App* pool_approve = pool->add_subcommand("approve", "approve a pool (operators)");
+  CLI::App* pool_reject = pool->add_subcommand("reject", "reject a pool, for good (operators)");
+  CLI::App* pool_release = pool->add_subcommand("release", "release a pool's devices");
+  for (CLI::App* c : {pool_get, pool_approve, pool_reject, pool_release}) {
+    c->add_option("name", pool_name, "pool name")->required();
+    c->add_option("-p,--project", pool_project, "the project")->required();
+    add_client_flags(c, true);
+  }
+  pool_approve->add_option("--reason", reason, "why");
+  pool_reject->add_option("--reason", reason, "why (required)")->required();
+
   CLI::App* version = app.add_subcommand("version", "client and server versions");
   add_client_flags(version, false);
 
@@ -73,5 +116,14 @@ int main(int argc, char** argv) {
   if (models->parsed()) return gpuaas::cli::CatalogModels(catalog_output, std::cout, std::cerr);
   if (layouts->parsed()) return gpuaas::cli::CatalogLayouts(model, std::cout, std::cerr);
   if (version->parsed()) return gpuaas::cli::Version(client, GPUAAS_VERSION, std::cout, std::cerr);
+  using gpuaas::cli::PoolApproveCmd;
+  if (project_create->parsed()) return gpuaas::cli::ProjectCreateCmd(client, pc, std::cout, std::cerr);
+  if (project_list->parsed()) return gpuaas::cli::Get(client, "projects", "", std::cout, std::cerr);
+  if (pool_request->parsed()) return gpuaas::cli::PoolRequestCmd(client, pr, std::cout, std::cerr);
+  if (pool_list->parsed()) return gpuaas::cli::PoolGetCmd(client, pool_project, "", std::cout, std::cerr);
+  if (pool_get->parsed()) return gpuaas::cli::PoolGetCmd(client, pool_project, pool_name, std::cout, std::cerr);
+  if (pool_approve->parsed()) return PoolApproveCmd(client, pool_project, pool_name, true, reason, std::cout, std::cerr);
+  if (pool_reject->parsed()) return PoolApproveCmd(client, pool_project, pool_name, false, reason, std::cout, std::cerr);
+  if (pool_release->parsed()) return gpuaas::cli::PoolReleaseCmd(client, pool_project, pool_name, std::cout, std::cerr);
   return 2;
 }
