@@ -18,14 +18,22 @@ class E2eTest : public ::testing::Test {
   void SetUp() override {
     char tmpl[] = "/tmp/gpuaas-e2e-XXXXXX";
     dir_ = mkdtemp(tmpl);
+    // Static tokens as kube-apiserver's --token-auth-file takes them; the CLI reads GPUAAS_TOKEN.
+    std::ofstream(dir_ + "/tokens") << "# token,user,role[,project]\n"
+                                    << kOperatorToken << ",ops,operator\n"
+                                    << kMemberToken << ",alice,member,vision\n";
+    setenv("GPUAAS_TOKEN", kOperatorToken, 1);
   }
+  std::string Auth() const { return "--token-auth-file " + dir_ + "/tokens "; }
+  static constexpr const char* kOperatorToken = "operator-token-0123456789";
+  static constexpr const char* kMemberToken = "member-token-0123456789ab";
   void TearDown() override { fs::remove_all(dir_); }
   std::string dir_;
 };
 
 TEST_F(E2eTest, DemoServerAnswersTheCli) {
   ServerProcess server;
-  ASSERT_TRUE(server.Start("--demo --db sqlite:" + dir_ + "/g.db", dir_ + "/log")) << server.Log();
+  ASSERT_TRUE(server.Start(Auth() + "--demo --db sqlite:" + dir_ + "/g.db", dir_ + "/log")) << server.Log();
   const std::string s = " --server " + server.Url();
 
   RunResult summary = RunGpuaas("summary" + s);
@@ -77,7 +85,7 @@ TEST_F(E2eTest, DemoServerAnswersTheCli) {
 
 TEST_F(E2eTest, PoolLifecycleThroughTheCli) {
   ServerProcess server;
-  ASSERT_TRUE(server.Start("--demo --db sqlite:" + dir_ + "/g.db", dir_ + "/log")) << server.Log();
+  ASSERT_TRUE(server.Start(Auth() + "--demo --db sqlite:" + dir_ + "/g.db", dir_ + "/log")) << server.Log();
   const std::string s = " --server " + server.Url();
   RunResult project = RunGpuaas("project create vision --quota-full H200-SXM-141GB=4" + s);
   ASSERT_EQ(project.code, 0) << project.out;
@@ -114,6 +122,42 @@ TEST_F(E2eTest, PoolLifecycleThroughTheCli) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+TEST_F(E2eTest, TokensAndRoles) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(Auth() + "--demo --db sqlite:" + dir_ + "/g.db", dir_ + "/log")) << server.Log();
+  const std::string s = " --server " + server.Url();
+  // The demo prints tokens to try it with.
+  EXPECT_NE(server.Log().find("demo operator token:"), std::string::npos) << server.Log();
+  RunResult anon = RunGpuaas("get gpus --token ''" + s);
+  EXPECT_EQ(anon.code, 1);
+  EXPECT_NE(anon.out.find("Unauthorized"), std::string::npos) << anon.out;
+  ASSERT_EQ(RunGpuaas("project create vision" + s).code, 0);
+  ASSERT_EQ(RunGpuaas("project create other" + s).code, 0);
+  ASSERT_EQ(RunGpuaas("pool request theirs -p other --item H200-SXM-141GB/full=1" + s).code, 0);
+  const std::string member = std::string(" --token ") + kMemberToken + s;
+  RunResult mine = RunGpuaas("pool request mine -p vision --item H200-SXM-141GB/full=1" + member);
+  EXPECT_EQ(mine.code, 0) << mine.out;
+  // Another project's pool does not exist for a member, whichever way it is asked for.
+  EXPECT_NE(RunGpuaas("pool get theirs -p other" + member).out.find("NotFound"), std::string::npos);
+  EXPECT_NE(RunGpuaas("pool release theirs -p other" + member).out.find("NotFound"), std::string::npos);
+  EXPECT_NE(RunGpuaas("pool approve theirs -p other" + member).out.find("NotFound"), std::string::npos);
+  RunResult list = RunGpuaas("pool list -o json" + member);
+  EXPECT_EQ(nlohmann::json::parse(list.out)["items"].size(), 1u) << list.out;
+  EXPECT_EQ(nlohmann::json::parse(RunGpuaas("project list -o json" + member).out)["items"].size(), 1u);
+  // Members cannot approve, even their own pools.
+  EXPECT_NE(RunGpuaas("pool approve mine -p vision" + member).out.find("Forbidden"), std::string::npos);
+  // API tokens: created by an operator, stored hashed, revoked at once.
+  RunResult created = RunGpuaas("token create --user bob --role member --project vision" + s);
+  ASSERT_EQ(created.code, 0) << created.out;
+  const std::string bob = Lines(created.out)[0];
+  EXPECT_EQ(RunGpuaas("pool list --token " + bob + s).code, 0);
+  EXPECT_EQ(RunGpuaas("token list" + s).out.find(bob.substr(bob.find('.') + 1)), std::string::npos)
+      << "secrets are never listed";
+  ASSERT_EQ(RunGpuaas("token revoke " + bob.substr(0, bob.find('.')) + s).code, 0);
+  EXPECT_NE(RunGpuaas("pool list --token " + bob + s).out.find("Unauthorized"), std::string::npos);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 TEST_F(E2eTest, UnreachableServerIsExplained) {
   RunResult r = RunGpuaas("get gpus --server http://127.0.0.1:1");
   EXPECT_EQ(r.code, 1);
@@ -122,7 +166,7 @@ TEST_F(E2eTest, UnreachableServerIsExplained) {
 }
 
 TEST_F(E2eTest, RestartKeepsTheInventoryAndWritesNothingNew) {
-  const std::string db = "--demo --db sqlite:" + dir_ + "/g.db";
+  const std::string db = Auth() + "--demo --db sqlite:" + dir_ + "/g.db";
   std::string first_rev;
   {
     ServerProcess server;
@@ -163,7 +207,7 @@ TEST_F(E2eTest, FleetFileServesItsGpus) {
       - {name: a30, count: 1, model: A30-24GB, gpusPerNode: 2, migNodes: 1, migLayouts: ["2g.12gb 1g.6gb 1g.6gb"]}
 )";
   ServerProcess server;
-  ASSERT_TRUE(server.Start("--fleet " + dir_ + "/fleet.yaml --db sqlite::memory:", dir_ + "/log"))
+  ASSERT_TRUE(server.Start(Auth() + "--fleet " + dir_ + "/fleet.yaml --db sqlite::memory:", dir_ + "/log"))
       << server.Log();
   RunResult r = RunGpuaas("summary -o json --server " + server.Url());
   ASSERT_EQ(r.code, 0) << r.out;

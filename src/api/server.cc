@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "api/auth.h"
 #include "api/http.h"
 #include "api/internal/http_server.h"
 #include "api/metrics.h"
@@ -51,12 +52,16 @@ struct Params {
     return {};
   }
 };
-using Handler = std::function<Reply(const HttpRequest&, const Params&)>;
+using Handler = std::function<Reply(const HttpRequest&, const Params&, const Principal&)>;
+
+// Who may call a route: anyone, any authenticated caller (handlers then scope members to their
+// project), or operators only.
+enum class Access { kPublic, kAuthenticated, kOperator };
 
 struct Route {
   std::string pattern;  // "/apis/gpuaas.io/v1/{plural}/{name}"
   std::vector<std::string> segments;
-  std::map<std::string, Handler> methods;
+  std::map<std::string, std::pair<Handler, Access>> methods;
 };
 
 std::vector<std::string> SplitPath(std::string_view path) {
@@ -116,12 +121,13 @@ const std::vector<ResourceType>& ResourceTypes() {
 }
 
 struct ApiServer::Impl {
-  Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p)
-      : options(std::move(o)), cache(c), pools(p) {}
+  Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a)
+      : options(std::move(o)), cache(c), pools(p), auth(a) {}
 
   ServerOptions options;
   store::ObjectCache& cache;
   service::PoolService* pools;
+  Authenticator* auth;  // null: no authentication, every caller is an operator
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
@@ -132,15 +138,15 @@ struct ApiServer::Impl {
   std::shared_ptr<const store::KindSnapshot> summary_of;  // guarded by summary_mu
   std::shared_ptr<const model::FleetSummary> summary;     // guarded by summary_mu
 
-  void Add(std::string pattern, std::string method, Handler h) {
+  void Add(std::string pattern, std::string method, Handler h, Access access = Access::kAuthenticated) {
     for (Route& r : routes) {
       if (r.pattern == pattern) {
-        r.methods[method] = std::move(h);
+        r.methods[method] = {std::move(h), access};
         return;
       }
     }
     Route r{pattern, SplitPath(pattern), {}};
-    r.methods[method] = std::move(h);
+    r.methods[method] = {std::move(h), access};
     routes.push_back(std::move(r));
   }
 
@@ -183,6 +189,25 @@ struct ApiServer::Impl {
     return best;
   }
 
+  // The caller: from the bearer token, or everyone is an operator when the server runs without
+  // authentication (tests, --insecure-no-auth).
+  std::optional<Principal> Identify(const HttpRequest& req) const {
+    if (auth == nullptr) return Principal{"anonymous", Role::kOperator, ""};
+    const std::string h = req.Header("Authorization");
+    if (h.size() < 8 || !StartsWithIgnoreCase(h, "Bearer ")) return std::nullopt;
+    return auth->Authenticate(Trim(std::string_view(h).substr(7)));
+  }
+
+  static Reply Forbidden(const Principal& who) {
+    return ErrorReply(403, "Forbidden", fmt::format("user {} ({}) may not do this; operators only", who.user,
+                                                    ToString(who.role)));
+  }
+
+  // Members may touch only their own project; anything else looks absent, so names do not leak.
+  static bool Sees(const Principal& who, std::string_view project) {
+    return who.operator_() || who.project == project;
+  }
+
   HttpResponse Dispatch(const HttpRequest& req) {
     const auto start = std::chrono::steady_clock::now();
     Params params;
@@ -192,7 +217,17 @@ struct ApiServer::Impl {
     Reply reply;
     const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
     if (route != nullptr) {
-      reply = route->methods.at(method)(req, params);
+      const auto& [handler, access] = route->methods.at(method);
+      std::optional<Principal> who = Identify(req);
+      if (access != Access::kPublic && !who) {
+        reply = ErrorReply(401, "Unauthorized",
+                           "a valid bearer token is required (Authorization: Bearer TOKEN)");
+        reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
+      } else if (access == Access::kOperator && !who->operator_()) {
+        reply = Forbidden(*who);
+      } else {
+        reply = handler(req, params, who.value_or(Principal{"anonymous", Role::kMember, ""}));
+      }
     } else if (!allow.empty()) {
       reply = ErrorReply(405, "MethodNotAllowed",
                          fmt::format("{} {} is not allowed; allowed: {}", req.method, req.path, allow));
@@ -219,11 +254,20 @@ struct ApiServer::Impl {
                       fmt::format("the server has no resource type \"{}\" in gpuaas.io/v1", plural));
   }
 
-  Reply List(const HttpRequest& req, const Params& p) {
+  Reply List(const HttpRequest& req, const Params& p, const Principal& who) {
     const ResourceType* type = FindType(p.at("plural"));
     if (type == nullptr) return UnknownResource(p.at("plural"));
-    const std::string_view ns = p.at("namespace");
+    std::string_view ns = p.at("namespace");
     if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
+    if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
+    if (!who.operator_()) {
+      // Members list their own project's objects only; another project looks empty-handed.
+      if (!ns.empty() && !Sees(who, ns)) {
+        return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
+      }
+      if (type->namespaced) ns = who.project;
+    }
+    const bool only_own_project = !who.operator_() && type->kind == model::Project::kKind;
     absl::StatusOr<model::LabelSelector> selector =
         model::LabelSelector::Parse(req.Param("labelSelector"));
     if (!selector.ok()) return Error(selector.status());
@@ -257,7 +301,7 @@ struct ApiServer::Impl {
     size_t n = 0;
     size_t i = begin;
     auto selected = [&](size_t k) {
-      return (ns.empty() || items[k]->ns == ns) &&
+      return (ns.empty() || items[k]->ns == ns) && (!only_own_project || items[k]->name == who.project) &&
              (selector->Empty() || selector->Matches(items[k]->labels));
     };
     for (; i < items.size(); ++i) {
@@ -276,7 +320,7 @@ struct ApiServer::Impl {
       }
       body += fmt::format(R"(,"continue":"{}")",
                           ContinueToken(type->plural, items[last]->ns, items[last]->name));
-      if (selector->Empty() && ns.empty()) {
+      if (selector->Empty() && ns.empty() && !only_own_project) {
         body += fmt::format(R"(,"remainingItemCount":{})", items.size() - i);
       }
     }
@@ -284,11 +328,17 @@ struct ApiServer::Impl {
     return {200, std::string(kJson), std::move(body), {}};
   }
 
-  Reply GetOne(const HttpRequest&, const Params& p) {
+  Reply GetOne(const HttpRequest&, const Params& p, const Principal& who) {
     const ResourceType* type = FindType(p.at("plural"));
     if (type == nullptr) return UnknownResource(p.at("plural"));
     const std::string_view ns = p.at("namespace");
     if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
+    if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
+    const bool hidden = (type->namespaced && !Sees(who, ns)) ||
+                        (type->kind == model::Project::kKind && !Sees(who, p.at("name")));
+    if (hidden) {
+      return ErrorReply(404, "NotFound", fmt::format("{} \"{}\" not found", type->plural, p.at("name")));
+    }
     if (ns.empty() && type->namespaced) {
       return ErrorReply(404, "NotFound",
                         fmt::format("{} live in a project: GET /apis/gpuaas.io/v1/namespaces/PROJECT/{}/{}",
@@ -304,8 +354,6 @@ struct ApiServer::Impl {
   }
 
   // --- writes ---------------------------------------------------------------------------
-
-  static std::string User(const HttpRequest&) { return "anonymous"; }
 
   // The reply for a written object: waits until the cache shows it, so that the client's next
   // GET reads its own write.
@@ -327,30 +375,35 @@ struct ApiServer::Impl {
 
   Reply NoPools() { return ErrorReply(501, "NotImplemented", "this server runs without pools"); }
 
-  Reply CreateProject(const HttpRequest& req, const Params&) {
+  Reply CreateProject(const HttpRequest& req, const Params&, const Principal& who) {  // operators
     if (!pools) return NoPools();
     if (auto bad = NeedJson(req)) return *bad;
     absl::StatusOr<model::Project> p = model::Decode<model::Project>(req.body);
     if (!p.ok()) return Error(p.status());
-    return Written(pools->CreateProject(std::move(*p), User(req)), 201);
+    return Written(pools->CreateProject(std::move(*p), who.user), 201);
   }
 
-  Reply CreatePool(const HttpRequest& req, const Params& params) {
+  Reply CreatePool(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
     if (auto bad = NeedJson(req)) return *bad;
     absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(req.body);
     if (!p.ok()) return Error(p.status());
     const std::string ns(params.at("namespace"));
+    if (!Sees(who, ns)) return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
     if (!p->metadata.ns.empty() && p->metadata.ns != ns) {
       return Error(absl::InvalidArgumentError(fmt::format(
           "metadata.namespace \"{}\" does not match the project in the path ({})", p->metadata.ns, ns)));
     }
     p->metadata.ns = ns;
-    return Written(pools->CreatePool(std::move(*p), User(req)), 201);
+    return Written(pools->CreatePool(std::move(*p), who.user), 201);
   }
 
-  Reply Approval(const HttpRequest& req, const Params& params) {
+  Reply Approval(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
+    if (!Sees(who, params.at("namespace"))) {
+      return ErrorReply(404, "NotFound", fmt::format("gpupools \"{}\" not found", params.at("name")));
+    }
+    if (!who.operator_()) return Forbidden(who);
     if (auto bad = NeedJson(req)) return *bad;
     nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
     if (!j.is_object() || !j.contains("approve") || !j["approve"].is_boolean()) {
@@ -366,18 +419,21 @@ struct ApiServer::Impl {
       return Error(absl::InvalidArgumentError("a rejection needs a reason"));
     }
     return Written(pools->Approve(std::string(params.at("namespace")), std::string(params.at("name")),
-                                  approve, reason, User(req)),
+                                  approve, reason, who.user),
                    200);
   }
 
-  Reply ReleasePool(const HttpRequest& req, const Params& params) {
+  Reply ReleasePool(const HttpRequest&, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
+    if (!Sees(who, params.at("namespace"))) {
+      return ErrorReply(404, "NotFound", fmt::format("gpupools \"{}\" not found", params.at("name")));
+    }
     return Written(pools->Release(std::string(params.at("namespace")), std::string(params.at("name")),
-                                  User(req)),
+                                  who.user),
                    200);
   }
 
-  Reply AuditLog(const HttpRequest& req, const Params&) {
+  Reply AuditLog(const HttpRequest& req, const Params&, const Principal&) {
     if (!pools) return NoPools();
     int64_t after = 0;
     if (req.HasParam("after")) {
@@ -396,7 +452,48 @@ struct ApiServer::Impl {
     return {200, std::string(kJson), j.dump(), {}};
   }
 
-  Reply Discovery(const HttpRequest&, const Params&) {
+  Reply NoAuth() { return ErrorReply(501, "NotImplemented", "this server runs without authentication"); }
+
+  static nlohmann::json TokenJson(const TokenInfo& t) {
+    return {{"id", t.id}, {"user", t.user}, {"role", ToString(t.role)}, {"project", t.project},
+            {"createdBy", t.created_by}, {"created", FormatTime(t.created)}};
+  }
+
+  Reply Tokens(const HttpRequest&, const Params&, const Principal&) {
+    if (!auth) return NoAuth();
+    auto tokens = auth->List();
+    if (!tokens.ok()) return Error(tokens.status());
+    nlohmann::json items = nlohmann::json::array();
+    for (const TokenInfo& t : *tokens) items.push_back(TokenJson(t));
+    return {200, std::string(kJson), nlohmann::json{{"items", items}}.dump(), {}};
+  }
+
+  Reply CreateToken(const HttpRequest& req, const Params&, const Principal& who) {
+    if (!auth) return NoAuth();
+    if (auto bad = NeedJson(req)) return *bad;
+    nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
+    if (!j.is_object() || !j.contains("user") || !j["user"].is_string() || !j.contains("role") ||
+        !j["role"].is_string() || (j.contains("project") && !j["project"].is_string())) {
+      return Error(absl::InvalidArgumentError(
+          "body must be {\"user\": \"...\", \"role\": \"operator|member\", \"project\": \"...\"}"));
+    }
+    std::optional<Role> role = ParseRole(j["role"].get<std::string>());
+    if (!role) return Error(absl::InvalidArgumentError("role: must be operator or member"));
+    auto created = auth->Create(j["user"], *role, j.value("project", ""), who.user);
+    if (!created.ok()) return Error(created.status());
+    nlohmann::json out = TokenJson(created->second);
+    out["token"] = created->first;
+    return {201, std::string(kJson), out.dump(), {}};
+  }
+
+  Reply RevokeToken(const HttpRequest&, const Params& p, const Principal&) {
+    if (!auth) return NoAuth();
+    absl::Status s = auth->Revoke(std::string(p.at("id")));
+    if (!s.ok()) return Error(s);
+    return {200, std::string(kJson), R"({"revoked":true})", {}};
+  }
+
+  Reply Discovery(const HttpRequest&, const Params&, const Principal&) {
     nlohmann::json j = {{"kind", "APIResourceList"},
                         {"apiVersion", "v1"},
                         {"groupVersion", "gpuaas.io/v1"},
@@ -427,7 +524,7 @@ struct ApiServer::Impl {
     return summary;
   }
 
-  Reply SummaryReply(const HttpRequest&, const Params&) {
+  Reply SummaryReply(const HttpRequest&, const Params&, const Principal&) {
     std::shared_ptr<const model::FleetSummary> s = Summary();
     auto count = [](const model::FleetSummary::ModelCount& c) {
       return nlohmann::json{{"gpus", c.gpus}, {"migEnabled", c.mig_enabled}, {"full", c.full},
@@ -460,7 +557,7 @@ struct ApiServer::Impl {
     return {200, std::string(kJson), j.dump(), {}};
   }
 
-  Reply Metrics(const HttpRequest&, const Params&) {
+  Reply Metrics(const HttpRequest&, const Params&, const Principal&) {
     std::string out;
     metrics->Render(out);
     std::shared_ptr<const model::FleetSummary> s = Summary();
@@ -487,44 +584,55 @@ struct ApiServer::Impl {
   void Routes() {
     using R = const HttpRequest&;
     using P = const Params&;
-    Add("/healthz", "GET", [](R, P) { return Reply{200, "text/plain", "ok", {}}; });
-    Add("/readyz", "GET", [this](R, P) {
+    using W = const Principal&;
+    Add("/healthz", "GET", [](R, P, W) { return Reply{200, "text/plain", "ok", {}}; }, Access::kPublic);
+    Add("/readyz", "GET", [this](R, P, W) {
       return ready ? Reply{200, "text/plain", "ok", {}}
                    : ErrorReply(503, "NotReady", "the first inventory sync has not finished");
-    });
-    Add("/version", "GET", [this](R, P) {
+    }, Access::kPublic);
+    Add("/version", "GET", [this](R, P, W) {
       nlohmann::json j = {{"gitVersion", options.version}, {"apiVersion", "gpuaas.io/v1"},
                           {"platform", "linux"}};
       return Reply{200, std::string(kJson), j.dump(), {}};
-    });
-    Add("/metrics", "GET", [this](R r, P p) { return Metrics(r, p); });
-    Add("/api/v1/summary", "GET", [this](R r, P p) { return SummaryReply(r, p); });
-    Add(std::string(kApiPrefix), "GET", [this](R r, P p) { return Discovery(r, p); });
-    Add(std::string(kApiPrefix) + "/{plural}", "GET", [this](R r, P p) { return List(r, p); });
-    Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET",
-        [this](R r, P p) { return GetOne(r, p); });
-    Add(std::string(kApiPrefix) + "/projects", "POST", [this](R r, P p) { return CreateProject(r, p); });
+    }, Access::kPublic);
+    // Prometheus scrapes without a token; the summary holds fleet-wide counts only.
+    Add("/metrics", "GET", [this](R r, P p, W w) { return Metrics(r, p, w); }, Access::kPublic);
+    Add("/api/v1/summary", "GET", [this](R r, P p, W w) { return SummaryReply(r, p, w); }, Access::kPublic);
+    Add(std::string(kApiPrefix), "GET", [this](R r, P p, W w) { return Discovery(r, p, w); });
+    Add(std::string(kApiPrefix) + "/{plural}", "GET", [this](R r, P p, W w) { return List(r, p, w); });
+    Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", [this](R r, P p, W w) { return GetOne(r, p, w); });
+    Add(std::string(kApiPrefix) + "/projects", "POST", [this](R r, P p, W w) { return CreateProject(r, p, w); },
+        Access::kOperator);
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
-    Add(pools_path, "GET", [this](R r, P p) { return List(r, p); });
-    Add(pools_path, "POST", [this](R r, P p) {
+    Add(pools_path, "GET", [this](R r, P p, W w) { return List(r, p, w); });
+    Add(pools_path, "POST", [this](R r, P p, W w) {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
-      return CreatePool(r, p);
+      return CreatePool(r, p, w);
     });
-    Add(pools_path + "/{name}", "GET", [this](R r, P p) { return GetOne(r, p); });
-    Add(pools_path + "/{name}/approval", "PUT", [this](R r, P p) {
+    Add(pools_path + "/{name}", "GET", [this](R r, P p, W w) { return GetOne(r, p, w); });
+    Add(pools_path + "/{name}/approval", "PUT", [this](R r, P p, W w) {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
-      return Approval(r, p);
+      return Approval(r, p, w);
     });
-    Add(pools_path + "/{name}/release", "POST", [this](R r, P p) {
+    Add(pools_path + "/{name}/release", "POST", [this](R r, P p, W w) {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
-      return ReleasePool(r, p);
+      return ReleasePool(r, p, w);
     });
-    Add("/api/v1/audit", "GET", [this](R r, P p) { return AuditLog(r, p); });
+    Add("/api/v1/audit", "GET", [this](R r, P p, W w) { return AuditLog(r, p, w); }, Access::kOperator);
+    Add("/api/v1/tokens", "GET", [this](R r, P p, W w) { return Tokens(r, p, w); }, Access::kOperator);
+    Add("/api/v1/tokens", "POST", [this](R r, P p, W w) { return CreateToken(r, p, w); }, Access::kOperator);
+    Add("/api/v1/tokens/{id}", "DELETE", [this](R r, P p, W w) { return RevokeToken(r, p, w); },
+        Access::kOperator);
+    Add("/api/v1/whoami", "GET", [](R, P, W w) {
+      nlohmann::json j = {{"user", w.user}, {"role", ToString(w.role)}, {"project", w.project}};
+      return Reply{200, std::string(kJson), j.dump(), {}};
+    });
   }
 };
 
-ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools)
-    : impl_(std::make_unique<Impl>(std::move(options), cache, pools)) {
+ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools,
+                     Authenticator* auth)
+    : impl_(std::make_unique<Impl>(std::move(options), cache, pools, auth)) {
   impl_->Routes();
   std::vector<std::string> patterns;
   for (const Route& r : impl_->routes) patterns.push_back(r.pattern);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "api/auth.h"
 #include "service/pools.h"
 #include "store/cache.h"
 
@@ -35,8 +36,10 @@ const std::vector<ResourceType>& ResourceTypes();
 
 class ApiServer {
  public:
-  // `pools` may be null: the pool routes then answer 501.
-  ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools = nullptr);
+  // `pools` may be null: the pool routes then answer 501. `auth` null: no authentication, every
+  // caller is an operator (tests; `gpuaas server --insecure-no-auth`). Not owned.
+  ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools = nullptr,
+            Authenticator* auth = nullptr);
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;

@@ -67,16 +67,22 @@ absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& meth
     return absl::InvalidArgumentError(fmt::format("--server \"{}\" is not a valid URL", o.server));
   }
   client.set_connection_timeout(5);
+  if (!o.token.empty()) client.set_bearer_token_auth(o.token);
   client.set_read_timeout(60);
-  httplib::Result r = method == "POST"  ? client.Post(path, body, "application/json")
-                     : method == "PUT" ? client.Put(path, body, "application/json")
-                                       : client.Get(path);
+  httplib::Result r = method == "POST"     ? client.Post(path, body, "application/json")
+                     : method == "PUT"    ? client.Put(path, body, "application/json")
+                     : method == "DELETE" ? client.Delete(path)
+                                          : client.Get(path);
   if (!r) {
     return absl::UnavailableError(fmt::format(
         "cannot reach the gpuaas server at {} ({}); is `gpuaas server` running? Use --server URL",
         o.server, httplib::to_string(r.error())));
   }
   if (r->status >= 200 && r->status < 300) return r->body;
+  if (r->status == 401) {
+    return absl::UnauthenticatedError(
+        "Error from server (Unauthorized): give a valid token with --token or GPUAAS_TOKEN");
+  }
   json p = json::parse(r->body, nullptr, false);
   std::string reason = p.is_object() ? p.value("reason", "") : "";
   std::string detail = p.is_object() ? p.value("detail", r->body) : r->body;
@@ -471,6 +477,48 @@ int PoolGetCmd(const ClientOptions& o, const std::string& project, const std::st
     }
     d.Print(out);
   }
+  return 0;
+}
+
+int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::string& role,
+                   const std::string& project, std::ostream& out, std::ostream& err) {
+  json j = {{"user", user}, {"role", role}};
+  if (!project.empty()) j["project"] = project;
+  absl::StatusOr<std::string> body = Send(o, "POST", "/api/v1/tokens", j.dump());
+  if (!body.ok()) return Fail(err, body.status());
+  json t = json::parse(*body, nullptr, false);
+  if (o.output == "json" || o.output == "yaml") {
+    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
+    return s.ok() ? 0 : Fail(err, s);
+  }
+  out << t.value("token", "") << "\n";
+  err << "token " << t.value("id", "") << " for " << t.value("user", "") << " (" << t.value("role", "")
+      << (t.value("project", "").empty() ? "" : ", project " + t.value("project", "")) << "); it is shown only now\n";
+  return 0;
+}
+
+int TokenListCmd(const ClientOptions& o, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::string> body = Fetch(o, "/api/v1/tokens");
+  if (!body.ok()) return Fail(err, body.status());
+  if (o.output == "json" || o.output == "yaml") {
+    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
+    return s.ok() ? 0 : Fail(err, s);
+  }
+  json j = json::parse(*body, nullptr, false);
+  Table t({"ID", "USER", "ROLE", "PROJECT", "CREATED BY", "AGE"});
+  for (const json& x : j.value("items", json::array())) {
+    t.Add({x.value("id", ""), x.value("user", ""), x.value("role", ""),
+           x.value("project", "").empty() ? "-" : x.value("project", ""), x.value("createdBy", ""),
+           Age(x.value("created", ""))});
+  }
+  t.Print(out);
+  return 0;
+}
+
+int TokenRevokeCmd(const ClientOptions& o, const std::string& id, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::string> body = Send(o, "DELETE", "/api/v1/tokens/" + Escape(id), "");
+  if (!body.ok()) return Fail(err, body.status());
+  out << "token " << id << " revoked\n";
   return 0;
 }
 

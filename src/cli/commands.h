@@ -14,6 +14,7 @@ struct ClientOptions {
   std::string server = "http://127.0.0.1:8080";
   std::string output = "table";
   std::string selector;  // -l
+  std::string token;     // bearer token, --token or GPUAAS_TOKEN
 };
 
 // gpuaas get clusters|nodes|gpus|specs [NAME]
@@ -57,6 +58,12 @@ int PoolReleaseCmd(const ClientOptions& o, const std::string& project, const std
 // gpuaas pool list [-p PROJECT] / gpuaas pool get NAME -p PROJECT
 int PoolGetCmd(const ClientOptions& o, const std::string& project, const std::string& name,
                std::ostream& out, std::ostream& err);
+
+// gpuaas token create|list|revoke
+int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::string& role,
+                   const std::string& project, std::ostream& out, std::ostream& err);
+int TokenListCmd(const ClientOptions& o, std::ostream& out, std::ostream& err);
+int TokenRevokeCmd(const ClientOptions& o, const std::string& id, std::ostream& out, std::ostream& err);
 
 }  // namespace gpuaas::cli
 

@@ -17,9 +17,11 @@ int main(int argc, char** argv) {
 
   gpuaas::cli::ClientOptions client;
   if (const char* env = std::getenv("GPUAAS_SERVER")) client.server = env;
+  if (const char* env = std::getenv("GPUAAS_TOKEN")) client.token = env;
   auto add_client_flags = [&](CLI::App* cmd, bool with_output) {
     cmd->add_option("--server,-s", client.server, "gpuaas server URL (env GPUAAS_SERVER)")
         ->capture_default_str();
+    cmd->add_option("--token", client.token, "bearer token (env GPUAAS_TOKEN)");
     if (with_output) {
       cmd->add_option("-o,--output", client.output, "output format: table, json or yaml")
           ->capture_default_str();
@@ -42,6 +44,10 @@ int main(int argc, char** argv) {
                    "allow listening on a non-loopback address without TLS");
   server->add_option("--log-level", sf.log_level, "debug, info, warn, error or off")
       ->capture_default_str();
+  server->add_option("--token-auth-file", sf.token_auth_file,
+                     "static bearer tokens, one a line: token,user,role[,project]");
+  server->add_flag("--insecure-no-auth", sf.no_auth,
+                   "serve without authentication: every caller is an operator (loopback only)");
 
   std::string what, name;
   CLI::App* get = app.add_subcommand("get", "list or show fleet objects");
@@ -105,6 +111,20 @@ int main(int argc, char** argv) {
   pool_approve->add_option("--reason", reason, "why");
   pool_reject->add_option("--reason", reason, "why (required)")->required();
 
+  CLI::App* token = app.add_subcommand("token", "API tokens (operators)");
+  token->require_subcommand(1);
+  std::string token_user, token_role, token_project, token_id;
+  CLI::App* token_create = token->add_subcommand("create", "create a token; it is shown once");
+  token_create->add_option("--user", token_user, "who the token is for")->required();
+  token_create->add_option("--role", token_role, "operator or member")->required();
+  token_create->add_option("--project", token_project, "the member's project");
+  add_client_flags(token_create, true);
+  CLI::App* token_list = token->add_subcommand("list", "list tokens (never their secrets)");
+  add_client_flags(token_list, true);
+  CLI::App* token_revoke = token->add_subcommand("revoke", "revoke a token; it stops working at once");
+  token_revoke->add_option("id", token_id, "token id (the part before the dot)")->required();
+  add_client_flags(token_revoke, false);
+
   CLI::App* version = app.add_subcommand("version", "client and server versions");
   add_client_flags(version, false);
 
@@ -117,6 +137,11 @@ int main(int argc, char** argv) {
   if (layouts->parsed()) return gpuaas::cli::CatalogLayouts(model, std::cout, std::cerr);
   if (version->parsed()) return gpuaas::cli::Version(client, GPUAAS_VERSION, std::cout, std::cerr);
   using gpuaas::cli::PoolApproveCmd;
+  if (token_create->parsed()) {
+    return gpuaas::cli::TokenCreateCmd(client, token_user, token_role, token_project, std::cout, std::cerr);
+  }
+  if (token_list->parsed()) return gpuaas::cli::TokenListCmd(client, std::cout, std::cerr);
+  if (token_revoke->parsed()) return gpuaas::cli::TokenRevokeCmd(client, token_id, std::cout, std::cerr);
   if (project_create->parsed()) return gpuaas::cli::ProjectCreateCmd(client, pc, std::cout, std::cerr);
   if (project_list->parsed()) return gpuaas::cli::Get(client, "projects", "", std::cout, std::cerr);
   if (pool_request->parsed()) return gpuaas::cli::PoolRequestCmd(client, pr, std::cout, std::cerr);

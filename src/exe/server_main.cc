@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "api/auth.h"
 #include "api/server.h"
 #include "cluster/simulated/fleet.h"
 #include "common/clock.h"
@@ -53,6 +54,10 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     return 2;
   }
 
+  if (flags.no_auth && !IsLoopback(host)) {
+    std::cerr << "--insecure-no-auth serves loopback only\n";
+    return 2;
+  }
   int sources = (flags.demo ? 1 : 0) + (flags.fleet_file.empty() ? 0 : 1) +
                 (flags.synthetic_gpus > 0 ? 1 : 0);
   if (sources > 1) {
@@ -105,6 +110,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   store::ObjectCache cache(db);
   std::vector<std::string> kinds;
   for (const api::ResourceType& t : api::ResourceTypes()) kinds.push_back(t.kind);
+  kinds.push_back(std::string(api::kTokenKind));
   if (absl::Status s = cache.Start(kinds); !s.ok()) {
     std::cerr << "cannot load the store: " << s.message() << "\n";
     return 1;
@@ -124,13 +130,41 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     }
     return counts;
   });
-  api::ApiServer server(opts, cache, &pools);
+  api::Authenticator auth(db, cache, RealClock::Get());
+  if (!flags.token_auth_file.empty()) {
+    if (absl::Status s = auth.LoadTokenFile(flags.token_auth_file); !s.ok()) {
+      std::cerr << s.message() << "\n";
+      return 2;
+    }
+  }
+  api::ApiServer server(opts, cache, &pools, flags.no_auth ? nullptr : &auth);
   if (absl::Status s = server.Start(); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 1;
   }
   sync_all();
   cache.WaitFor(db.Revision(), std::chrono::seconds(30));
+  if (flags.demo && !flags.no_auth) {
+    // A project and fresh tokens to try the demo with; earlier demo tokens are revoked.
+    model::Project demo;
+    demo.metadata.name = "demo";
+    demo.spec.display_name = "Demo project";
+    (void)pools.CreateProject(demo, "gpuaas-demo");
+    cache.WaitFor(db.Revision(), std::chrono::seconds(5));
+    if (absl::StatusOr<std::vector<api::TokenInfo>> old = auth.List(); old.ok()) {
+      for (const api::TokenInfo& t : *old) {
+        if (t.created_by == "gpuaas-demo") (void)auth.Revoke(t.id);
+      }
+    }
+    auto op = auth.Create("demo-operator", api::Role::kOperator, "", "gpuaas-demo");
+    auto member = auth.Create("demo-member", api::Role::kMember, "demo", "gpuaas-demo");
+    if (op.ok() && member.ok()) {
+      std::cout << "demo operator token:              " << op->first << "\n"
+                << "demo member token (project demo): " << member->first << "\n"
+                << "  export GPUAAS_TOKEN=" << op->first << "\n"
+                << std::flush;
+    }
+  }
   server.SetReady(true);
   log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated cluster(s), revision {})",
             version, host, server.port(), flags.db, drivers.size(), db.Revision());

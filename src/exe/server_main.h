@@ -15,6 +15,8 @@ struct ServerFlags {
   int sync_interval_s = 30;
   int threads = 0;  // 0: one per core
   bool allow_remote = false;
+  std::string token_auth_file;  // static tokens: token,user,role[,project]
+  bool no_auth = false;         // serve without authentication (loopback only)
   std::string log_level = "info";
 };
 

@@ -1,0 +1,145 @@
+#include "api/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include <fstream>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "model/object.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::api {
+namespace {
+
+std::string Hex(const unsigned char* p, size_t n) {
+  std::string out;
+  out.reserve(n * 2);
+  for (size_t i = 0; i < n; ++i) out += fmt::format("{:02x}", p[i]);
+  return out;
+}
+
+bool SameHash(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace
+
+std::string_view ToString(Role r) { return r == Role::kOperator ? "operator" : "member"; }
+
+std::optional<Role> ParseRole(std::string_view s) {
+  if (s == "operator") return Role::kOperator;
+  if (s == "member") return Role::kMember;
+  return std::nullopt;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
+  return Hex(md, sizeof md);
+}
+
+absl::Status Authenticator::AddStaticToken(const std::string& token, Principal who) {
+  if (token.size() < 16) return absl::InvalidArgumentError("tokens must have at least 16 characters");
+  if (who.role == Role::kMember && who.project.empty()) {
+    return absl::InvalidArgumentError("a member token needs a project");
+  }
+  static_[Sha256Hex(token)] = std::move(who);
+  return absl::OkStatus();
+}
+
+absl::Status Authenticator::LoadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(fmt::format("cannot read token file {}", path));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::string_view l = Trim(line);
+    if (l.empty() || l.front() == '#') continue;
+    std::vector<std::string_view> f = Split(l, ',');
+    auto bad = [&](std::string_view why) {
+      return absl::InvalidArgumentError(fmt::format("{}:{}: {} (want token,user,role[,project])", path, n, why));
+    };
+    if (f.size() < 3 || f.size() > 4) return bad("wrong number of fields");
+    std::optional<Role> role = ParseRole(Trim(f[2]));
+    if (!role) return bad("role must be operator or member");
+    Principal p{std::string(Trim(f[1])), *role, f.size() == 4 ? std::string(Trim(f[3])) : ""};
+    if (p.user.empty()) return bad("empty user");
+    if (absl::Status s = AddStaticToken(std::string(Trim(f[0])), p); !s.ok()) {
+      return bad(std::string(s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::optional<Principal> Authenticator::Authenticate(std::string_view token) const {
+  if (token.empty()) return std::nullopt;
+  const std::string hash = Sha256Hex(token);
+  if (auto it = static_.find(hash); it != static_.end()) return it->second;
+  // API tokens are "ID.SECRET"; the record named ID holds the hash of the whole token.
+  const size_t dot = token.find('.');
+  if (dot == std::string_view::npos || dot == 0) return std::nullopt;
+  std::shared_ptr<const store::CachedObject> rec = cache_.Get(kTokenKind, "", token.substr(0, dot));
+  if (!rec) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(rec->json, nullptr, false);
+  if (!j.is_object() || !SameHash(j["spec"].value("sha256", ""), hash)) return std::nullopt;
+  std::optional<Role> role = ParseRole(j["spec"].value("role", ""));
+  if (!role) return std::nullopt;
+  return Principal{j["spec"].value("user", ""), *role, j["spec"].value("project", "")};
+}
+
+absl::StatusOr<std::pair<std::string, TokenInfo>> Authenticator::Create(const std::string& user, Role role,
+                                                                        const std::string& project,
+                                                                        const std::string& created_by) {
+  if (user.empty()) return absl::InvalidArgumentError("user: required");
+  if (role == Role::kMember && project.empty()) return absl::InvalidArgumentError("project: a member token needs one");
+  if (!project.empty()) RETURN_IF_ERROR(model::ValidateName(project));
+  unsigned char id_bytes[8], secret[24];
+  if (RAND_bytes(id_bytes, sizeof id_bytes) != 1 || RAND_bytes(secret, sizeof secret) != 1) {
+    return absl::UnavailableError("no randomness available for a token");
+  }
+  TokenInfo info{Hex(id_bytes, sizeof id_bytes), user, role, role == Role::kMember ? project : "", created_by,
+                 clock_.Now()};
+  const std::string token = info.id + "." + Hex(secret, sizeof secret);
+  nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"},
+                      {"kind", kTokenKind},
+                      {"metadata", {{"name", info.id}, {"creationTimestamp", FormatTime(info.created)}}},
+                      {"spec", {{"user", info.user}, {"role", ToString(role)}, {"project", info.project},
+                                {"createdBy", created_by}, {"sha256", Sha256Hex(token)}}}};
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) {
+    return tx.Put({std::string(kTokenKind), "", info.id}, "", j.dump(), store::kMustNotExist);
+  }));
+  cache_.WaitFor(store_.Revision(), std::chrono::seconds(5));
+  return std::make_pair(token, info);
+}
+
+absl::StatusOr<std::vector<TokenInfo>> Authenticator::List() const {
+  std::vector<TokenInfo> out;
+  for (const auto& rec : cache_.Snapshot(std::string(kTokenKind))->items) {
+    nlohmann::json j = nlohmann::json::parse(rec->json, nullptr, false);
+    if (!j.is_object()) continue;
+    TokenInfo t;
+    t.id = rec->name;
+    t.user = j["spec"].value("user", "");
+    t.role = ParseRole(j["spec"].value("role", "")).value_or(Role::kMember);
+    t.project = j["spec"].value("project", "");
+    t.created_by = j["spec"].value("createdBy", "");
+    t.created = ParseTime(j["metadata"].value("creationTimestamp", "")).value_or(Time{});
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+absl::Status Authenticator::Revoke(const std::string& id) {
+  absl::Status s = store_.Transact([&](store::Txn& tx) {
+    return tx.Delete({std::string(kTokenKind), "", id}, store::kAnyVersion);
+  });
+  if (absl::IsNotFound(s)) return absl::NotFoundError(fmt::format("token \"{}\" not found", id));
+  RETURN_IF_ERROR(s);
+  cache_.WaitFor(store_.Revision(), std::chrono::seconds(5));
+  return absl::OkStatus();
+}
+
+}  // namespace gpuaas::api
