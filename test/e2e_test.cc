@@ -158,6 +158,48 @@ TEST_F(E2eTest, TokensAndRoles) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// SIGKILL while a pool is being provisioned (its MIG layouts requested, not yet in place), then
+// a restart: the pool converges to Ready with the same devices, none allocated twice.
+TEST_F(E2eTest, KilledDuringProvisioningConverges) {
+  const std::string args = Auth() + "--demo --db sqlite:" + dir_ + "/g.db";
+  nlohmann::json before;
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(args, dir_ + "/log1")) << server.Log();
+    const std::string s = " --server " + server.Url();
+    ASSERT_EQ(RunGpuaas("project create vision" + s).code, 0);
+    ASSERT_EQ(RunGpuaas("pool request big -p vision --item H200-SXM-141GB/4g.71gb=10" + s).code, 0);
+    ASSERT_EQ(RunGpuaas("pool approve big -p vision" + s).code, 0);
+    // Wait for the allocation to be recorded, then kill the server at once.
+    for (int i = 0; i < 100; ++i) {
+      before = nlohmann::json::parse(RunGpuaas("pool get big -p vision -o json" + s).out);
+      if (!before["status"].value("allocation", nlohmann::json::array()).empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_FALSE(before["status"]["allocation"].empty());
+    EXPECT_EQ(server.Stop(SIGKILL), -SIGKILL);
+  }
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(args, dir_ + "/log2")) << again.Log();
+  const std::string s = " --server " + again.Url();
+  nlohmann::json after;
+  std::string ready;
+  for (int i = 0; i < 150 && ready != "True"; ++i) {
+    after = nlohmann::json::parse(RunGpuaas("pool get big -p vision -o json" + s).out);
+    for (const auto& c : after["status"].value("conditions", nlohmann::json::array())) {
+      if (c["type"] == "Ready") ready = c["status"];
+    }
+    if (ready != "True") std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(ready, "True") << after.dump(2);
+  std::set<std::string> keys_before, keys_after;
+  for (const auto& d : before["status"]["allocation"]) keys_before.insert(d["gpuUUID"].get<std::string>() + "@" + d["placement"]["start"].dump());
+  for (const auto& d : after["status"]["allocation"]) keys_after.insert(d["gpuUUID"].get<std::string>() + "@" + d["placement"]["start"].dump());
+  EXPECT_EQ(keys_after.size(), 10u) << "no device twice";
+  EXPECT_EQ(keys_before, keys_after) << "the restart kept the allocation it had recorded";
+  EXPECT_EQ(again.Stop(), 0);
+}
+
 TEST_F(E2eTest, UnreachableServerIsExplained) {
   RunResult r = RunGpuaas("get gpus --server http://127.0.0.1:1");
   EXPECT_EQ(r.code, 1);

@@ -1,5 +1,6 @@
 #include "controller/pools.h"
 
+#include <algorithm>
 #include <set>
 
 #include "catalog/catalog.h"
@@ -71,9 +72,8 @@ absl::Status PoolController::ReconcileLayouts(PassStats& stats) {
   }));
   const Time now = clock_.Now();
   for (MigLayout& l : layouts) {
-    if (l.status.state == MigLayout::State::kApplied && l.status.observed_generation == l.metadata.generation) {
-      continue;
-    }
+    // Applied layouts are checked too: a GPU that lost its layout (node reboot, driver reload,
+    // a restart of the simulation) gets it again.
     auto g = gpus.find(l.spec.gpu_uuid);
     MigLayout::Status next = l.status;
     // Drivers speak the cluster's node names; NodeCapacity names are "cluster.node".
@@ -130,19 +130,45 @@ absl::Status PoolController::ReconcileLayouts(PassStats& stats) {
   return absl::OkStatus();
 }
 
+// True when every device of the pool shows in the inventory as allocated (MIG instance of the
+// profile at its start, or the whole GPU with MIG off).
+bool AllPresent(const GpuPool& pool, const std::map<std::string, const model::GpuCapacity*>& gpus) {
+  for (const model::AllocatedDevice& d : pool.status.allocation) {
+    auto g = gpus.find(d.gpu_uuid);
+    if (g == gpus.end()) return false;
+    const model::GpuCapacity& gpu = *g->second;
+    const bool mig = gpu.status.mig_mode == model::MigMode::kEnabled;
+    if (d.profile == catalog::kFullProfile) {
+      if (mig) return false;
+      continue;
+    }
+    if (!mig || std::none_of(gpu.status.mig_instances.begin(), gpu.status.mig_instances.end(),
+                             [&](const model::MigInstance& m) { return m.profile == d.profile && m.start == d.start; })) {
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::Status PoolController::ReconcilePools(PassStats& stats) {
   std::vector<GpuPool> pools;
+  std::vector<model::GpuCapacity> inventory;
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     ASSIGN_OR_RETURN(pools, store::ListObjects<GpuPool>(tx));
+    ASSIGN_OR_RETURN(inventory, store::ListObjects<model::GpuCapacity>(tx));
     return absl::OkStatus();
   }));
+  std::map<std::string, const model::GpuCapacity*> present;
+  for (const model::GpuCapacity& g : inventory) present[g.spec.uuid] = &g;
   for (const GpuPool& listed : pools) {
     const bool approved = listed.status.approval && listed.status.approval->approved;
     const model::Condition* released = model::FindCondition(listed.status.conditions, model::kReleased);
     const bool releasing = released != nullptr && released->status != ConditionStatus::kTrue;
     const bool done = released != nullptr && released->status == ConditionStatus::kTrue;
     if (!approved || done) continue;
-    if (!releasing && IsTrue(listed, model::kReady)) continue;
+    // A Ready pool is looked at again only when one of its devices went missing (a GPU lost its
+    // layout, say after a node reboot): level-triggered, not edge-triggered.
+    if (!releasing && IsTrue(listed, model::kReady) && AllPresent(listed, present)) continue;
 
     // Each pool in its own transaction, reading everything it decides on afresh.
     absl::Status s = store_.Transact([&](store::Txn& tx) -> absl::Status {
