@@ -28,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RoundTrip<gpuaas::model::Project>(input);
   RoundTrip<gpuaas::model::GpuPool>(input);
   RoundTrip<gpuaas::model::MigLayout>(input);
+  RoundTrip<gpuaas::model::Workload>(input);
+  RoundTrip<gpuaas::model::Profile>(input);
   (void)gpuaas::model::DecodeMeta(input);
   return 0;
 }

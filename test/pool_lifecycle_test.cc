@@ -5,6 +5,7 @@
 #include "cluster/simulated/fleet.h"
 #include "controller/inventory.h"
 #include "controller/pools.h"
+#include "controller/workloads.h"
 #include "gtest/gtest.h"
 #include "service/pools.h"
 #include "store/objects.h"
@@ -165,6 +166,127 @@ TEST_F(PoolLifecycle, MigFailuresRetryWithBackoffAndRestartsConverge) {
   p = Get("big");
   EXPECT_EQ(Cond(p, "Ready"), "True/Ready") << Cond(p, "Provisioned");
   EXPECT_EQ(p.status.allocation.size(), 5u);
+}
+
+}  // namespace
+}  // namespace gpuaas
+
+namespace gpuaas {
+namespace {
+
+class WorkloadLifecycle : public PoolLifecycle {
+ protected:
+  void Run(const std::string& name, const std::string& pool, const std::string& resource,
+           model::PriorityClass prio, int64_t count = 1) {
+    model::Workload w;
+    w.metadata.name = name;
+    w.metadata.ns = "vision";
+    w.spec = {pool, resource, count, prio};
+    ASSERT_TRUE(service_->CreateWorkload(w, "alice").ok());
+    clock_.Advance(std::chrono::seconds(1));
+  }
+  void Admit() {
+    controller::WorkloadController wc(*store_, clock_);
+    ASSERT_TRUE(wc.RunOnce().ok());
+  }
+  model::Workload W(const std::string& name) {
+    std::optional<model::Workload> w;
+    EXPECT_TRUE(store_->Transact([&](store::Txn& tx) {
+      auto r = store::GetObject<model::Workload>(tx, "vision", name);
+      if (r.ok()) w = *r;
+      return r.status();
+    }).ok());
+    return w.value_or(model::Workload{});
+  }
+  std::vector<model::Profile> Profiles() {
+    std::vector<model::Profile> out;
+    EXPECT_TRUE(store_->Transact([&](store::Txn& tx) {
+      auto r = store::ListObjects<model::Profile>(tx, "vision");
+      if (r.ok()) out = *r;
+      return r.status();
+    }).ok());
+    return out;
+  }
+};
+
+TEST_F(WorkloadLifecycle, InferencePreemptsBatchWhenThePoolIsFull) {
+  Request("p", {{"H200-SXM-141GB", "3g.71gb", 2}});
+  Converge(1);
+  Run("batch-1", "p", "nvidia.com/mig-3g.71gb", model::PriorityClass::kBatch);
+  Run("batch-2", "p", "nvidia.com/mig-3g.71gb", model::PriorityClass::kBatch);
+  Admit();
+  EXPECT_EQ(W("batch-1").status.phase, model::WorkloadPhase::kRunning);
+  EXPECT_EQ(W("batch-2").status.phase, model::WorkloadPhase::kRunning);
+  EXPECT_NE(W("batch-1").status.devices[0].instance_uuid, W("batch-2").status.devices[0].instance_uuid);
+  Run("infer", "p", "nvidia.com/mig-3g.71gb", model::PriorityClass::kInference);
+  Admit();
+  model::Workload infer = W("infer");
+  ASSERT_EQ(infer.status.phase, model::WorkloadPhase::kRunning) << infer.status.message;
+  // The newest batch workload made room and went back to the queue.
+  EXPECT_EQ(W("batch-2").status.phase, model::WorkloadPhase::kPending);
+  EXPECT_EQ(W("batch-2").status.reason, "Preempted");
+  EXPECT_EQ(W("batch-1").status.phase, model::WorkloadPhase::kRunning);
+  // Profiles: three runs started, the preempted one has ended.
+  int open = 0, closed = 0;
+  for (const model::Profile& p : Profiles()) (p.spec.end ? closed : open)++;
+  EXPECT_EQ(open, 2);
+  EXPECT_EQ(closed, 1);
+  // Another batch workload waits; when inference ends, the queue moves on in order.
+  ASSERT_TRUE(service_->DeleteWorkload("vision", "infer", "alice").ok());
+  Admit();
+  EXPECT_EQ(W("batch-2").status.phase, model::WorkloadPhase::kRunning);
+  // A second inference workload does not preempt inference.
+  Run("infer-2", "p", "nvidia.com/mig-3g.71gb", model::PriorityClass::kInference);
+  Run("infer-3", "p", "nvidia.com/mig-3g.71gb", model::PriorityClass::kInference);
+  Run("infer-4", "p", "nvidia.com/mig-3g.71gb", model::PriorityClass::kInference);
+  Admit();
+  EXPECT_EQ(W("infer-2").status.phase, model::WorkloadPhase::kRunning);
+  EXPECT_EQ(W("infer-3").status.phase, model::WorkloadPhase::kRunning);
+  EXPECT_EQ(W("infer-4").status.phase, model::WorkloadPhase::kPending);
+  EXPECT_EQ(W("infer-4").status.reason, "Queued");
+}
+
+TEST_F(WorkloadLifecycle, TimeSlicingSharesDevicesAndReleaseEvicts) {
+  GpuPool p;
+  p.metadata.name = "shared";
+  p.metadata.ns = "vision";
+  p.spec.items = {{"H200-SXM-141GB", "full", 1}};
+  p.spec.time_slicing_replicas = 3;
+  ASSERT_TRUE(service_->CreatePool(p, "alice").ok());
+  ASSERT_TRUE(service_->Approve("vision", "shared", true, "", "ops").ok());
+  Converge(1);
+  for (int i = 0; i < 4; ++i) Run("dev-" + std::to_string(i), "shared", "nvidia.com/gpu", model::PriorityClass::kBatch);
+  Admit();
+  int running = 0;
+  std::set<std::string> gpus;
+  for (int i = 0; i < 4; ++i) {
+    model::Workload w = W("dev-" + std::to_string(i));
+    if (w.status.phase == model::WorkloadPhase::kRunning) {
+      ++running;
+      gpus.insert(w.status.devices[0].gpu_uuid);
+    }
+  }
+  EXPECT_EQ(running, 3) << "three replicas of one GPU";
+  EXPECT_EQ(gpus.size(), 1u);
+  ASSERT_TRUE(service_->Release("vision", "shared", "alice").ok());
+  Converge(1);
+  Admit();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(W("dev-" + std::to_string(i)).status.phase, model::WorkloadPhase::kEvicted);
+  for (const model::Profile& pr : Profiles()) EXPECT_TRUE(pr.spec.end.has_value());
+}
+
+TEST_F(WorkloadLifecycle, WorkloadsNeedAPoolWithTheirResource) {
+  Request("p", {{"H200-SXM-141GB", "3g.71gb", 1}});
+  model::Workload w;
+  w.metadata.name = "x";
+  w.metadata.ns = "vision";
+  w.spec = {"p", "nvidia.com/gpu", 1, model::PriorityClass::kBatch};
+  EXPECT_EQ(service_->CreateWorkload(w, "alice").status().code(), absl::StatusCode::kInvalidArgument);
+  w.spec.pool = "nope";
+  EXPECT_EQ(service_->CreateWorkload(w, "alice").status().code(), absl::StatusCode::kNotFound);
+  w.spec = {"p", "cpu", 1, model::PriorityClass::kBatch};
+  EXPECT_EQ(service_->CreateWorkload(w, "alice").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model::ProfileOfResource("nvidia.com/mig-1g.18gb.me"), "1g.18gb+me");
 }
 
 }  // namespace

@@ -116,6 +116,8 @@ const std::vector<ResourceType>& ResourceTypes() {
       {std::string(model::Project::kPlural), std::string(model::Project::kKind), false},
       {std::string(model::GpuPool::kPlural), std::string(model::GpuPool::kKind), true},
       {std::string(model::MigLayout::kPlural), std::string(model::MigLayout::kKind), false},
+      {std::string(model::Workload::kPlural), std::string(model::Workload::kKind), true},
+      {std::string(model::Profile::kPlural), std::string(model::Profile::kKind), true},
   };
   return kTypes;
 }
@@ -398,6 +400,29 @@ struct ApiServer::Impl {
     return Written(pools->CreatePool(std::move(*p), who.user), 201);
   }
 
+  Reply CreateWorkload(const HttpRequest& req, const Params& params, const Principal& who) {
+    if (!pools) return NoPools();
+    if (auto bad = NeedJson(req)) return *bad;
+    const std::string ns(params.at("namespace"));
+    if (!Sees(who, ns)) return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
+    absl::StatusOr<model::Workload> w = model::Decode<model::Workload>(req.body);
+    if (!w.ok()) return Error(w.status());
+    if (!w->metadata.ns.empty() && w->metadata.ns != ns) {
+      return Error(absl::InvalidArgumentError("metadata.namespace does not match the project in the path"));
+    }
+    w->metadata.ns = ns;
+    return Written(pools->CreateWorkload(std::move(*w), who.user), 201);
+  }
+
+  Reply DeleteWorkload(const HttpRequest&, const Params& params, const Principal& who) {
+    if (!pools) return NoPools();
+    if (!Sees(who, params.at("namespace"))) {
+      return ErrorReply(404, "NotFound", fmt::format("workloads \"{}\" not found", params.at("name")));
+    }
+    return Written(pools->DeleteWorkload(std::string(params.at("namespace")), std::string(params.at("name")), who.user),
+                   200);
+  }
+
   Reply Approval(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
     if (!Sees(who, params.at("namespace"))) {
@@ -499,7 +524,8 @@ struct ApiServer::Impl {
                         {"groupVersion", "gpuaas.io/v1"},
                         {"resources", nlohmann::json::array()}};
     for (const ResourceType& t : ResourceTypes()) {
-      const bool writable = t.kind == model::Project::kKind || t.kind == model::GpuPool::kKind;
+      const bool writable = t.kind == model::Project::kKind || t.kind == model::GpuPool::kKind ||
+                            t.kind == model::Workload::kKind;
       j["resources"].push_back({{"name", t.plural},
                                 {"kind", t.kind},
                                 {"namespaced", t.namespaced},
@@ -606,8 +632,13 @@ struct ApiServer::Impl {
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
     Add(pools_path, "GET", [this](R r, P p, W w) { return List(r, p, w); });
     Add(pools_path, "POST", [this](R r, P p, W w) {
+      if (p.at("plural") == model::Workload::kPlural) return CreateWorkload(r, p, w);
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return CreatePool(r, p, w);
+    });
+    Add(pools_path + "/{name}", "DELETE", [this](R r, P p, W w) {
+      if (p.at("plural") != model::Workload::kPlural) return UnknownResource(p.at("plural"));
+      return DeleteWorkload(r, p, w);
     });
     Add(pools_path + "/{name}", "GET", [this](R r, P p, W w) { return GetOne(r, p, w); });
     Add(pools_path + "/{name}/approval", "PUT", [this](R r, P p, W w) {

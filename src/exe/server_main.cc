@@ -16,6 +16,7 @@
 #include "common/strings.h"
 #include "controller/inventory.h"
 #include "controller/pools.h"
+#include "controller/workloads.h"
 #include "model/fleet.h"
 #include "service/pools.h"
 #include "store/cache.h"
@@ -175,6 +176,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   std::map<std::string, cluster::ClusterDriver*> by_cluster;
   for (auto& d : drivers) by_cluster[std::string(d->ClusterName())] = d.get();
   controller::PoolController pool_controller(db, RealClock::Get(), by_cluster);
+  controller::WorkloadController workload_controller(db, RealClock::Get());
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
@@ -185,6 +187,9 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
       lock.unlock();
       absl::StatusOr<controller::PassStats> pass = pool_controller.RunOnce();
       if (!pass.ok()) log::Error("pool controller: {}", pass.status().ToString());
+      if (absl::StatusOr<controller::WorkloadStats> w = workload_controller.RunOnce(); !w.ok()) {
+        log::Error("workload controller: {}", w.status().ToString());
+      }
       if ((pass.ok() && pass->needs_observation) ||
           std::chrono::steady_clock::now() - last_sync >= std::chrono::seconds(std::max(1, flags.sync_interval_s))) {
         sync_all();

@@ -589,6 +589,111 @@ absl::StatusOr<GpuPool> Decode(std::string_view text) {
 
 std::string_view ToString(WorkloadType t) { return Name(kWorkloadType, t); }
 
+// --- Workload and Profile ----------------------------------------------------------------
+
+namespace {
+constexpr std::array<std::pair<std::string_view, PriorityClass>, 2> kPriority = {{
+    {"inference", PriorityClass::kInference},
+    {"batch", PriorityClass::kBatch},
+}};
+constexpr std::array<std::pair<std::string_view, WorkloadPhase>, 4> kPhase = {{
+    {"Pending", WorkloadPhase::kPending},
+    {"Running", WorkloadPhase::kRunning},
+    {"Succeeded", WorkloadPhase::kSucceeded},
+    {"Evicted", WorkloadPhase::kEvicted},
+}};
+
+json EncodeDevices(const std::vector<WorkloadDevice>& ds) {
+  json a = json::array();
+  for (const WorkloadDevice& d : ds) {
+    json e = {{"gpuUUID", d.gpu_uuid}};
+    if (!d.instance_uuid.empty()) e["instanceUUID"] = d.instance_uuid;
+    a.push_back(std::move(e));
+  }
+  return a;
+}
+
+std::vector<WorkloadDevice> DecodeDevices(const In& in, std::string_view key) {
+  std::vector<WorkloadDevice> out;
+  in.Each(key, [&](const In& d) { out.push_back({d.Str("gpuUUID", true), d.Str("instanceUUID")}); });
+  return out;
+}
+}  // namespace
+
+std::string_view ToString(PriorityClass p) { return Name(kPriority, p); }
+std::string_view ToString(WorkloadPhase p) { return Name(kPhase, p); }
+
+template <>
+std::string Encode(const Workload& w) {
+  json j = Envelope(Workload::kKind, w.metadata);
+  j["spec"] = {{"pool", w.spec.pool},
+               {"resources", {{w.spec.resource, w.spec.count}}},
+               {"priorityClassName", Name(kPriority, w.spec.priority)}};
+  json st = {{"phase", Name(kPhase, w.status.phase)}};
+  if (!w.status.reason.empty()) st["reason"] = w.status.reason;
+  if (!w.status.message.empty()) st["message"] = w.status.message;
+  if (!w.status.devices.empty()) st["devices"] = EncodeDevices(w.status.devices);
+  if (w.status.start_time) st["startTime"] = FormatTime(*w.status.start_time);
+  if (!w.status.profile.empty()) st["profile"] = w.status.profile;
+  j["status"] = std::move(st);
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<Workload> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, Workload::kKind);
+    In root(j, "");
+    Workload w;
+    w.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    w.spec.pool = s.Str("pool", true);
+    ResourceList res = s.Resources("resources");
+    if (res.size() != 1) Fail("spec.resources", "name exactly one GPU resource, e.g. {\"nvidia.com/gpu\": 1}");
+    w.spec.resource = res.begin()->first;
+    w.spec.count = res.begin()->second;
+    w.spec.priority = s.Enum("priorityClassName", kPriority, PriorityClass::kBatch);
+    if (root.Has("status")) {
+      In st = root.Obj("status");
+      w.status.phase = st.Enum("phase", kPhase, WorkloadPhase::kPending);
+      w.status.reason = st.Str("reason");
+      w.status.message = st.Str("message");
+      w.status.devices = DecodeDevices(st, "devices");
+      w.status.start_time = st.TimeField("startTime");
+      w.status.profile = st.Str("profile");
+    }
+    return w;
+  });
+}
+
+template <>
+std::string Encode(const Profile& p) {
+  json j = Envelope(Profile::kKind, p.metadata);
+  j["spec"] = {{"pod", p.spec.pod}, {"pool", p.spec.pool}, {"project", p.spec.project},
+               {"devices", EncodeDevices(p.spec.devices)}, {"start", FormatTime(p.spec.start)}};
+  if (p.spec.end) j["spec"]["end"] = FormatTime(*p.spec.end);
+  j["status"] = json::object();
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<Profile> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, Profile::kKind);
+    In root(j, "");
+    Profile p;
+    p.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    p.spec.pod = s.Str("pod", true);
+    p.spec.pool = s.Str("pool", true);
+    p.spec.project = s.Str("project", true);
+    p.spec.devices = DecodeDevices(s, "devices");
+    p.spec.start = s.TimeField("start").value_or(Time{});
+    p.spec.end = s.TimeField("end");
+    return p;
+  });
+}
+
 // --- MigLayout ---------------------------------------------------------------------------
 
 namespace {

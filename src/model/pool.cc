@@ -66,4 +66,26 @@ absl::Status ValidatePool(const GpuPool& p) {
   return ValidateLabels(p.metadata.labels);
 }
 
+std::string ProfileOfResource(std::string_view resource) {
+  if (resource == "nvidia.com/gpu") return std::string(catalog::kFullProfile);
+  constexpr std::string_view kMig = "nvidia.com/mig-";
+  if (resource.substr(0, kMig.size()) != kMig || resource.size() == kMig.size()) return "";
+  std::string p(resource.substr(kMig.size()));
+  // The device plugin writes "+me" as ".me": "nvidia.com/mig-1g.18gb.me".
+  if (p.size() > 3 && p.compare(p.size() - 3, 3, ".me") == 0) p.replace(p.size() - 3, 1, "+");
+  return p;
+}
+
+absl::Status ValidateWorkload(const Workload& w) {
+  if (absl::Status s = ValidateName(w.metadata.name); !s.ok()) return s;
+  if (w.spec.pool.empty()) return absl::InvalidArgumentError("spec.pool: required");
+  if (ProfileOfResource(w.spec.resource).empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "spec.resource: \"{}\" is not a GPU resource; use nvidia.com/gpu or nvidia.com/mig-<profile>",
+        w.spec.resource));
+  }
+  if (w.spec.count < 1 || w.spec.count > 64) return absl::InvalidArgumentError("spec.count: must be between 1 and 64");
+  return absl::OkStatus();
+}
+
 }  // namespace gpuaas::model

@@ -125,6 +125,75 @@ struct MigLayout {
 };
 std::string_view ToString(MigLayout::State s);
 
+// A workload (pod) of a project that runs on its pool's devices. gpuaas admits it onto
+// devices of the pool, queues it, or preempts lower-priority work for it.
+enum class PriorityClass { kInference, kBatch };  // inference is guaranteed, batch preemptible
+enum class WorkloadPhase { kPending, kRunning, kSucceeded, kEvicted };
+
+struct WorkloadDevice {
+  std::string gpu_uuid;
+  std::string instance_uuid;  // MIG instance; empty for a whole GPU
+  friend bool operator==(const WorkloadDevice&, const WorkloadDevice&) = default;
+};
+
+struct Workload {
+  static constexpr std::string_view kKind = "Workload";
+  static constexpr std::string_view kPlural = "workloads";
+  static constexpr bool kNamespaced = true;
+
+  struct Spec {
+    std::string pool;      // a GpuPool of the same project
+    std::string resource;  // "nvidia.com/gpu" or "nvidia.com/mig-3g.71gb"
+    int64_t count = 1;
+    PriorityClass priority = PriorityClass::kBatch;
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  struct Status {
+    WorkloadPhase phase = WorkloadPhase::kPending;
+    std::string reason;   // Queued, Admitted, Preempted, Deleted, PoolReleased
+    std::string message;
+    std::vector<WorkloadDevice> devices;
+    std::optional<Time> start_time;
+    std::string profile;  // the Profile recording the current run
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const Workload&, const Workload&) = default;
+};
+
+// Which pod ran on which device, for which pool and project, from when to when: the record
+// that utilization and billing per workload build on.
+struct Profile {
+  static constexpr std::string_view kKind = "Profile";
+  static constexpr std::string_view kPlural = "profiles";
+  static constexpr bool kNamespaced = true;
+
+  struct Spec {
+    std::string pod;  // the workload
+    std::string pool;
+    std::string project;
+    std::vector<WorkloadDevice> devices;
+    Time start{};
+    std::optional<Time> end;
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  struct Status {
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const Profile&, const Profile&) = default;
+};
+
+std::string_view ToString(PriorityClass p);
+std::string_view ToString(WorkloadPhase p);
+// The MIG profile or "full" that a device-plugin resource name asks for; empty if not one.
+std::string ProfileOfResource(std::string_view resource);
+absl::Status ValidateWorkload(const Workload& w);
+
 // Pool condition types.
 inline constexpr std::string_view kApproved = "Approved";
 inline constexpr std::string_view kAllocated = "Allocated";

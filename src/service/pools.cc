@@ -1,5 +1,6 @@
 #include "service/pools.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "catalog/catalog.h"
@@ -194,6 +195,72 @@ absl::StatusOr<GpuPool> PoolService::Release(const std::string& ns, const std::s
     return Record(tx, user, "Release", PoolRef(*cur), "");
   }));
   return pool;
+}
+
+absl::StatusOr<model::Workload> PoolService::CreateWorkload(model::Workload w, const std::string& user) {
+  w.status = {};
+  RETURN_IF_ERROR(model::ValidateWorkload(w));
+  w.status.reason = "Queued";
+  w.status.message = "waiting for admission onto the pool's devices";
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<GpuPool> pool, store::GetObject<GpuPool>(tx, w.metadata.ns, w.spec.pool));
+    if (!pool) {
+      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found in project {}", w.spec.pool, w.metadata.ns));
+    }
+    if (!PoolIsLive(*pool)) {
+      return absl::FailedPreconditionError(fmt::format("gpupools \"{}\" is rejected or released", w.spec.pool));
+    }
+    const std::string profile = model::ProfileOfResource(w.spec.resource);
+    const bool in_pool = std::any_of(pool->spec.items.begin(), pool->spec.items.end(),
+                                     [&](const model::PoolItem& i) { return i.profile == profile; });
+    if (!in_pool) {
+      return absl::InvalidArgumentError(fmt::format(
+          "spec.resources: pool {} has no {} devices", w.spec.pool, profile));
+    }
+    absl::Status s = store::CreateObject(tx, w, clock_.Now());
+    if (absl::IsAlreadyExists(s)) {
+      return absl::AlreadyExistsError(fmt::format("workloads \"{}\" already exists", w.metadata.name));
+    }
+    RETURN_IF_ERROR(s);
+    return Record(tx, user, "CreateWorkload", fmt::format("workloads/{}/{}", w.metadata.ns, w.metadata.name),
+                  fmt::format("{} x {} on pool {}", w.spec.count, w.spec.resource, w.spec.pool));
+  }));
+  return w;
+}
+
+absl::StatusOr<model::Workload> PoolService::DeleteWorkload(const std::string& ns, const std::string& name,
+                                                            const std::string& user) {
+  model::Workload w;
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<model::Workload> cur, store::GetObject<model::Workload>(tx, ns, name));
+    if (!cur) return absl::NotFoundError(fmt::format("workloads \"{}\" not found in project {}", name, ns));
+    if (cur->status.phase == model::WorkloadPhase::kSucceeded || cur->status.phase == model::WorkloadPhase::kEvicted) {
+      return absl::FailedPreconditionError(fmt::format("workloads \"{}\" has already ended", name));
+    }
+    RETURN_IF_ERROR(EndRun(tx, *cur, model::WorkloadPhase::kSucceeded, "Deleted", "deleted by " + user, clock_.Now()));
+    RETURN_IF_ERROR(store::UpdateObject(tx, *cur));
+    w = *cur;
+    return Record(tx, user, "DeleteWorkload", fmt::format("workloads/{}/{}", ns, name), "");
+  }));
+  return w;
+}
+
+absl::Status EndRun(store::Txn& tx, model::Workload& w, model::WorkloadPhase phase, std::string reason,
+                    std::string message, Time now) {
+  if (!w.status.profile.empty()) {
+    ASSIGN_OR_RETURN(std::optional<model::Profile> p, store::GetObject<model::Profile>(tx, w.metadata.ns, w.status.profile));
+    if (p && !p->spec.end) {
+      p->spec.end = now;
+      RETURN_IF_ERROR(store::UpdateObject(tx, *p));
+    }
+  }
+  w.status.phase = phase;
+  w.status.reason = std::move(reason);
+  w.status.message = std::move(message);
+  w.status.devices.clear();
+  w.status.profile.clear();
+  w.status.start_time.reset();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, AuditEvent>>> PoolService::Audit(int64_t after, size_t limit) {

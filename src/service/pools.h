@@ -46,6 +46,12 @@ class PoolService {
   absl::StatusOr<model::GpuPool> Release(const std::string& ns, const std::string& name,
                                          const std::string& user);
 
+  // Workloads: created Pending (the workload controller admits them); deleting ends the run and
+  // its Profile.
+  absl::StatusOr<model::Workload> CreateWorkload(model::Workload w, const std::string& user);
+  absl::StatusOr<model::Workload> DeleteWorkload(const std::string& ns, const std::string& name,
+                                                 const std::string& user);
+
   // The audit log, oldest first, at most `limit` (0: all) events after revision `after`.
   absl::StatusOr<std::vector<std::pair<int64_t, AuditEvent>>> Audit(int64_t after, size_t limit);
 
@@ -59,6 +65,11 @@ class PoolService {
 
 // True when the pool still holds or may hold devices (not rejected, not released).
 bool PoolIsLive(const model::GpuPool& pool);
+
+// Ends a workload's run: closes its Profile (end time `now`) and sets the phase. `w` is then
+// written by the caller, in the same transaction.
+absl::Status EndRun(store::Txn& tx, model::Workload& w, model::WorkloadPhase phase, std::string reason,
+                    std::string message, Time now);
 
 }  // namespace gpuaas::service
 
