@@ -115,6 +115,19 @@ TEST_F(E2eTest, PoolLifecycleThroughTheCli) {
   EXPECT_EQ(std::count(table.out.begin(), table.out.end(), '\n'), 1 + 1 + 2 + 5 + 2 + 1 + 8) << table.out;
   RunResult layouts = RunGpuaas("get miglayouts" + s);
   EXPECT_NE(layouts.out.find("Applied"), std::string::npos) << layouts.out;
+  // A workload runs on the pool's devices and leaves a Profile.
+  RunResult run = RunGpuaas("workload run infer -p vision --pool train --resource nvidia.com/mig-4g.71gb=1 "
+                            "--priority inference" + s);
+  ASSERT_EQ(run.code, 0) << run.out;
+  std::string phase;
+  for (int i = 0; i < 100 && phase != "Running"; ++i) {
+    nlohmann::json w = nlohmann::json::parse(RunGpuaas("get workloads -o json" + s).out);
+    phase = w["items"][0]["status"].value("phase", "");
+    if (phase != "Running") std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(phase, "Running");
+  EXPECT_NE(RunGpuaas("get profiles" + s).out.find("infer"), std::string::npos);
+  EXPECT_EQ(RunGpuaas("workload delete infer -p vision" + s).code, 0);
   RunResult reject = RunGpuaas("pool reject train -p vision --reason late" + s);
   EXPECT_EQ(reject.code, 1);
   EXPECT_NE(reject.out.find("already approved"), std::string::npos);
@@ -141,6 +154,10 @@ TEST_F(E2eTest, TokensAndRoles) {
   EXPECT_NE(RunGpuaas("pool get theirs -p other" + member).out.find("NotFound"), std::string::npos);
   EXPECT_NE(RunGpuaas("pool release theirs -p other" + member).out.find("NotFound"), std::string::npos);
   EXPECT_NE(RunGpuaas("pool approve theirs -p other" + member).out.find("NotFound"), std::string::npos);
+  ASSERT_EQ(RunGpuaas("workload run w -p other --pool theirs --resource nvidia.com/gpu=1" + s).code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(RunGpuaas("get workloads -o json" + member).out)["items"].empty());
+  EXPECT_NE(RunGpuaas("workload delete w -p other" + member).out.find("NotFound"), std::string::npos);
+  EXPECT_TRUE(nlohmann::json::parse(RunGpuaas("get profiles -o json" + member).out)["items"].empty());
   RunResult list = RunGpuaas("pool list -o json" + member);
   EXPECT_EQ(nlohmann::json::parse(list.out)["items"].size(), 1u) << list.out;
   EXPECT_EQ(nlohmann::json::parse(RunGpuaas("project list -o json" + member).out)["items"].size(), 1u);

@@ -35,6 +35,8 @@ const Resource* FindResource(const std::string& what) {
       {"pools", {"gpupools", "GpuPool"}},            {"pool", {"gpupools", "GpuPool"}},
       {"gpupools", {"gpupools", "GpuPool"}},
       {"miglayouts", {"miglayouts", "MigLayout"}},   {"miglayout", {"miglayouts", "MigLayout"}},
+      {"workloads", {"workloads", "Workload"}},      {"workload", {"workloads", "Workload"}},
+      {"profiles", {"profiles", "Profile"}},         {"profile", {"profiles", "Profile"}},
   };
   auto it = kAliases.find(what);
   return it == kAliases.end() ? nullptr : &it->second;
@@ -183,6 +185,32 @@ void PrintTable(const std::string& plural, const std::vector<json>& items, std::
       }
       t.Add({Str(p, P("/metadata/name")), Str(p, P("/spec/displayName"), "-"),
              quota.empty() ? "none" : quota, Age(Str(p, P("/metadata/creationTimestamp")))});
+    }
+    t.Print(out);
+  } else if (plural == "workloads") {
+    Table t({"NAME", "PROJECT", "POOL", "RESOURCE", "PRIORITY", "PHASE", "REASON", "DEVICES"});
+    for (const json& w : items) {
+      std::string res;
+      const json resources = w["spec"].value("resources", json::object());
+      for (const auto& [k, v] : resources.items()) res = fmt::format("{}={}", k, v.dump());
+      std::string devs;
+      for (const json& d : w["status"].value("devices", json::array())) {
+        devs += (devs.empty() ? "" : ",") + d.value("instanceUUID", d.value("gpuUUID", ""));
+      }
+      t.Add({Str(w, P("/metadata/name")), Str(w, P("/metadata/namespace")), Str(w, P("/spec/pool")), res,
+             Str(w, P("/spec/priorityClassName")), Str(w, P("/status/phase")), Str(w, P("/status/reason"), "-"),
+             devs.empty() ? "-" : devs});
+    }
+    t.Print(out);
+  } else if (plural == "profiles") {
+    Table t({"NAME", "PROJECT", "POD", "POOL", "DEVICES", "START", "END"});
+    for (const json& p : items) {
+      std::string devs;
+      for (const json& d : p["spec"].value("devices", json::array())) {
+        devs += (devs.empty() ? "" : ",") + d.value("instanceUUID", d.value("gpuUUID", ""));
+      }
+      t.Add({Str(p, P("/metadata/name")), Str(p, P("/spec/project")), Str(p, P("/spec/pod")), Str(p, P("/spec/pool")),
+             devs, Str(p, P("/spec/start")), Str(p, P("/spec/end"), "-")});
     }
     t.Print(out);
   } else if (plural == "miglayouts") {
@@ -370,7 +398,7 @@ int PrintWritten(const ClientOptions& o, const absl::StatusOr<std::string>& body
   }
   json j = json::parse(*body, nullptr, false);
   const std::string kind = j.is_object() ? j.value("kind", "object") : "object";
-  std::string plural = kind == "GpuPool" ? "gpupools" : kind == "Project" ? "projects" : ToLower(kind);
+  std::string plural = kind == "GpuPool" ? "gpupools" : ToLower(kind) + "s";
   out << plural << "/" << (j.is_object() ? j["metadata"].value("name", "?") : "?") << " " << verb << "\n";
   return 0;
 }
@@ -478,6 +506,29 @@ int PoolGetCmd(const ClientOptions& o, const std::string& project, const std::st
     d.Print(out);
   }
   return 0;
+}
+
+int WorkloadRunCmd(const ClientOptions& o, const WorkloadRun& r, std::ostream& out, std::ostream& err) {
+  const size_t eq = r.resource.rfind('=');
+  std::optional<int64_t> n = eq == std::string::npos ? std::optional<int64_t>(1) : ParseInt(r.resource.substr(eq + 1));
+  if (!n) {
+    return Fail(err, absl::InvalidArgumentError(fmt::format(
+                         "--resource \"{}\": expected RESOURCE[=COUNT], e.g. nvidia.com/mig-3g.71gb=1", r.resource)));
+  }
+  json j = {{"apiVersion", "gpuaas.io/v1"},
+            {"kind", "Workload"},
+            {"metadata", {{"name", r.name}, {"namespace", r.project}}},
+            {"spec", {{"pool", r.pool},
+                      {"resources", {{r.resource.substr(0, eq), *n}}},
+                      {"priorityClassName", r.priority}}}};
+  return PrintWritten(o, Send(o, "POST", fmt::format("/apis/gpuaas.io/v1/namespaces/{}/workloads", Escape(r.project)), j.dump()),
+                      "created", out, err);
+}
+
+int WorkloadDeleteCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+                      std::ostream& out, std::ostream& err) {
+  return PrintWritten(o, Send(o, "DELETE", fmt::format("/apis/gpuaas.io/v1/namespaces/{}/workloads/{}", Escape(project), Escape(name)), ""),
+                      "deleted", out, err);
 }
 
 int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::string& role,

@@ -59,6 +59,18 @@ int PoolReleaseCmd(const ClientOptions& o, const std::string& project, const std
 int PoolGetCmd(const ClientOptions& o, const std::string& project, const std::string& name,
                std::ostream& out, std::ostream& err);
 
+struct WorkloadRun {
+  std::string name;
+  std::string project;
+  std::string pool;
+  std::string resource;  // RESOURCE[=COUNT]
+  std::string priority = "batch";
+};
+// gpuaas workload run|delete
+int WorkloadRunCmd(const ClientOptions& o, const WorkloadRun& r, std::ostream& out, std::ostream& err);
+int WorkloadDeleteCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+                      std::ostream& out, std::ostream& err);
+
 // gpuaas token create|list|revoke
 int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::string& role,
                    const std::string& project, std::ostream& out, std::ostream& err);

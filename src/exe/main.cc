@@ -111,6 +111,26 @@ int main(int argc, char** argv) {
   pool_approve->add_option("--reason", reason, "why");
   pool_reject->add_option("--reason", reason, "why (required)")->required();
 
+  CLI::App* workload = app.add_subcommand("workload", "workloads on a pool's devices");
+  workload->require_subcommand(1);
+  gpuaas::cli::WorkloadRun wr;
+  CLI::App* workload_run = workload->add_subcommand("run", "run a workload on a pool");
+  workload_run->add_option("name", wr.name, "workload name")->required();
+  workload_run->add_option("-p,--project", wr.project, "the project")->required();
+  workload_run->add_option("--pool", wr.pool, "the project's pool")->required();
+  workload_run->add_option("--resource", wr.resource,
+                           "RESOURCE[=COUNT], e.g. nvidia.com/mig-3g.71gb=1 or nvidia.com/gpu=2")->required();
+  workload_run->add_option("--priority", wr.priority, "inference (guaranteed) or batch (preemptible)")
+      ->capture_default_str();
+  add_client_flags(workload_run, true);
+  std::string wl_project, wl_name;
+  CLI::App* workload_list = workload->add_subcommand("list", "list workloads");
+  add_client_flags(workload_list, true);
+  CLI::App* workload_delete = workload->add_subcommand("delete", "end a workload");
+  workload_delete->add_option("name", wl_name, "workload name")->required();
+  workload_delete->add_option("-p,--project", wl_project, "the project")->required();
+  add_client_flags(workload_delete, true);
+
   CLI::App* token = app.add_subcommand("token", "API tokens (operators)");
   token->require_subcommand(1);
   std::string token_user, token_role, token_project, token_id;
@@ -141,6 +161,11 @@ int main(int argc, char** argv) {
     return gpuaas::cli::TokenCreateCmd(client, token_user, token_role, token_project, std::cout, std::cerr);
   }
   if (token_list->parsed()) return gpuaas::cli::TokenListCmd(client, std::cout, std::cerr);
+  if (workload_run->parsed()) return gpuaas::cli::WorkloadRunCmd(client, wr, std::cout, std::cerr);
+  if (workload_list->parsed()) return gpuaas::cli::Get(client, "workloads", "", std::cout, std::cerr);
+  if (workload_delete->parsed()) {
+    return gpuaas::cli::WorkloadDeleteCmd(client, wl_project, wl_name, std::cout, std::cerr);
+  }
   if (token_revoke->parsed()) return gpuaas::cli::TokenRevokeCmd(client, token_id, std::cout, std::cerr);
   if (project_create->parsed()) return gpuaas::cli::ProjectCreateCmd(client, pc, std::cout, std::cerr);
   if (project_list->parsed()) return gpuaas::cli::Get(client, "projects", "", std::cout, std::cerr);
