@@ -186,7 +186,7 @@ TEST(AllocatorProperty, RandomSequencesKeepTheInvariants) {
   const char* models[] = {"H200-SXM-141GB", "H100-SXM5-80GB", "A100-80GB"};
   std::mt19937 rng(20261202);
   int allocations = 0, failures = 0, reconfigurations = 0;
-  for (int round = 0; round < 60; ++round) {
+  for (int round = 0; round < 100; ++round) {
     FleetSnapshot f;
     const int nodes = 1 + static_cast<int>(rng() % 4);
     for (int n = 0; n < nodes; ++n) {
