@@ -32,8 +32,11 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 gport=$(free_port)
 nport=$(free_port)
 
+# Authenticated like a real client: every request carries a bearer token (nginx gets it too).
+token="bench-operator-token-0123456789"
+echo "$token,bench,operator" >"$work/tokens"
 "$BIN" server --synthetic-gpus "$GPUS" --listen "127.0.0.1:$gport" --db "sqlite:$work/bench.db" \
-  --log-level warn --sync-interval 3600 >"$work/gpuaas.log" 2>&1 &
+  --log-level warn --sync-interval 3600 --token-auth-file "$work/tokens" >"$work/gpuaas.log" 2>&1 &
 gpid=$!
 for _ in $(seq 1 600); do
   curl -sf "http://127.0.0.1:$gport/readyz" >/dev/null 2>&1 && break
@@ -42,11 +45,12 @@ done
 curl -sf "http://127.0.0.1:$gport/readyz" >/dev/null || { cat "$work/gpuaas.log"; exit 1; }
 
 g="http://127.0.0.1:$gport"
-name=$(curl -sf "$g/apis/gpuaas.io/v1/gpucapacities?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["items"][0]["metadata"]["name"])')
+auth=(-H "Authorization: Bearer $token")
+name=$(curl -sf "${auth[@]}" "$g/apis/gpuaas.io/v1/gpucapacities?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["items"][0]["metadata"]["name"])')
 single="/apis/gpuaas.io/v1/gpucapacities/$name"
 page="/apis/gpuaas.io/v1/gpucapacities?limit=100"
-curl -sf "$g$single" >"$work/single.json"
-curl -sf "$g$page" >"$work/page.json"
+curl -sf "${auth[@]}" "$g$single" >"$work/single.json"
+curl -sf "${auth[@]}" "$g$page" >"$work/page.json"
 total=$(curl -sf "$g/api/v1/summary" | python3 -c 'import json,sys; print(json.load(sys.stdin)["physical"]["gpus"])')
 
 user_line=""
@@ -74,7 +78,7 @@ for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$nport/single.json" >/dev/nu
 # run NAME URL -> "rps p99_ms"
 run() {
   local out
-  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency "$2")
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency "${auth[@]}" "$2")
   local rps p99
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   p99=$(echo "$out" | awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub("us","",v); v=v/1000} else if (v ~ /ms$/) {sub("ms","",v)} else if (v ~ /s$/) {sub("s","",v); v=v*1000}; print v}')
@@ -96,7 +100,7 @@ done
 # The full list, one request at a time: median and max of 10.
 times=()
 for _ in $(seq 1 10); do
-  times+=("$(curl -s -o "$work/full.json" -w '%{time_total}' "$g/apis/gpuaas.io/v1/gpucapacities")")
+  times+=("$(curl -s "${auth[@]}" -o "$work/full.json" -w '%{time_total}' "$g/apis/gpuaas.io/v1/gpucapacities")")
 done
 items=$(python3 -c "import json; print(len(json.load(open('$work/full.json'))['items']))")
 python3 - "$items" "$(wc -c <"$work/full.json")" "${times[@]}" <<'PY'
