@@ -100,7 +100,7 @@ TEST_F(E2eTest, PoolLifecycleThroughTheCli) {
   RunResult approve = RunGpuaas("pool approve train -p vision --reason ok" + s);
   ASSERT_EQ(approve.code, 0) << approve.out;
   std::string ready;
-  for (int i = 0; i < 100 && ready != "True"; ++i) {
+  for (int i = 0; i < 400 && ready != "True"; ++i) {
     RunResult get = RunGpuaas("pool get train -p vision -o json" + s);
     ASSERT_EQ(get.code, 0) << get.out;
     nlohmann::json p = nlohmann::json::parse(get.out);
@@ -120,7 +120,7 @@ TEST_F(E2eTest, PoolLifecycleThroughTheCli) {
                             "--priority inference" + s);
   ASSERT_EQ(run.code, 0) << run.out;
   std::string phase;
-  for (int i = 0; i < 100 && phase != "Running"; ++i) {
+  for (int i = 0; i < 400 && phase != "Running"; ++i) {
     nlohmann::json w = nlohmann::json::parse(RunGpuaas("get workloads -o json" + s).out);
     phase = w["items"][0]["status"].value("phase", "");
     if (phase != "Running") std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -201,7 +201,7 @@ TEST_F(E2eTest, KilledDuringProvisioningConverges) {
   const std::string s = " --server " + again.Url();
   nlohmann::json after;
   std::string ready;
-  for (int i = 0; i < 150 && ready != "True"; ++i) {
+  for (int i = 0; i < 400 && ready != "True"; ++i) {
     after = nlohmann::json::parse(RunGpuaas("pool get big -p vision -o json" + s).out);
     for (const auto& c : after["status"].value("conditions", nlohmann::json::array())) {
       if (c["type"] == "Ready") ready = c["status"];

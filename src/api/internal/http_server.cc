@@ -3,6 +3,7 @@
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <optional>
@@ -68,8 +69,9 @@ using tcp = asio::ip::tcp;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler)
-      : stream_(std::move(socket)), options_(options), handler_(handler) {}
+  Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
+          asio::thread_pool& workers)
+      : stream_(std::move(socket)), options_(options), handler_(handler), workers_(workers) {}
 
   void Start() {
     asio::dispatch(stream_.get_executor(),
@@ -138,19 +140,32 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep_alive = msg.keep_alive();
     const bool head = msg.method() == http::verb::head;
     const unsigned version = msg.version();
-    HttpResponse resp;
     if (!ok) {
-      resp = {400, std::string(kProblemContentType),
-              ProblemJson({400, "BadRequest", "malformed percent-encoding in the request target"}), {}};
-    } else {
-      try {
-        resp = handler_(req);
-      } catch (const std::exception& e) {
-        log::Error("handler {} {} threw: {}", req.method, req.path, e.what());
-        resp = {500, std::string(kProblemContentType), ProblemJson({500, "InternalError", "internal error"}), {}};
-      }
+      HttpResponse resp{400, std::string(kProblemContentType),
+                        ProblemJson({400, "BadRequest", "malformed percent-encoding in the request target"}), {}};
+      return Write(std::move(resp), head, keep_alive, version);
     }
-    Write(std::move(resp), head, keep_alive, version);
+    // Reads answer from in-memory snapshots and run here, on the I/O thread. Writes wait for
+    // the store and the cache, so they run on the worker pool: a slow commit must not stall
+    // every other connection.
+    if (req.method == "GET" || req.method == "HEAD") {
+      return Write(Handle(req), head, keep_alive, version);
+    }
+    asio::post(workers_, [self = shared_from_this(), req = std::move(req), head, keep_alive, version]() mutable {
+      HttpResponse resp = self->Handle(req);
+      asio::post(self->stream_.get_executor(), [self, resp = std::move(resp), head, keep_alive, version]() mutable {
+        self->Write(std::move(resp), head, keep_alive, version);
+      });
+    });
+  }
+
+  HttpResponse Handle(const HttpRequest& req) {
+    try {
+      return handler_(req);
+    } catch (const std::exception& e) {
+      log::Error("handler {} {} threw: {}", req.method, req.path, e.what());
+      return {500, std::string(kProblemContentType), ProblemJson({500, "InternalError", "internal error"}), {}};
+    }
   }
 
   void Write(HttpResponse r, bool head, bool keep_alive, unsigned version) {
@@ -182,13 +197,15 @@ class Session : public std::enable_shared_from_this<Session> {
   http::response<http::string_body> res_;
   const HttpServerOptions& options_;
   const HttpHandler& handler_;
+  asio::thread_pool& workers_;
 };
 
 }  // namespace
 
 struct HttpServer::Impl {
   Impl(HttpServerOptions o, HttpHandler h)
-      : options(std::move(o)), handler(std::move(h)), io(std::max(1, options.threads)), acceptor(io) {}
+      : options(std::move(o)), handler(std::move(h)), io(std::max(1, options.threads)), acceptor(io),
+        workers(static_cast<size_t>(std::max(1, options.worker_threads))) {}
 
   void Accept() {
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
@@ -198,7 +215,7 @@ struct HttpServer::Impl {
       } else {
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(socket), options, handler)->Start();
+        std::make_shared<Session>(std::move(socket), options, handler, workers)->Start();
       }
       Accept();
     });
@@ -208,6 +225,7 @@ struct HttpServer::Impl {
   HttpHandler handler;
   asio::io_context io;
   tcp::acceptor acceptor;
+  asio::thread_pool workers;  // runs handlers that may block (writes)
   std::vector<std::thread> threads;
   int port = 0;
 };
@@ -250,6 +268,7 @@ void HttpServer::Stop() {
     beast::error_code ec;
     s.acceptor.close(ec);
   });
+  s.workers.join();  // let in-flight writes finish (they commit to the store)
   s.io.stop();
   for (std::thread& t : s.threads) t.join();
   s.threads.clear();

@@ -17,7 +17,8 @@ namespace gpuaas::api::internal {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;
-  int threads = 2;
+  int threads = 2;          // I/O threads; reads are answered on them
+  int worker_threads = 8;   // writes, which wait for the store, run here
   size_t max_body_bytes = 1 << 20;
   int idle_timeout_s = 120;
 };
