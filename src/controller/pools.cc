@@ -130,24 +130,29 @@ absl::Status PoolController::ReconcileLayouts(PassStats& stats) {
   return absl::OkStatus();
 }
 
-// True when every device of the pool shows in the inventory as allocated (MIG instance of the
-// profile at its start, or the whole GPU with MIG off).
-bool AllPresent(const GpuPool& pool, const std::map<std::string, const model::GpuCapacity*>& gpus) {
-  for (const model::AllocatedDevice& d : pool.status.allocation) {
-    auto g = gpus.find(d.gpu_uuid);
-    if (g == gpus.end()) return false;
-    const model::GpuCapacity& gpu = *g->second;
-    const bool mig = gpu.status.mig_mode == model::MigMode::kEnabled;
-    if (d.profile == catalog::kFullProfile) {
-      if (mig) return false;
-      continue;
-    }
-    if (!mig || std::none_of(gpu.status.mig_instances.begin(), gpu.status.mig_instances.end(),
-                             [&](const model::MigInstance& m) { return m.profile == d.profile && m.start == d.start; })) {
-      return false;
-    }
+// Where an allocated device stands in the inventory: present when its GPU exists with MIG off
+// (a whole GPU) or holds an instance of its profile at its start (then `instance` points to it).
+struct Located {
+  bool present = false;
+  const model::MigInstance* instance = nullptr;
+};
+
+Located Locate(const model::AllocatedDevice& d, const std::map<std::string, const model::GpuCapacity*>& gpus) {
+  auto g = gpus.find(d.gpu_uuid);
+  if (g == gpus.end()) return {};
+  const model::GpuCapacity& gpu = *g->second;
+  const bool mig = gpu.status.mig_mode == model::MigMode::kEnabled;
+  if (d.profile == catalog::kFullProfile) return {!mig, nullptr};
+  if (!mig) return {};
+  for (const model::MigInstance& m : gpu.status.mig_instances) {
+    if (m.profile == d.profile && m.start == d.start) return {true, &m};
   }
-  return true;
+  return {};
+}
+
+bool AllPresent(const GpuPool& pool, const std::map<std::string, const model::GpuCapacity*>& gpus) {
+  return std::all_of(pool.status.allocation.begin(), pool.status.allocation.end(),
+                     [&](const model::AllocatedDevice& d) { return Locate(d, gpus).present; });
 }
 
 absl::Status PoolController::ReconcilePools(PassStats& stats) {
@@ -283,27 +288,13 @@ absl::Status PoolController::ReconcilePools(PassStats& stats) {
       for (const model::GpuCapacity& g : gpus) by_uuid[g.spec.uuid] = &g;
       int missing = 0;
       for (model::AllocatedDevice& d : pool.status.allocation) {
-        auto g = by_uuid.find(d.gpu_uuid);
-        if (g == by_uuid.end()) {
+        const Located at = Locate(d, by_uuid);
+        if (!at.present) {
           ++missing;
-          continue;
+        } else if (at.instance != nullptr && d.instance_uuid != at.instance->uuid) {
+          d.instance_uuid = at.instance->uuid;
+          changed = true;
         }
-        const model::GpuCapacity& gpu = *g->second;
-        if (d.profile == catalog::kFullProfile) {
-          missing += gpu.status.mig_mode == model::MigMode::kDisabled ? 0 : 1;
-          continue;
-        }
-        bool found = false;
-        for (const model::MigInstance& mi : gpu.status.mig_instances) {
-          if (gpu.status.mig_mode == model::MigMode::kEnabled && mi.profile == d.profile && mi.start == d.start) {
-            found = true;
-            if (d.instance_uuid != mi.uuid) {
-              d.instance_uuid = mi.uuid;
-              changed = true;
-            }
-          }
-        }
-        missing += found ? 0 : 1;
       }
       std::string failed;
       if (missing > 0) {

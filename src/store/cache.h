@@ -75,8 +75,8 @@ class ObjectCache {
   void Loop();
 
   Store& store_;
-  std::mutex mu_;  // guards kinds_ and apply_mu_ users' view
-  std::mutex apply_mu_;  // serialises Relist/ApplyChanges
+  std::mutex mu_;        // guards kinds_ and the revision readers wait on
+  std::mutex apply_mu_;  // serialises Relist and ApplyChanges (taken before mu_)
   std::condition_variable applied_;
   std::map<std::string, KindState, std::less<>> kinds_;
   std::atomic<int64_t> revision_{0};
