@@ -4,6 +4,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
+#include "cli/sim.h"
 #include "exe/server_main.h"
 
 #ifndef GPUAAS_VERSION
@@ -145,6 +146,27 @@ int main(int argc, char** argv) {
   token_revoke->add_option("id", token_id, "token id (the part before the dot)")->required();
   add_client_flags(token_revoke, false);
 
+  gpuaas::cli::SimOptions so;
+  CLI::App* sim = app.add_subcommand(
+      "sim", "replay a cluster trace (Alibaba openb_* CSV) through the packing policies");
+  sim->add_option("--nodes", so.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
+      ->required();
+  sim->add_option("--pods", so.pods, "pod list CSV(s) (name,cpu_milli,memory_mib,num_gpu,gpu_milli,...)")
+      ->required();
+  sim->add_option("--policy", so.policy,
+                  "random, dotprod, packing, bestfit, fgd, gpuaas; a comma-separated list, or all")
+      ->capture_default_str();
+  sim->add_option("--seeds", so.seeds, "seeds: N, A-B or a list")->capture_default_str();
+  sim->add_option("--tune", so.tune, "sample pods until GPU requests reach this x capacity")
+      ->capture_default_str();
+  sim->add_option("--format", so.format, "table or csv (csv: the mean curve of one policy)")
+      ->capture_default_str();
+  sim->add_option("--mode", so.mode,
+                  "arrival (the FGD protocol), churn (creation/deletion times) or mig")
+      ->capture_default_str();
+  sim->add_option("--mig-model", so.mig_model, "the MIG model of --mode mig")->capture_default_str();
+  sim->add_option("--jobs", so.jobs, "threads (0: one per core)")->capture_default_str();
+
   CLI::App* version = app.add_subcommand("version", "client and server versions");
   add_client_flags(version, false);
 
@@ -155,6 +177,7 @@ int main(int argc, char** argv) {
   if (summary->parsed()) return gpuaas::cli::Summary(client, std::cout, std::cerr);
   if (models->parsed()) return gpuaas::cli::CatalogModels(catalog_output, std::cout, std::cerr);
   if (layouts->parsed()) return gpuaas::cli::CatalogLayouts(model, std::cout, std::cerr);
+  if (sim->parsed()) return gpuaas::cli::Sim(so, std::cout, std::cerr);
   if (version->parsed()) return gpuaas::cli::Version(client, GPUAAS_VERSION, std::cout, std::cerr);
   using gpuaas::cli::PoolApproveCmd;
   if (token_create->parsed()) {

@@ -1,0 +1,1 @@
+#include "allocator/packing.h"

@@ -1,0 +1,30 @@
+// `gpuaas sim`: replays a cluster trace (Alibaba `openb_*` node and pod lists) through the
+// packing policies and prints allocation and fragmentation. Reads the two files, runs
+// sim/replay.h, prints a table or CSV. Returns the process exit code (0, or 1 with the error on
+// `err`).
+#ifndef GPUAAS_CLI_SIM_H_
+#define GPUAAS_CLI_SIM_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace gpuaas::cli {
+
+struct SimOptions {
+  std::string nodes;              // node list CSV
+  std::vector<std::string> pods;  // pod list CSVs (several: one block of results each)
+  std::string policy = "gpuaas";  // a name, a comma-separated list, or "all"
+  std::string seeds = "42-51";    // "42-51", "42,43" or "42"
+  double tune = 1.3;
+  std::string format = "table";   // table or csv
+  std::string mode = "arrival";   // arrival, churn or mig
+  std::string mig_model = "H100-SXM5-80GB";
+  int jobs = 0;                   // threads (0: one per core)
+};
+
+int Sim(const SimOptions& o, std::ostream& out, std::ostream& err);
+
+}  // namespace gpuaas::cli
+
+#endif  // GPUAAS_CLI_SIM_H_

@@ -1,0 +1,348 @@
+#include "sim/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "absl/status/status.h"
+#include <fmt/format.h>
+
+namespace gpuaas::sim {
+
+using allocator::GpuChoice;
+using allocator::NodeScore;
+using allocator::NodeSpec;
+using allocator::NodeState;
+using allocator::PodShape;
+
+namespace {
+
+std::vector<PodShape> ShapesOf(const std::vector<TracePod>& pods) {
+  std::vector<PodShape> out;
+  out.reserve(pods.size());
+  for (const TracePod& p : pods) out.push_back(p.shape);
+  return out;
+}
+
+// Seeds of the independent random streams of one run: the workload (sampling and shuffling) is
+// the same for every policy under a seed; tie-breaking has its own stream.
+uint64_t WorkloadSeed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 1; }
+uint64_t TieSeed(uint64_t seed) { return seed * 0xD1B54A32D192ED03ULL + 7; }
+
+}  // namespace
+
+Scheduler::Scheduler(std::vector<NodeSpec> nodes, const allocator::PackingPolicy& policy,
+                     allocator::TypicalPods typical, uint64_t seed)
+    : nodes_(std::move(nodes)), policy_(policy), typical_(std::move(typical)), rng_(TieSeed(seed)) {
+  ctx_.typical = &typical_;
+  states_.reserve(nodes_.size());
+  for (const NodeSpec& n : nodes_) {
+    states_.push_back(NodeState::Empty(n));
+    capacity_milli_ += static_cast<int64_t>(states_.back().gpus) * allocator::kMilliGpu;
+  }
+  int64_t cpu = 0;
+  for (const NodeSpec& n : nodes_) cpu += n.cpu_milli;
+  if (capacity_milli_ > 0) {
+    ctx_.cluster_cpu_per_gpu_milli = static_cast<double>(cpu) / static_cast<double>(capacity_milli_);
+  }
+  version_.assign(nodes_.size(), 1);
+  // The order in which nodes are scored, and so which of equally good nodes wins: random per
+  // seed, then fixed for the run, as the FGD artifact's node list (named with a random prefix,
+  // then sorted). A fixed order makes ties consolidate onto the same nodes; drawing anew for
+  // every pod would spread them (and loses 5 points of allocation for FGD on the default trace).
+  order_.resize(nodes_.size());
+  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
+  std::shuffle(order_.begin(), order_.end(), rng_);
+  frag_.resize(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    frag_[i] = allocator::NodeFragmentation(nodes_[i], states_[i], typical_);
+    frag_total_ += frag_[i];
+  }
+}
+
+int Scheduler::Intern(const PodShape& shape) {
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    const PodShape& s = shapes_[i];
+    if (s.cpu_milli == shape.cpu_milli && s.memory_mib == shape.memory_mib &&
+        s.num_gpu == shape.num_gpu && s.gpu_milli == shape.gpu_milli &&
+        s.gpu_models == shape.gpu_models) {
+      return static_cast<int>(i);
+    }
+  }
+  shapes_.push_back(shape);
+  cache_.emplace_back(nodes_.size());
+  return static_cast<int>(shapes_.size() - 1);
+}
+
+const NodeScore& Scheduler::ScoreOf(size_t node, int shape) {
+  Cached& c = cache_[static_cast<size_t>(shape)][node];
+  if (c.version != version_[node]) {
+    c.score = policy_.Score(nodes_[node], states_[node], shapes_[static_cast<size_t>(shape)], ctx_);
+    c.version = version_[node];
+  }
+  return c.score;
+}
+
+void Scheduler::Changed(size_t node) {
+  ++version_[node];
+  frag_total_ -= frag_[node];
+  frag_[node] = allocator::NodeFragmentation(nodes_[node], states_[node], typical_);
+  frag_total_ += frag_[node];
+}
+
+int Scheduler::Schedule(int shape, GpuChoice* gpus) {
+  ++decisions_;
+  const PodShape& pod = shapes_[static_cast<size_t>(shape)];
+  scratch_nodes_.clear();
+  for (uint32_t n : order_) {
+    if (allocator::Fits(nodes_[n], states_[n], pod)) scratch_nodes_.push_back(n);
+  }
+  if (scratch_nodes_.empty()) return -1;
+  size_t chosen = 0;
+  if (policy_.Random()) {
+    chosen = scratch_nodes_[rng_() % scratch_nodes_.size()];
+    *gpus = allocator::RandomGpus(states_[chosen], pod, rng_());
+  } else {
+    scratch_scores_.clear();
+    for (uint32_t n : scratch_nodes_) scratch_scores_.push_back(ScoreOf(n, shape).score);
+    if (policy_.Normalizes()) allocator::NormalizeScores(scratch_scores_);
+    // The highest score; the first in node order among equals.
+    int64_t best = std::numeric_limits<int64_t>::min();
+    for (size_t i = 0; i < scratch_nodes_.size(); ++i) {
+      if (scratch_scores_[i] > best) {
+        best = scratch_scores_[i];
+        chosen = scratch_nodes_[i];
+      }
+    }
+    *gpus = ScoreOf(chosen, shape).gpus;
+  }
+  allocator::Place(states_[chosen], pod, *gpus);
+  used_milli_ += pod.TotalGpuMilli();
+  Changed(chosen);
+  return static_cast<int>(chosen);
+}
+
+void Scheduler::Remove(int node, int shape, const GpuChoice& gpus) {
+  const PodShape& pod = shapes_[static_cast<size_t>(shape)];
+  allocator::Place(states_[static_cast<size_t>(node)], pod, gpus, -1);
+  used_milli_ -= pod.TotalGpuMilli();
+  Changed(static_cast<size_t>(node));
+}
+
+std::vector<size_t> ArrivalOrder(const std::vector<TracePod>& pods, int64_t capacity_milli,
+                                 double tune, uint64_t seed) {
+  std::mt19937_64 rng(WorkloadSeed(seed));
+  std::vector<size_t> order(pods.size());
+  int64_t requested = 0;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    order[i] = i;
+    requested += pods[i].shape.TotalGpuMilli();
+  }
+  const double target = tune * static_cast<double>(capacity_milli);
+  while (tune > 0 && !pods.empty()) {
+    const size_t pick = rng() % pods.size();
+    if (static_cast<double>(requested + pods[pick].shape.TotalGpuMilli()) > target) break;
+    requested += pods[pick].shape.TotalGpuMilli();
+    order.push_back(pick);
+  }
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+ArrivalResult RunArrival(const std::vector<NodeSpec>& nodes, const std::vector<TracePod>& pods,
+                         const allocator::PackingPolicy& policy, uint64_t seed,
+                         const ArrivalConfig& config) {
+  ArrivalResult out;
+  out.seed = seed;
+  const std::vector<PodShape> shapes = ShapesOf(pods);
+  Scheduler sched(nodes, policy, allocator::TypicalPodsOf(shapes), seed);
+
+  std::vector<int> shape_of;
+  shape_of.reserve(shapes.size());
+  for (const PodShape& s : shapes) shape_of.push_back(sched.Intern(s));
+  std::vector<int> ids;
+  for (size_t i : ArrivalOrder(pods, sched.CapacityMilli(), config.tune, seed)) {
+    ids.push_back(shape_of[i]);
+  }
+
+  const size_t buckets = kMaxArrivedPercent + 1;
+  std::vector<double> alloc_sum(buckets), frag_sum(buckets), ratio_sum(buckets);
+  std::vector<int64_t> count(buckets);
+  const double cap = static_cast<double>(sched.CapacityMilli());
+  int64_t arrived = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int id : ids) {
+    GpuChoice gpus;
+    arrived += sched.Shape(id).TotalGpuMilli();
+    if (sched.Schedule(id, &gpus) >= 0) {
+      ++out.placed;
+    } else {
+      ++out.failed;
+    }
+    const double pct = std::nearbyint(static_cast<double>(arrived) / cap * 100.0);
+    if (pct < 0 || pct > kMaxArrivedPercent) continue;
+    const size_t b = static_cast<size_t>(pct);
+    alloc_sum[b] += static_cast<double>(sched.UsedMilli()) / cap * 100.0;
+    frag_sum[b] += sched.FragMilli() / cap * 100.0;
+    const double idle = static_cast<double>(sched.IdleMilli());
+    ratio_sum[b] += idle > 0 ? sched.FragMilli() / idle * 100.0 : 0.0;
+    ++count[b];
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.pods = static_cast<int64_t>(ids.size());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  out.curve.alloc.assign(buckets, nan);
+  out.curve.frag.assign(buckets, nan);
+  out.curve.frag_ratio.assign(buckets, nan);
+  for (size_t b = 0; b < buckets; ++b) {
+    if (count[b] == 0) continue;
+    const double n = static_cast<double>(count[b]);
+    out.curve.alloc[b] = alloc_sum[b] / n;
+    out.curve.frag[b] = frag_sum[b] / n;
+    out.curve.frag_ratio[b] = ratio_sum[b] / n;
+  }
+  return out;
+}
+
+Curve MeanCurve(const std::vector<ArrivalResult>& runs) {
+  const size_t buckets = kMaxArrivedPercent + 1;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Curve out{std::vector<double>(buckets, nan), std::vector<double>(buckets, nan),
+            std::vector<double>(buckets, nan)};
+  auto mean = [&](auto member, std::vector<double>& dst) {
+    for (size_t b = 0; b < buckets; ++b) {
+      double sum = 0;
+      int n = 0;
+      for (const ArrivalResult& r : runs) {
+        const double v = (r.curve.*member)[b];
+        if (std::isnan(v)) continue;
+        sum += v;
+        ++n;
+      }
+      if (n > 0) dst[b] = sum / n;
+    }
+  };
+  mean(&Curve::alloc, out.alloc);
+  mean(&Curve::frag, out.frag);
+  mean(&Curve::frag_ratio, out.frag_ratio);
+  return out;
+}
+
+absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
+                                     const std::vector<TracePod>& pods,
+                                     const allocator::PackingPolicy& policy, uint64_t seed) {
+  for (const TracePod& p : pods) {
+    if (p.creation_time < 0 || p.deletion_time < 0) {
+      return absl::InvalidArgumentError(fmt::format("{}{}{}", 
+          "churn mode needs creation_time and deletion_time; pod ", p.name, " has none"));
+    }
+  }
+  ChurnResult out;
+  out.seed = seed;
+  out.pods = static_cast<int64_t>(pods.size());
+  Scheduler sched(nodes, policy, allocator::TypicalPodsOf(ShapesOf(pods)), seed);
+  std::vector<int> shape(pods.size());
+  for (size_t i = 0; i < pods.size(); ++i) shape[i] = sched.Intern(pods[i].shape);
+
+  // Events in time order; at equal times departures first (they free room), then arrivals in
+  // file order.
+  struct Event {
+    int64_t time;
+    int kind;  // 0 departure, 1 arrival
+    size_t pod;
+  };
+  std::vector<Event> events;
+  events.reserve(pods.size() * 2);
+  for (size_t i = 0; i < pods.size(); ++i) {
+    events.push_back({pods[i].creation_time, 1, i});
+    events.push_back({std::max(pods[i].deletion_time, pods[i].creation_time), 0, i});
+  }
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return std::tie(a.time, a.kind) < std::tie(b.time, b.kind);
+  });
+
+  struct Running {
+    int node = -1;
+    GpuChoice gpus;
+  };
+  std::vector<Running> where(pods.size());
+  std::vector<char> waiting(pods.size(), 0), done(pods.size(), 0);
+  std::deque<size_t> queue;  // waiting pods, first come first served
+  int64_t pending = 0;
+  const double cap = static_cast<double>(sched.CapacityMilli());
+  const int64_t start = events.empty() ? 0 : events.front().time;
+  const int64_t end = events.empty() ? 0 : events.back().time;
+  double used_integral = 0, pending_integral = 0;
+  int64_t last = start;
+
+  auto retry = [&]() {
+    // Shapes that failed in this pass fail again until something else is freed.
+    std::vector<char> failed(static_cast<size_t>(sched.ShapeCount()), 0);
+    std::deque<size_t> keep;
+    while (!queue.empty()) {
+      const size_t i = queue.front();
+      queue.pop_front();
+      if (!waiting[i]) continue;
+      const int s = shape[i];
+      if (failed[static_cast<size_t>(s)]) {
+        keep.push_back(i);
+        continue;
+      }
+      const int node = sched.Schedule(s, &where[i].gpus);
+      if (node < 0) {
+        failed[static_cast<size_t>(s)] = 1;
+        keep.push_back(i);
+        continue;
+      }
+      where[i].node = node;
+      waiting[i] = 0;
+      --pending;
+      ++out.placed_late;
+    }
+    queue.swap(keep);
+  };
+
+  for (const Event& e : events) {
+    used_integral += static_cast<double>(sched.UsedMilli()) * static_cast<double>(e.time - last);
+    pending_integral += static_cast<double>(pending) * static_cast<double>(e.time - last);
+    last = e.time;
+    const size_t i = e.pod;
+    if (e.kind == 1) {
+      const int node = sched.Schedule(shape[i], &where[i].gpus);
+      if (node >= 0) {
+        where[i].node = node;
+        ++out.placed_at_once;
+      } else {
+        waiting[i] = 1;
+        queue.push_back(i);
+        ++pending;
+        out.max_pending = std::max(out.max_pending, pending);
+      }
+      continue;
+    }
+    if (waiting[i]) {  // gave up while waiting
+      waiting[i] = 0;
+      --pending;
+      ++out.gave_up;
+      continue;
+    }
+    if (where[i].node >= 0 && !done[i]) {
+      sched.Remove(where[i].node, shape[i], where[i].gpus);
+      done[i] = 1;
+      if (!queue.empty()) retry();
+    }
+  }
+  out.pending_end = pending;
+  const double span = static_cast<double>(end - start);
+  if (span > 0) {
+    out.time_avg_alloc = used_integral / span / cap * 100.0;
+    out.avg_pending = pending_integral / span;
+  }
+  return out;
+}
+
+}  // namespace gpuaas::sim

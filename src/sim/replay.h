@@ -1,0 +1,142 @@
+// Trace replay: places a trace's pods on its nodes with a packing policy and measures how much
+// of the cluster's GPU capacity gets used. Pure computation on parsed traces (sim/trace.h); the
+// `gpuaas sim` command reads the files and prints the results. Thread-compatible: one Scheduler
+// per thread.
+//
+// Arrival mode follows the protocol of the FGD paper (Weng et al., ATC'23, section 6.1): pods
+// are sampled with replacement from the trace and added to it until their GPU requests reach
+// `tune` (1.3) times the cluster's GPU capacity, the list is shuffled with the seed, and pods are
+// placed one by one with no departures; a pod that fits nowhere is skipped. After each pod the
+// allocation ratio (GPU milli in use / capacity) and the fragmentation ratio are recorded
+// against the arrived GPU request (the sum over pods tried so far, placed or not, as a share of
+// capacity); the curve value at x% is the mean over the pods at which the arrived share rounds
+// to x, as the paper's analysis scripts compute it.
+//
+// Churn mode replays creation_time and deletion_time instead: pods arrive and leave, pods that
+// do not fit wait (first come, first served) and are retried whenever capacity is freed, and a
+// pod that is still waiting at its deletion time gives up.
+#ifndef GPUAAS_SIM_REPLAY_H_
+#define GPUAAS_SIM_REPLAY_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "allocator/packing.h"
+#include "sim/trace.h"
+
+namespace gpuaas::sim {
+
+inline constexpr int kMaxArrivedPercent = 130;
+
+// One placement engine: the cluster's nodes, what is left on each, and a cache of policy
+// scores per (node, pod shape) that is dropped for a node whenever the node changes. Decisions
+// are exactly those of scoring every feasible node afresh; the cache only saves the work. The
+// best score wins; among equal scores, the first node in an order drawn once per seed.
+class Scheduler {
+ public:
+  Scheduler(std::vector<allocator::NodeSpec> nodes, const allocator::PackingPolicy& policy,
+            allocator::TypicalPods typical, uint64_t seed);
+
+  // Places a pod of shape id `shape` (from Intern); returns the node index, or -1 when the pod
+  // fits nowhere. `gpus` receives the GPUs it got.
+  int Schedule(int shape, allocator::GpuChoice* gpus);
+  // Removes a pod placed by Schedule.
+  void Remove(int node, int shape, const allocator::GpuChoice& gpus);
+
+  // The id of a pod shape; equal shapes share an id and a cache column.
+  int Intern(const allocator::PodShape& shape);
+  const allocator::PodShape& Shape(int id) const { return shapes_[static_cast<size_t>(id)]; }
+  int ShapeCount() const { return static_cast<int>(shapes_.size()); }
+
+  int64_t CapacityMilli() const { return capacity_milli_; }
+  int64_t UsedMilli() const { return used_milli_; }
+  // Fragmented GPU milli of the cluster against the typical pods (FGD's measure), and idle milli.
+  double FragMilli() const { return frag_total_; }
+  int64_t IdleMilli() const { return capacity_milli_ - used_milli_; }
+  const std::vector<allocator::NodeSpec>& Nodes() const { return nodes_; }
+  const std::vector<allocator::NodeState>& States() const { return states_; }
+  int64_t decisions() const { return decisions_; }
+
+ private:
+  struct Cached {
+    uint32_t version = 0;  // 0: empty
+    allocator::NodeScore score;
+  };
+  const allocator::NodeScore& ScoreOf(size_t node, int shape);
+  void Changed(size_t node);
+
+  std::vector<allocator::NodeSpec> nodes_;
+  std::vector<allocator::NodeState> states_;
+  std::vector<uint32_t> version_;
+  std::vector<uint32_t> order_;  // node indices in scoring order
+  std::vector<double> frag_;
+  const allocator::PackingPolicy& policy_;
+  allocator::TypicalPods typical_;
+  allocator::PackingContext ctx_;
+  std::vector<allocator::PodShape> shapes_;
+  std::vector<std::vector<Cached>> cache_;  // [shape][node]
+  std::mt19937_64 rng_;
+  std::vector<int64_t> scratch_scores_;
+  std::vector<uint32_t> scratch_nodes_;
+  int64_t capacity_milli_ = 0;
+  int64_t used_milli_ = 0;
+  double frag_total_ = 0;
+  int64_t decisions_ = 0;
+};
+
+// A curve over arrived GPU request 0..130%: NaN where no pod landed in that bucket.
+struct Curve {
+  std::vector<double> alloc;       // allocation ratio, %
+  std::vector<double> frag;        // fragmented GPU, % of capacity
+  std::vector<double> frag_ratio;  // fragmented GPU, % of idle GPU
+};
+
+struct ArrivalResult {
+  uint64_t seed = 0;
+  Curve curve;
+  int64_t pods = 0;    // pods tried (trace plus samples)
+  int64_t placed = 0;
+  int64_t failed = 0;
+  double seconds = 0;  // time spent placing
+};
+
+struct ArrivalConfig {
+  double tune = 1.3;
+};
+
+// The arrival protocol's workload for a seed: indices into `pods`, the trace once plus samples
+// with replacement while their GPU requests stay within `tune` x `capacity_milli`, shuffled.
+// The same for every policy under a seed.
+std::vector<size_t> ArrivalOrder(const std::vector<TracePod>& pods, int64_t capacity_milli,
+                                 double tune, uint64_t seed);
+
+// One seed of the arrival protocol. `typical` comes from the trace's own pods (TypicalPodsOf).
+ArrivalResult RunArrival(const std::vector<allocator::NodeSpec>& nodes,
+                         const std::vector<TracePod>& pods, const allocator::PackingPolicy& policy,
+                         uint64_t seed, const ArrivalConfig& config = {});
+
+// The pointwise mean of per-seed curves (buckets missing in a seed are left out of the mean).
+Curve MeanCurve(const std::vector<ArrivalResult>& runs);
+
+struct ChurnResult {
+  uint64_t seed = 0;
+  double time_avg_alloc = 0;   // GPU allocation ratio averaged over the trace's time span, %
+  int64_t pods = 0;
+  int64_t placed_at_once = 0;  // placed when they arrived
+  int64_t placed_late = 0;     // waited, then placed
+  int64_t gave_up = 0;         // still waiting at their deletion time
+  int64_t pending_end = 0;     // waiting when the trace ends
+  int64_t max_pending = 0;
+  double avg_pending = 0;      // time-averaged number of waiting pods
+};
+
+// Churn mode. Needs creation_time and deletion_time on every pod.
+absl::StatusOr<ChurnResult> RunChurn(const std::vector<allocator::NodeSpec>& nodes,
+                                     const std::vector<TracePod>& pods,
+                                     const allocator::PackingPolicy& policy, uint64_t seed);
+
+}  // namespace gpuaas::sim
+
+#endif  // GPUAAS_SIM_REPLAY_H_

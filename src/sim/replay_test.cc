@@ -1,0 +1,2 @@
+#include "sim/replay.h"
+#include <gtest/gtest.h>

@@ -1,0 +1,2 @@
+#include "sim/trace.h"
+#include <gtest/gtest.h>
