@@ -223,7 +223,7 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
         const auto policy = allocator::PackingPolicyByName(name);
         std::vector<absl::StatusOr<sim::ChurnResult>> runs(seeds->size());
         ParallelFor(seeds->size(), jobs, [&](size_t i) {
-          runs[i] = sim::RunChurn(*nodes, *pods, *policy, (*seeds)[i]);
+          runs[i] = sim::RunChurn(*nodes, *pods, *policy, (*seeds)[i], o.speedup);
         });
         double alloc = 0, placed = 0, late = 0, gave_up = 0, pend = 0, max_pend = 0, avg = 0;
         for (const auto& r : runs) {

@@ -20,6 +20,7 @@ struct SimOptions {
   std::string format = "table";   // table or csv
   std::string mode = "arrival";   // arrival, churn or mig
   std::string mig_model = "H100-SXM5-80GB";
+  double speedup = 1;             // churn: arrivals this many times faster
   int jobs = 0;                   // threads (0: one per core)
 };
 

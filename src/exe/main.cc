@@ -164,6 +164,8 @@ int main(int argc, char** argv) {
   sim->add_option("--mode", so.mode,
                   "arrival (the FGD protocol), churn (creation/deletion times) or mig")
       ->capture_default_str();
+  sim->add_option("--speedup", so.speedup, "churn: arrivals this many times faster (load)")
+      ->capture_default_str();
   sim->add_option("--mig-model", so.mig_model, "the MIG model of --mode mig")->capture_default_str();
   sim->add_option("--jobs", so.jobs, "threads (0: one per core)")->capture_default_str();
 

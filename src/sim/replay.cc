@@ -234,7 +234,11 @@ Curve MeanCurve(const std::vector<ArrivalResult>& runs) {
 
 absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
                                      const std::vector<TracePod>& pods,
-                                     const allocator::PackingPolicy& policy, uint64_t seed) {
+                                     const allocator::PackingPolicy& policy, uint64_t seed,
+                                     double speedup) {
+  if (!(speedup >= 1.0 && speedup <= 1e6)) {
+    return absl::InvalidArgumentError("the speedup must be between 1 and 1,000,000");
+  }
   for (const TracePod& p : pods) {
     if (p.creation_time < 0 || p.deletion_time < 0) {
       return absl::InvalidArgumentError(fmt::format("{}{}{}", 
@@ -257,9 +261,15 @@ absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
   };
   std::vector<Event> events;
   events.reserve(pods.size() * 2);
+  int64_t first_arrival = std::numeric_limits<int64_t>::max(), last_arrival = 0;
   for (size_t i = 0; i < pods.size(); ++i) {
-    events.push_back({pods[i].creation_time, 1, i});
-    events.push_back({std::max(pods[i].deletion_time, pods[i].creation_time), 0, i});
+    const int64_t arrival =
+        static_cast<int64_t>(std::llround(static_cast<double>(pods[i].creation_time) / speedup));
+    const int64_t life = std::max<int64_t>(pods[i].deletion_time - pods[i].creation_time, 0);
+    events.push_back({arrival, 1, i});
+    events.push_back({arrival + life, 0, i});
+    first_arrival = std::min(first_arrival, arrival);
+    last_arrival = std::max(last_arrival, arrival);
   }
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
     return std::tie(a.time, a.kind) < std::tie(b.time, b.kind);
@@ -274,10 +284,13 @@ absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
   std::deque<size_t> queue;  // waiting pods, first come first served
   int64_t pending = 0;
   const double cap = static_cast<double>(sched.CapacityMilli());
-  const int64_t start = events.empty() ? 0 : events.front().time;
-  const int64_t end = events.empty() ? 0 : events.back().time;
+  const int64_t start = first_arrival, end = last_arrival;
   double used_integral = 0, pending_integral = 0;
   int64_t last = start;
+  // The part of [last, t) inside the arrival window.
+  auto window = [&](int64_t t) {
+    return static_cast<double>(std::max<int64_t>(0, std::min(t, end) - std::max(last, start)));
+  };
 
   auto retry = [&]() {
     // Shapes that failed in this pass fail again until something else is freed.
@@ -307,9 +320,9 @@ absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
   };
 
   for (const Event& e : events) {
-    used_integral += static_cast<double>(sched.UsedMilli()) * static_cast<double>(e.time - last);
-    pending_integral += static_cast<double>(pending) * static_cast<double>(e.time - last);
-    last = e.time;
+    used_integral += static_cast<double>(sched.UsedMilli()) * window(e.time);
+    pending_integral += static_cast<double>(pending) * window(e.time);
+    last = std::max(last, e.time);
     const size_t i = e.pod;
     if (e.kind == 1) {
       const int node = sched.Schedule(shape[i], &where[i].gpus);

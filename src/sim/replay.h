@@ -12,9 +12,9 @@
 // capacity); the curve value at x% is the mean over the pods at which the arrived share rounds
 // to x, as the paper's analysis scripts compute it.
 //
-// Churn mode replays creation_time and deletion_time instead: pods arrive and leave, pods that
-// do not fit wait (first come, first served) and are retried whenever capacity is freed, and a
-// pod that is still waiting at its deletion time gives up.
+// Churn mode replays creation_time and deletion_time instead (arrivals optionally sped up):
+// pods arrive and leave, pods that do not fit wait (first come, first served) and are retried
+// whenever capacity is freed, and a pod that is still waiting at its deletion time gives up.
 #ifndef GPUAAS_SIM_REPLAY_H_
 #define GPUAAS_SIM_REPLAY_H_
 
@@ -132,10 +132,14 @@ struct ChurnResult {
   double avg_pending = 0;      // time-averaged number of waiting pods
 };
 
-// Churn mode. Needs creation_time and deletion_time on every pod.
+// Churn mode. Needs creation_time and deletion_time on every pod. `speedup` divides arrival
+// times and keeps lifetimes: the trace's own timing loads its cluster to a fraction of a percent
+// on average, so contention needs arrivals sped up (x100 to x1000). Averages are over the
+// arrival window (first to last arrival).
 absl::StatusOr<ChurnResult> RunChurn(const std::vector<allocator::NodeSpec>& nodes,
                                      const std::vector<TracePod>& pods,
-                                     const allocator::PackingPolicy& policy, uint64_t seed);
+                                     const allocator::PackingPolicy& policy, uint64_t seed,
+                                     double speedup = 1.0);
 
 }  // namespace gpuaas::sim
 
