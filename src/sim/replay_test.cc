@@ -184,6 +184,7 @@ double Published(const std::string& workload, const std::string& policy, int col
 // authors' own results (the full ten-seed comparison is in docs/packing.md; two seeds here keep
 // the test quick, so the bound is looser than the 0.5 points measured over ten).
 TEST(Replay, ReproducesThePublishedBestFitAndFgd) {
+  if (!std::ifstream(kTraces + "openb_node_list_gpu_node.csv")) GTEST_SKIP() << kTraces << " not present";
   auto nodes = ParseNodes(Read(kTraces + "openb_node_list_gpu_node.csv"));
   auto pods = ParsePods(Read(kTraces + "openb_pod_list_default.csv"));
   ASSERT_TRUE(nodes.ok() && pods.ok());
