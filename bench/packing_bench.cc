@@ -27,19 +27,24 @@ std::string Read(const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* nodes_path = argc > 2 ? argv[1] : "../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv";
-  const char* pods_path = argc > 2 ? argv[2] : "../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv";
+  const char* nodes_path =
+      argc > 2 ? argv[1] : "../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv";
+  const char* pods_path =
+      argc > 2 ? argv[2] : "../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv";
   const int seeds = argc > 3 ? std::atoi(argv[3]) : 3;
   auto nodes = gpuaas::sim::ParseNodes(Read(nodes_path));
   auto pods = gpuaas::sim::ParsePods(Read(pods_path));
   if (!nodes.ok() || !pods.ok()) {
-    std::fprintf(stderr, "cannot read the trace: %s %s\n", std::string(nodes.status().message()).c_str(),
+    std::fprintf(stderr, "cannot read the trace: %s %s\n",
+                 std::string(nodes.status().message()).c_str(),
                  std::string(pods.status().message()).c_str());
     return 1;
   }
   constexpr double kKubeSchedulerPodsPerSecond = 680;
-  std::printf("%zu nodes, %zu trace pods, %d seeds, one thread\n", nodes->size(), pods->size(), seeds);
-  std::printf("%-8s %12s %12s %14s %10s\n", "policy", "decisions", "seconds", "decisions/s", "x k8s");
+  std::printf("%zu nodes, %zu trace pods, %d seeds, one thread\n", nodes->size(), pods->size(),
+              seeds);
+  std::printf("%-8s %12s %12s %14s %10s\n", "policy", "decisions", "seconds", "decisions/s",
+              "x k8s");
   for (std::string_view name : gpuaas::allocator::PackingPolicyNames()) {
     const auto policy = gpuaas::allocator::PackingPolicyByName(name);
     int64_t decisions = 0;
@@ -51,7 +56,8 @@ int main(int argc, char** argv) {
     }
     const double rate = static_cast<double>(decisions) / seconds;
     std::printf("%-8s %12lld %12.3f %14.0f %10.1f\n", std::string(name).c_str(),
-                static_cast<long long>(decisions), seconds, rate, rate / kKubeSchedulerPodsPerSecond);
+                static_cast<long long>(decisions), seconds, rate,
+                rate / kKubeSchedulerPodsPerSecond);
   }
   return 0;
 }

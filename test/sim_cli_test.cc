@@ -44,14 +44,18 @@ TEST(SimCli, TableAndErrors) {
   r = RunGpuaas("sim " + kTrace + "--seeds 9-3");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("bad range"), std::string::npos) << r.out;
+  r = RunGpuaas("sim " + kTrace + "--seeds 42,x");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("bad seed \"x\""), std::string::npos) << r.out;
   r = RunGpuaas("sim --nodes /nonexistent.csv --pods /nonexistent.csv");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("cannot read /nonexistent.csv"), std::string::npos) << r.out;
   r = RunGpuaas("sim " + kTrace + "--policy random,fgd --format csv");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("one mean curve"), std::string::npos) << r.out;
-  r = RunGpuaas("sim --nodes ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv " +
-                std::string("--pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv"));
+  r = RunGpuaas(
+      "sim --nodes ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv " +
+      std::string("--pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("line 1: missing column \"sn\""), std::string::npos) << r.out;
 }

@@ -40,6 +40,29 @@ int64_t Sigmoid100(double x) {
   return static_cast<int64_t>(1.0 / (1.0 + std::exp(-x)) * static_cast<double>(kMaxNodeScore));
 }
 
+// Scores a node by the state the pod would leave it in (`key(after)`, higher is better): for a
+// sharing pod each GPU that holds it is tried and the best wins (the lowest index among equals);
+// otherwise the pod is packed as PackedAfter packs it and gets BestFitGpus.
+template <typename Key>
+NodeScore ScoreByStateAfter(const NodeState& state, const PodShape& pod, Key key) {
+  if (!pod.Shares()) return {key(PackedAfter(state, pod)), BestFitGpus(state, pod)};
+  NodeScore best{std::numeric_limits<int64_t>::min(), {}};
+  for (int i = 0; i < state.gpus; ++i) {
+    if (state.gpu_left[i] < pod.gpu_milli) continue;
+    NodeState after = state;
+    after.cpu_left -= pod.cpu_milli;
+    after.memory_left -= pod.memory_mib;
+    after.gpu_left[i] -= pod.gpu_milli;
+    const int64_t s = key(after);
+    if (best.gpus.count == 0 || s > best.score) {
+      best.score = s;
+      best.gpus.count = 1;
+      best.gpus.index[0] = static_cast<int8_t>(i);
+    }
+  }
+  return best;
+}
+
 // Random: a feasible node, and for a sharing pod a GPU that holds it, uniformly at random (the
 // caller draws both; Score is not used).
 class RandomPolicy final : public PackingPolicy {
@@ -124,26 +147,9 @@ class FgdPolicy final : public PackingPolicy {
                   const PackingContext& ctx) const override {
     const TypicalPods& typical = *ctx.typical;
     const double before = NodeFragmentation(spec, state, typical);
-    if (pod.Shares()) {
-      NodeScore best{-1, {}};
-      for (int i = 0; i < state.gpus; ++i) {
-        if (state.gpu_left[i] < pod.gpu_milli) continue;
-        NodeState after = state;
-        after.cpu_left -= pod.cpu_milli;
-        after.gpu_left[i] -= pod.gpu_milli;
-        const int64_t s =
-            Sigmoid100((before - NodeFragmentation(spec, after, typical)) / kMilliGpu);
-        if (best.gpus.count == 0 || s > best.score) {
-          best.score = s;
-          best.gpus.count = 1;
-          best.gpus.index[0] = static_cast<int8_t>(i);
-        }
-      }
-      return best;
-    }
-    const NodeState after = PackedAfter(state, pod);
-    return {Sigmoid100((before - NodeFragmentation(spec, after, typical)) / kMilliGpu),
-            BestFitGpus(state, pod)};
+    return ScoreByStateAfter(state, pod, [&](const NodeState& after) {
+      return Sigmoid100((before - NodeFragmentation(spec, after, typical)) / kMilliGpu);
+    });
   }
 };
 
@@ -162,33 +168,17 @@ class GpuaasPolicy final : public PackingPolicy {
   NodeScore Score(const NodeSpec& spec, const NodeState& state, const PodShape& pod,
                   const PackingContext& ctx) const override {
     const TypicalPods& typical = *ctx.typical;
-    const Ratios r = RatiosOf(typical);
-    const bool strand_key = pod.TotalGpuMilli() > 0 ||
-                            r.all_cpu_per_milli <= kCpuBound * ctx.cluster_cpu_per_gpu_milli;
+    const bool strand_key =
+        pod.TotalGpuMilli() > 0 ||
+        ctx.workload_cpu_per_gpu_milli <= kCpuBound * ctx.cluster_cpu_per_gpu_milli;
     const double before = NodeFragmentation(spec, state, typical);
-    auto key = [&](const NodeState& after) {
-      const int64_t primary = Sigmoid100((before - NodeFragmentation(spec, after, typical)) /
-                                         kMilliGpu);
-      const int64_t secondary = strand_key ? StrandGrowth(r.gpu_cpu_per_milli, state, after) : 0;
+    return ScoreByStateAfter(state, pod, [&](const NodeState& after) {
+      const int64_t primary =
+          Sigmoid100((before - NodeFragmentation(spec, after, typical)) / kMilliGpu);
+      const int64_t secondary =
+          strand_key ? StrandGrowth(ctx.gpu_pod_cpu_per_gpu_milli, state, after) : 0;
       return primary * kStrandRange - secondary;
-    };
-    if (pod.Shares()) {
-      NodeScore best{std::numeric_limits<int64_t>::min(), {}};
-      for (int i = 0; i < state.gpus; ++i) {
-        if (state.gpu_left[i] < pod.gpu_milli) continue;
-        NodeState after = state;
-        after.cpu_left -= pod.cpu_milli;
-        after.gpu_left[i] -= pod.gpu_milli;
-        const int64_t s = key(after);
-        if (best.gpus.count == 0 || s > best.score) {
-          best.score = s;
-          best.gpus.count = 1;
-          best.gpus.index[0] = static_cast<int8_t>(i);
-        }
-      }
-      return best;
-    }
-    return {key(PackedAfter(state, pod)), BestFitGpus(state, pod)};
+    });
   }
 
  private:
@@ -197,23 +187,6 @@ class GpuaasPolicy final : public PackingPolicy {
   // Chosen on the CPU-heavy traces: cpu235 asks for 1.03 x the cluster's ratio and gains from
   // steering CPU-only pods, cpu300 asks for 1.19 x and loses (docs/packing.md).
   static constexpr double kCpuBound = 1.1;
-
-  struct Ratios {
-    double gpu_cpu_per_milli = 0;  // CPU per GPU milli of the GPU pods
-    double all_cpu_per_milli = 0;  // CPU of all pods (CPU-only ones too) per GPU milli
-  };
-  static Ratios RatiosOf(const TypicalPods& typical) {
-    double gpu_cpu = 0, all_cpu = 0, gpu = 0;
-    for (const TypicalPod& t : typical) {
-      const double c = t.weight * static_cast<double>(t.shape.cpu_milli);
-      all_cpu += c;
-      if (t.shape.TotalGpuMilli() == 0) continue;
-      gpu_cpu += c;
-      gpu += t.weight * static_cast<double>(t.shape.TotalGpuMilli());
-    }
-    if (gpu <= 0) return {};
-    return {gpu_cpu / gpu, all_cpu / gpu};
-  }
 
   // How much more GPU (milli) the node's CPU can no longer feed after the pod, offset into
   // 0..kStrandRange so that a decrease still sorts correctly.
@@ -317,6 +290,30 @@ GpuChoice RandomGpus(const NodeState& state, const PodShape& pod, uint64_t draw)
     }
   }
   return c;
+}
+
+PackingContext MakePackingContext(const TypicalPods& typical, const std::vector<NodeSpec>& nodes) {
+  PackingContext ctx;
+  ctx.typical = &typical;
+  double cpu = 0, gpu = 0;
+  for (const NodeSpec& n : nodes) {
+    cpu += static_cast<double>(n.cpu_milli);
+    gpu += static_cast<double>(std::min(n.gpus, kMaxGpusPerNode)) * kMilliGpu;
+  }
+  if (gpu > 0) ctx.cluster_cpu_per_gpu_milli = cpu / gpu;
+  double gpu_pod_cpu = 0, all_cpu = 0, pod_gpu = 0;
+  for (const TypicalPod& t : typical) {
+    const double c = t.weight * static_cast<double>(t.shape.cpu_milli);
+    all_cpu += c;
+    if (t.shape.TotalGpuMilli() == 0) continue;
+    gpu_pod_cpu += c;
+    pod_gpu += t.weight * static_cast<double>(t.shape.TotalGpuMilli());
+  }
+  if (pod_gpu > 0) {
+    ctx.gpu_pod_cpu_per_gpu_milli = gpu_pod_cpu / pod_gpu;
+    ctx.workload_cpu_per_gpu_milli = all_cpu / pod_gpu;
+  }
+  return ctx;
 }
 
 void Place(NodeState& state, const PodShape& pod, const GpuChoice& gpus, int sign) {

@@ -111,11 +111,17 @@ struct NodeScore {
   GpuChoice gpus;     // where the pod goes on this node
 };
 
-// What a policy may know beyond the node at hand. Read-only during a decision.
+// What a policy may know beyond the node at hand: the expected workload, and figures derived
+// once from it and the cluster. Read-only during decisions.
 struct PackingContext {
-  const TypicalPods* typical = nullptr;  // the expected workload (FGD, gpuaas)
-  double cluster_cpu_per_gpu_milli = 0;   // the cluster's CPU milli per GPU milli (gpuaas)
+  const TypicalPods* typical = nullptr;   // the expected workload (FGD, gpuaas)
+  double cluster_cpu_per_gpu_milli = 0;   // the cluster's CPU milli per GPU milli
+  double gpu_pod_cpu_per_gpu_milli = 0;   // what the typical GPU pods ask for, per GPU milli
+  double workload_cpu_per_gpu_milli = 0;  // the same with CPU-only pods' CPU counted too
 };
+
+// The context for `typical` (which must outlive it) on a cluster of `nodes`.
+PackingContext MakePackingContext(const TypicalPods& typical, const std::vector<NodeSpec>& nodes);
 
 class PackingPolicy {
  public:

@@ -164,9 +164,10 @@ TEST(Packing, GpuaasBreaksFgdTiesTowardsLessStrandedGpu) {
   const NodeState x = State(spec, 30000, {1000, 1000, 1000, 1000});
   const NodeState y = State(spec, 100000, {1000, 1000, 1000, 1000});
   const PodShape pod = Pod(1000, 1, 1000);
-  PackingContext ctx;
-  ctx.typical = &typical;
-  ctx.cluster_cpu_per_gpu_milli = 17;
+  // A cluster with 17 CPUs per GPU: the workload (10 per GPU) is not CPU-bound.
+  const PackingContext ctx = MakePackingContext(typical, {Node(68000, 4)});
+  EXPECT_DOUBLE_EQ(ctx.cluster_cpu_per_gpu_milli, 17);
+  EXPECT_DOUBLE_EQ(ctx.gpu_pod_cpu_per_gpu_milli, 10);
   const auto fgd = PackingPolicyByName("fgd");
   EXPECT_EQ(fgd->Score(spec, x, pod, ctx).score, fgd->Score(spec, y, pod, ctx).score);
   const auto ours = PackingPolicyByName("gpuaas");
@@ -175,6 +176,15 @@ TEST(Packing, GpuaasBreaksFgdTiesTowardsLessStrandedGpu) {
   // CPU loses to one where it would not, whatever the stranding.
   const NodeState tight = State(spec, 10500, {1000, 1000, 1000, 1000});
   EXPECT_LT(ours->Score(spec, tight, pod, ctx).score, ours->Score(spec, y, pod, ctx).score);
+}
+
+TEST(Packing, ContextRatiosCountCpuOnlyPodsInTheWorkloadOnly) {
+  const TypicalPods typical = {{Pod(10000, 1, 1000), 0.5}, {Pod(30000, 0, 0), 0.5}};
+  const PackingContext ctx = MakePackingContext(typical, {Node(64000, 8), Node(32000, 0, "")});
+  EXPECT_EQ(ctx.typical, &typical);
+  EXPECT_DOUBLE_EQ(ctx.cluster_cpu_per_gpu_milli, 96000.0 / 8000);
+  EXPECT_DOUBLE_EQ(ctx.gpu_pod_cpu_per_gpu_milli, 10);   // 5000 / 500
+  EXPECT_DOUBLE_EQ(ctx.workload_cpu_per_gpu_milli, 40);  // 20000 / 500
 }
 
 TEST(Packing, RandomGpusDrawsAmongGpusThatHoldThePod) {

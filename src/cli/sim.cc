@@ -42,16 +42,20 @@ absl::StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
     const size_t dash = part.find('-');
     uint64_t a = 0, b = 0;
     if (dash == std::string_view::npos) {
-      if (!num(part, a)) break;
+      if (!num(part, a)) {
+        return absl::InvalidArgumentError(
+            fmt::format("--seeds \"{}\": bad seed \"{}\"", text, part));
+      }
       out.push_back(a);
       continue;
     }
     if (!num(part.substr(0, dash), a) || !num(part.substr(dash + 1), b) || b < a || b - a > 10000) {
-      return absl::InvalidArgumentError(fmt::format("--seeds \"{}\": bad range \"{}\"", text, part));
+      return absl::InvalidArgumentError(
+          fmt::format("--seeds \"{}\": bad range \"{}\"", text, part));
     }
     for (uint64_t s = a; s <= b; ++s) out.push_back(s);
   }
-  if (out.empty() || !rest.empty()) {
+  if (out.empty()) {
     return absl::InvalidArgumentError(
         fmt::format("--seeds \"{}\": expected N, A-B or a comma-separated list", text));
   }
@@ -164,8 +168,9 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
   absl::StatusOr<std::string> node_text = ReadFile(o.nodes);
   if (!node_text.ok()) return Fail(err, node_text.status());
   absl::StatusOr<std::vector<allocator::NodeSpec>> nodes = sim::ParseNodes(*node_text);
-  if (!nodes.ok()) return Fail(err, absl::InvalidArgumentError(
-                                        fmt::format("{}: {}", o.nodes, std::string(nodes.status().message()))));
+  if (!nodes.ok())
+    return Fail(err, absl::InvalidArgumentError(
+                         fmt::format("{}: {}", o.nodes, std::string(nodes.status().message()))));
   int64_t gpus = 0;
   for (const allocator::NodeSpec& n : *nodes) gpus += n.gpus;
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
@@ -174,8 +179,9 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
     absl::StatusOr<std::string> pod_text = ReadFile(pod_file);
     if (!pod_text.ok()) return Fail(err, pod_text.status());
     absl::StatusOr<std::vector<sim::TracePod>> pods = sim::ParsePods(*pod_text);
-    if (!pods.ok()) return Fail(err, absl::InvalidArgumentError(
-                                         fmt::format("{}: {}", pod_file, std::string(pods.status().message()))));
+    if (!pods.ok())
+      return Fail(err, absl::InvalidArgumentError(
+                           fmt::format("{}: {}", pod_file, std::string(pods.status().message()))));
     if (o.format == "table") {
       out << fmt::format("{}: {} nodes, {} GPUs, {} pods; {} mode; seeds {} ({})\n",
                          BaseName(pod_file), nodes->size(), gpus, pods->size(), o.mode, o.seeds,
@@ -217,8 +223,8 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
       PrintTable(out, rows);
     } else if (o.mode == "churn") {
       std::vector<std::vector<std::string>> rows;
-      rows.push_back({"POLICY", "TIME-AVG-ALLOC", "PLACED", "PLACED-LATE", "GAVE-UP",
-                      "PENDING-END", "MAX-PENDING", "AVG-PENDING"});
+      rows.push_back({"POLICY", "TIME-AVG-ALLOC", "PLACED", "PLACED-LATE", "GAVE-UP", "PENDING-END",
+                      "MAX-PENDING", "AVG-PENDING"});
       for (const std::string& name : *policies) {
         const auto policy = allocator::PackingPolicyByName(name);
         std::vector<absl::StatusOr<sim::ChurnResult>> runs(seeds->size());

@@ -17,11 +17,11 @@ struct SimOptions {
   std::string policy = "gpuaas";  // a name, a comma-separated list, or "all"
   std::string seeds = "42-51";    // "42-51", "42,43" or "42"
   double tune = 1.3;
-  std::string format = "table";   // table or csv
-  std::string mode = "arrival";   // arrival, churn or mig
+  std::string format = "table";  // table or csv
+  std::string mode = "arrival";  // arrival, churn or mig
   std::string mig_model = "H100-SXM5-80GB";
-  double speedup = 1;             // churn: arrivals this many times faster
-  int jobs = 0;                   // threads (0: one per core)
+  double speedup = 1;  // churn: arrivals this many times faster
+  int jobs = 0;        // threads (0: one per core)
 };
 
 int Sim(const SimOptions& o, std::ostream& out, std::ostream& err);

@@ -1,12 +1,13 @@
 #include "sim/mig.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <bit>
 #include <limits>
-#include <random>
 #include <unordered_map>
 
 #include "absl/status/status.h"
-#include <fmt/format.h>
 #include "sim/replay.h"
 
 namespace gpuaas::sim {
@@ -48,8 +49,11 @@ struct Choice {
 class MigSim {
  public:
   MigSim(const std::vector<allocator::NodeSpec>& specs, const MigModel& model, bool own,
-         std::vector<std::pair<const catalog::MigProfile*, double>> typical)
-      : model_(model), own_(own), typical_(std::move(typical)) {
+         std::vector<std::pair<const catalog::MigProfile*, double>> typical, uint64_t seed)
+      : model_(model),
+        own_(own),
+        typical_(std::move(typical)),
+        order_(NodeOrder(specs.size(), seed)) {
     for (const allocator::NodeSpec& s : specs) {
       Node n;
       n.cpu_left = s.cpu_milli;
@@ -73,13 +77,13 @@ class MigSim {
     return static_cast<int>(shapes_.size() - 1);
   }
 
-  // Places a pod of demand `id`; false when it fits nowhere.
-  bool Place(int id, std::mt19937_64& rng) {
+  // Places a pod of demand `id` on the best node (the first in node order among equals); false
+  // when it fits nowhere.
+  bool Place(int id) {
     const Demand& d = shapes_[static_cast<size_t>(id)];
     Choice best;
     int best_node = -1;
-    uint64_t ties = 0;
-    for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (uint32_t i : order_) {
       Cached& cached = cache_[static_cast<size_t>(id)][i];
       if (cached.version != version_[i]) {
         cached.choice = Evaluate(nodes_[i], d);
@@ -87,12 +91,7 @@ class MigSim {
       }
       const Choice& c = cached.choice;
       if (!c.ok) continue;
-      const int cmp = best_node < 0 ? 1 : Compare(c, best);
-      if (cmp > 0) {
-        best = c;
-        best_node = static_cast<int>(i);
-        ties = 1;
-      } else if (cmp == 0 && rng() % ++ties == 0) {
+      if (best_node < 0 || Compare(c, best) > 0) {
         best = c;
         best_node = static_cast<int>(i);
       }
@@ -131,7 +130,8 @@ class MigSim {
  private:
   // >0 when a is better than b.
   int Compare(const Choice& a, const Choice& b) const {
-    if (own_ && a.frag_increase != b.frag_increase) return a.frag_increase < b.frag_increase ? 1 : -1;
+    if (own_ && a.frag_increase != b.frag_increase)
+      return a.frag_increase < b.frag_increase ? 1 : -1;
     if (a.left != b.left) return a.left < b.left ? 1 : -1;
     return 0;
   }
@@ -183,8 +183,7 @@ class MigSim {
         catalog::Layout after = g.layout;
         after.push_back({d.profile, start});
         const double inc = Frag(after) - before;
-        if (!c.ok || inc < c.frag_increase ||
-            (inc == c.frag_increase && free_after < best_free)) {
+        if (!c.ok || inc < c.frag_increase || (inc == c.frag_increase && free_after < best_free)) {
           c.ok = true;
           c.frag_increase = inc;
           c.gpu = static_cast<int>(gi);
@@ -218,7 +217,7 @@ class MigSim {
         for (int s : catalog::FreeStarts(model_, layout, *profile)) {
           for (int k = 0; k < profile->memory_slices; ++k) covered |= 1u << (s + k);
         }
-        unusable = free - __builtin_popcount(covered);
+        unusable = free - std::popcount(covered);
       }
       frag += weight * unusable;
     }
@@ -230,13 +229,14 @@ class MigSim {
   bool own_;
   std::vector<std::pair<const catalog::MigProfile*, double>> typical_;  // nullptr: whole GPU
   std::vector<Node> nodes_;
+  std::vector<uint32_t> order_;    // scoring order (NodeOrder)
   std::vector<uint32_t> version_;  // bumped when a node changes
   struct Cached {
     uint32_t version = 0;
     Choice choice;
   };
   std::vector<Demand> shapes_;
-  std::vector<std::vector<Cached>> cache_;  // [demand][node]
+  std::vector<std::vector<Cached>> cache_;     // [demand][node]
   std::unordered_map<uint64_t, double> memo_;  // GPU fragmentation by layout
 };
 
@@ -246,7 +246,7 @@ absl::StatusOr<const MigModel*> FindMigModel(std::string_view name) {
   const catalog::GpuModel* m = catalog::FindModel(name);
   if (m == nullptr || !m->mig_capable) {
     return absl::InvalidArgumentError(
-        fmt::format("{}{}{}", "--mig-model \"", name, "\": not a MIG-capable model of the catalogue"));
+        fmt::format("--mig-model \"{}\": not a MIG-capable model of the catalogue", name));
   }
   return m;
 }
@@ -291,23 +291,22 @@ MigResult RunMig(const std::vector<allocator::NodeSpec>& nodes, const std::vecto
 
   int64_t capacity = 0;
   for (const allocator::NodeSpec& n : nodes) capacity += int64_t{n.gpus} * allocator::kMilliGpu;
-  MigSim sim(nodes, model, own, std::move(typical));
-  std::mt19937_64 rng(seed * 0xD1B54A32D192ED03ULL + 7);
+  MigSim sim(nodes, model, own, std::move(typical), seed);
   std::vector<int> ids;
   ids.reserve(demand.size());
   for (const Demand& d : demand) ids.push_back(sim.Intern(d));
   for (size_t i : ArrivalOrder(pods, capacity, tune, seed)) {
     ++out.pods;
-    if (!sim.Place(ids[i], rng)) continue;
+    if (!sim.Place(ids[i])) continue;
     ++out.accepted;
     const Demand& d = demand[i];
-    out.accepted_gpus += d.profile != nullptr ? static_cast<double>(d.profile->compute_slices) /
-                                                    model.compute_slices
-                                              : d.whole;
+    out.accepted_gpus += d.profile != nullptr
+                             ? static_cast<double>(d.profile->compute_slices) / model.compute_slices
+                             : d.whole;
   }
   out.gpus_used = sim.GpusUsed();
-  out.used_gpu_util = out.gpus_used > 0 ? out.accepted_gpus / static_cast<double>(out.gpus_used) * 100
-                                        : 0;
+  out.used_gpu_util =
+      out.gpus_used > 0 ? out.accepted_gpus / static_cast<double>(out.gpus_used) * 100 : 0;
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "sim/replay.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <tuple>
 
 #include "absl/status/status.h"
-#include <fmt/format.h>
 
 namespace gpuaas::sim {
 
@@ -38,25 +39,14 @@ uint64_t TieSeed(uint64_t seed) { return seed * 0xD1B54A32D192ED03ULL + 7; }
 Scheduler::Scheduler(std::vector<NodeSpec> nodes, const allocator::PackingPolicy& policy,
                      allocator::TypicalPods typical, uint64_t seed)
     : nodes_(std::move(nodes)), policy_(policy), typical_(std::move(typical)), rng_(TieSeed(seed)) {
-  ctx_.typical = &typical_;
+  ctx_ = allocator::MakePackingContext(typical_, nodes_);
   states_.reserve(nodes_.size());
   for (const NodeSpec& n : nodes_) {
     states_.push_back(NodeState::Empty(n));
     capacity_milli_ += static_cast<int64_t>(states_.back().gpus) * allocator::kMilliGpu;
   }
-  int64_t cpu = 0;
-  for (const NodeSpec& n : nodes_) cpu += n.cpu_milli;
-  if (capacity_milli_ > 0) {
-    ctx_.cluster_cpu_per_gpu_milli = static_cast<double>(cpu) / static_cast<double>(capacity_milli_);
-  }
   version_.assign(nodes_.size(), 1);
-  // The order in which nodes are scored, and so which of equally good nodes wins: random per
-  // seed, then fixed for the run, as the FGD artifact's node list (named with a random prefix,
-  // then sorted). A fixed order makes ties consolidate onto the same nodes; drawing anew for
-  // every pod would spread them (and loses 5 points of allocation for FGD on the default trace).
-  order_.resize(nodes_.size());
-  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
-  std::shuffle(order_.begin(), order_.end(), rng_);
+  order_ = NodeOrder(nodes_.size(), seed);
   frag_.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {
     frag_[i] = allocator::NodeFragmentation(nodes_[i], states_[i], typical_);
@@ -95,7 +85,6 @@ void Scheduler::Changed(size_t node) {
 }
 
 int Scheduler::Schedule(int shape, GpuChoice* gpus) {
-  ++decisions_;
   const PodShape& pod = shapes_[static_cast<size_t>(shape)];
   scratch_nodes_.clear();
   for (uint32_t n : order_) {
@@ -131,6 +120,14 @@ void Scheduler::Remove(int node, int shape, const GpuChoice& gpus) {
   allocator::Place(states_[static_cast<size_t>(node)], pod, gpus, -1);
   used_milli_ -= pod.TotalGpuMilli();
   Changed(static_cast<size_t>(node));
+}
+
+std::vector<uint32_t> NodeOrder(size_t nodes, uint64_t seed) {
+  std::vector<uint32_t> order(nodes);
+  for (size_t i = 0; i < nodes; ++i) order[i] = static_cast<uint32_t>(i);
+  std::mt19937_64 rng(TieSeed(seed));
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
 }
 
 std::vector<size_t> ArrivalOrder(const std::vector<TracePod>& pods, int64_t capacity_milli,
@@ -241,8 +238,8 @@ absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
   }
   for (const TracePod& p : pods) {
     if (p.creation_time < 0 || p.deletion_time < 0) {
-      return absl::InvalidArgumentError(fmt::format("{}{}{}", 
-          "churn mode needs creation_time and deletion_time; pod ", p.name, " has none"));
+      return absl::InvalidArgumentError(
+          fmt::format("churn mode needs creation_time and deletion_time; pod {} has none", p.name));
     }
   }
   ChurnResult out;
@@ -280,7 +277,7 @@ absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
     GpuChoice gpus;
   };
   std::vector<Running> where(pods.size());
-  std::vector<char> waiting(pods.size(), 0), done(pods.size(), 0);
+  std::vector<char> waiting(pods.size(), 0);
   std::deque<size_t> queue;  // waiting pods, first come first served
   int64_t pending = 0;
   const double cap = static_cast<double>(sched.CapacityMilli());
@@ -343,9 +340,8 @@ absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
       ++out.gave_up;
       continue;
     }
-    if (where[i].node >= 0 && !done[i]) {
+    if (where[i].node >= 0) {  // each pod has one departure
       sched.Remove(where[i].node, shape[i], where[i].gpus);
-      done[i] = 1;
       if (!queue.empty()) retry();
     }
   }

@@ -92,7 +92,8 @@ TEST(Replay, NeverOvercommitsANodeOrGpu) {
           const PodShape& s = sched.Shape(h.shape);
           cpu += s.cpu_milli;
           mem += s.memory_mib;
-          for (int k = 0; k < h.gpus.count; ++k) gpu[static_cast<size_t>(h.gpus.index[k])] += s.gpu_milli;
+          for (int k = 0; k < h.gpus.count; ++k)
+            gpu[static_cast<size_t>(h.gpus.index[k])] += s.gpu_milli;
         }
         const allocator::NodeState& st = sched.States()[n];
         ASSERT_LE(cpu, nodes[n].cpu_milli) << name;
@@ -116,7 +117,8 @@ TEST(Replay, NeverOvercommitsANodeOrGpu) {
         const PodShape& s = sched.Shape(shape);
         ASSERT_EQ(gpus.count, s.gpu_milli > 0 ? s.num_gpu : 0) << name;
         if (s.num_gpu > 0) {
-          ASSERT_TRUE(allocator::ModelAllowed(s.gpu_models, nodes[static_cast<size_t>(node)].gpu_model))
+          ASSERT_TRUE(
+              allocator::ModelAllowed(s.gpu_models, nodes[static_cast<size_t>(node)].gpu_model))
               << name;
         }
         held.push_back({node, shape, gpus});
@@ -136,7 +138,8 @@ TEST(Replay, NeverOvercommitsANodeOrGpu) {
     EXPECT_EQ(sched.UsedMilli(), used) << name;
     for (const Held& h : held) sched.Remove(h.node, h.shape, h.gpus);
     EXPECT_EQ(sched.UsedMilli(), 0);
-    EXPECT_NEAR(sched.FragMilli(), Scheduler(nodes, *policy, allocator::TypicalPodsOf(shapes), 3).FragMilli(), 1e-6);
+    EXPECT_NEAR(sched.FragMilli(),
+                Scheduler(nodes, *policy, allocator::TypicalPodsOf(shapes), 3).FragMilli(), 1e-6);
   }
 }
 
@@ -156,14 +159,15 @@ TEST(Replay, ArrivalOrderIsTheTracePlusSamplesUpToTheTarget) {
   EXPECT_LE(milli, 3 * capacity);
   EXPECT_GT(milli, 3 * capacity - 8000);  // stops at the first sample that would overshoot
   for (size_t i = 0; i < pods.size(); ++i) EXPECT_GE(times[i], 1);
-  EXPECT_EQ(order, ArrivalOrder(pods, capacity, 3.0, 42));   // the seed decides
+  EXPECT_EQ(order, ArrivalOrder(pods, capacity, 3.0, 42));  // the seed decides
   EXPECT_NE(order, ArrivalOrder(pods, capacity, 3.0, 43));
   EXPECT_EQ(ArrivalOrder(pods, capacity, 0, 42).size(), pods.size());  // no tuning
 }
 
 double Published(const std::string& workload, const std::string& policy, int column,
                  const std::vector<uint64_t>& seeds) {
-  std::istringstream in(Read("../shared/traces/fgd-atc23-expected-results/analysis_allo_discrete.csv"));
+  std::istringstream in(
+      Read("../shared/traces/fgd-atc23-expected-results/analysis_allo_discrete.csv"));
   std::string line;
   std::getline(in, line);
   double sum = 0;
@@ -184,7 +188,8 @@ double Published(const std::string& workload, const std::string& policy, int col
 // authors' own results (the full ten-seed comparison is in docs/packing.md; two seeds here keep
 // the test quick, so the bound is looser than the 0.5 points measured over ten).
 TEST(Replay, ReproducesThePublishedBestFitAndFgd) {
-  if (!std::ifstream(kTraces + "openb_node_list_gpu_node.csv")) GTEST_SKIP() << kTraces << " not present";
+  if (!std::ifstream(kTraces + "openb_node_list_gpu_node.csv"))
+    GTEST_SKIP() << kTraces << " not present";
   auto nodes = ParseNodes(Read(kTraces + "openb_node_list_gpu_node.csv"));
   auto pods = ParsePods(Read(kTraces + "openb_pod_list_default.csv"));
   ASSERT_TRUE(nodes.ok() && pods.ok());
@@ -192,7 +197,8 @@ TEST(Replay, ReproducesThePublishedBestFitAndFgd) {
   for (const auto& [name, published] : std::vector<std::pair<std::string, std::string>>{
            {"bestfit", "05-BestFit"}, {"fgd", "06-FGD"}}) {
     std::vector<ArrivalResult> runs;
-    for (uint64_t s : seeds) runs.push_back(RunArrival(*nodes, *pods, *allocator::PackingPolicyByName(name), s));
+    for (uint64_t s : seeds)
+      runs.push_back(RunArrival(*nodes, *pods, *allocator::PackingPolicyByName(name), s));
     const Curve mean = MeanCurve(runs);
     for (int column : {100, 130}) {
       const double theirs = Published("openb_pod_list_default", published, column, seeds);
@@ -239,10 +245,10 @@ TEST(Replay, ChurnReleasesCapacityAndRetriesWaitingPods) {
 
 TEST(Replay, MigModeMapsSharesToTheSmallestProfileByMemory) {
   const MigModel* h100 = *FindMigModel("H100-SXM5-80GB");
-  EXPECT_EQ(ProfileForShare(*h100, 100)->name, "1g.10gb");   // 1/8 of memory
-  EXPECT_EQ(ProfileForShare(*h100, 230)->name, "1g.20gb");   // 2/8
-  EXPECT_EQ(ProfileForShare(*h100, 460)->name, "3g.40gb");   // 4/8: 3g before 4g
-  EXPECT_EQ(ProfileForShare(*h100, 810), nullptr);           // more than half: a whole GPU
+  EXPECT_EQ(ProfileForShare(*h100, 100)->name, "1g.10gb");  // 1/8 of memory
+  EXPECT_EQ(ProfileForShare(*h100, 230)->name, "1g.20gb");  // 2/8
+  EXPECT_EQ(ProfileForShare(*h100, 460)->name, "3g.40gb");  // 4/8: 3g before 4g
+  EXPECT_EQ(ProfileForShare(*h100, 810), nullptr);          // more than half: a whole GPU
   EXPECT_FALSE(FindMigModel("L40S-48GB").ok());
   // Seven 1g.10gb pods fill one GPU of a one-GPU node; the eighth does not fit.
   const std::vector<NodeSpec> nodes = {{"n", 640000, 1 << 30, 1, "G2"}};

@@ -1,11 +1,12 @@
 #include "sim/trace.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <map>
 #include <optional>
 
 #include "absl/status/status.h"
-#include <fmt/format.h>
 
 namespace gpuaas::sim {
 
@@ -31,8 +32,8 @@ class CsvReader {
       size_t p = 0;
       while (true) {
         const size_t comma = line.find(',', p);
-        fields.push_back(line.substr(p, comma == std::string_view::npos ? line.size() - p
-                                                                         : comma - p));
+        fields.push_back(
+            line.substr(p, comma == std::string_view::npos ? line.size() - p : comma - p));
         if (comma == std::string_view::npos) break;
         p = comma + 1;
       }
@@ -65,7 +66,7 @@ absl::StatusOr<Columns> Header(CsvReader& r, std::vector<std::string_view>& fiel
   for (std::string_view name : required) {
     if (!c.Find(name)) {
       return absl::InvalidArgumentError(
-          fmt::format("{}{}{}{}{}", "line ", r.line(), ": missing column \"", name, "\""));
+          fmt::format("line {}: missing column \"{}\"", r.line(), name));
     }
   }
   return c;
@@ -76,18 +77,18 @@ absl::StatusOr<int64_t> Int(const CsvReader& r, const std::vector<std::string_vi
   const size_t i = *c.Find(name);
   if (i >= fields.size()) {
     return absl::InvalidArgumentError(
-        fmt::format("{}{}{}{}{}", "line ", r.line(), ": column \"", name, "\" is missing"));
+        fmt::format("line {}: column \"{}\" is missing", r.line(), name));
   }
   const std::string_view f = fields[i];
   int64_t v = 0;
   const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
   if (ec != std::errc() || p != f.data() + f.size() || f.empty()) {
-    return absl::InvalidArgumentError(fmt::format("{}{}{}{}{}{}{}", "line ", r.line(), ": ", name, " \"", f,
-                                                   "\" is not an integer"));
+    return absl::InvalidArgumentError(
+        fmt::format("line {}: {} \"{}\" is not an integer", r.line(), name, f));
   }
   if (v < lo || v > hi) {
-    return absl::InvalidArgumentError(fmt::format("{}{}{}{}{}{}{}{}{}{}", "line ", r.line(), ": ", name, " ", v,
-                                                   " is outside ", lo, "..", hi));
+    return absl::InvalidArgumentError(
+        fmt::format("line {}: {} {} is outside {}..{}", r.line(), name, v, lo, hi));
   }
   return v;
 }
@@ -110,7 +111,7 @@ absl::StatusOr<std::vector<allocator::NodeSpec>> ParseNodes(std::string_view csv
     allocator::NodeSpec n;
     n.name = std::string(Text(f, c->Find("sn")));
     if (n.name.empty()) {
-      return absl::InvalidArgumentError(fmt::format("{}{}{}", "line ", r.line(), ": empty node name (sn)"));
+      return absl::InvalidArgumentError(fmt::format("line {}: empty node name (sn)", r.line()));
     }
     absl::StatusOr<int64_t> v = Int(r, f, *c, "cpu_milli", 0, kMaxResource);
     if (!v.ok()) return v.status();
@@ -124,7 +125,7 @@ absl::StatusOr<std::vector<allocator::NodeSpec>> ParseNodes(std::string_view csv
     n.gpu_model = std::string(Text(f, c->Find("model")));
     if (n.gpus > 0 && n.gpu_model.empty()) {
       return absl::InvalidArgumentError(
-          fmt::format("{}{}{}{}{}", "line ", r.line(), ": node ", n.name, " has GPUs but no model"));
+          fmt::format("line {}: node {} has GPUs but no model", r.line(), n.name));
     }
     nodes.push_back(std::move(n));
   }
@@ -157,17 +158,17 @@ absl::StatusOr<std::vector<TracePod>> ParsePods(std::string_view csv) {
     if (!v.ok()) return v.status();
     p.shape.gpu_milli = static_cast<int32_t>(*v);
     if (p.shape.num_gpu == 0 && p.shape.gpu_milli != 0) {
-      return absl::InvalidArgumentError(fmt::format("{}{}{}{}{}", 
-          "line ", r.line(), ": gpu_milli ", p.shape.gpu_milli, " without a GPU (num_gpu 0)"));
+      return absl::InvalidArgumentError(fmt::format(
+          "line {}: gpu_milli {} without a GPU (num_gpu 0)", r.line(), p.shape.gpu_milli));
     }
     if (p.shape.num_gpu > 0 && p.shape.gpu_milli == 0) {
       return absl::InvalidArgumentError(
-          fmt::format("{}{}{}{}{}", "line ", r.line(), ": num_gpu ", p.shape.num_gpu, " with gpu_milli 0"));
+          fmt::format("line {}: num_gpu {} with gpu_milli 0", r.line(), p.shape.num_gpu));
     }
     if (p.shape.num_gpu > 1 && p.shape.gpu_milli != allocator::kMilliGpu) {
-      return absl::InvalidArgumentError(fmt::format("{}{}{}{}{}{}", 
-          "line ", r.line(), ": a pod with ", p.shape.num_gpu,
-          " GPUs must take whole GPUs (gpu_milli 1000), not ", p.shape.gpu_milli));
+      return absl::InvalidArgumentError(
+          fmt::format("line {}: a pod with {} GPUs must take whole GPUs (gpu_milli 1000), not {}",
+                      r.line(), p.shape.num_gpu, p.shape.gpu_milli));
     }
     p.shape.gpu_models = std::string(Text(f, spec));
     if (times) {

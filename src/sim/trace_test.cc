@@ -18,7 +18,8 @@ std::string Read(const std::string& path) {
 const char kTraces[] = "../shared/traces/alibaba-gpu-v2023/";
 
 TEST(Trace, ParsesNodesByHeaderName) {
-  auto nodes = ParseNodes("model,sn,gpu,cpu_milli,memory_mib\r\nT4,a,2,104000,524288\r\n\nG2,b,8,96000,393216\n");
+  auto nodes = ParseNodes(
+      "model,sn,gpu,cpu_milli,memory_mib\r\nT4,a,2,104000,524288\r\n\nG2,b,8,96000,393216\n");
   ASSERT_TRUE(nodes.ok()) << nodes.status();
   ASSERT_EQ(nodes->size(), 2u);
   EXPECT_EQ((*nodes)[0].name, "a");
@@ -29,7 +30,8 @@ TEST(Trace, ParsesNodesByHeaderName) {
 
 TEST(Trace, ParsesPodsWithAndWithoutTimes) {
   auto pods = ParsePods(
-      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time\n"
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_"
+      "time\n"
       "p0,6000,12288,1,460,V100M16|V100M32,LS,Running,10,20\n"
       "p1,88000,327680,8,1000,,LS,Running,11,30\n"
       "p2,4000,8192,0,0,,BE,Failed,12,13\n");
