@@ -1,0 +1,288 @@
+#include "telemetry/health.h"
+
+#include "fmt/format.h"
+
+namespace gpuaas::telemetry {
+namespace {
+
+constexpr std::string_view kMemoryErrors = "MemoryErrors";
+constexpr std::string_view kResetRequired = "ResetRequired";
+constexpr std::string_view kOverheating = "Overheating";
+
+std::string_view RecoveryActionName(int a) {
+  switch (a) {
+    case 0: return "none";
+    case 1: return "GPU reset";
+    case 2: return "node reboot";
+    case 3: return "drain peer-to-peer";
+    case 4: return "drain and reset";
+    default: return "unknown";
+  }
+}
+
+}  // namespace
+
+std::string_view ToString(Severity s) {
+  switch (s) {
+    case Severity::kInfo: return "info";
+    case Severity::kWarning: return "warning";
+    case Severity::kCritical: return "critical";
+  }
+  return "info";
+}
+
+XidInfo LookupXid(int xid) {
+  using E = XidEffect;
+  using S = Severity;
+  switch (xid) {
+    case 13: return {13, "ROBUST_CHANNEL_GR_EXCEPTION", "graphics engine exception", E::kApplication, S::kInfo,
+                     "application fault, not the hardware: tell the tenant (restart the application)"};
+    case 31: return {31, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT", "GPU memory page fault", E::kApplication, S::kInfo,
+                     "usually an application bug: tell the tenant (restart the application)"};
+    case 43: return {43, "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "GPU stopped processing (software-induced fault)",
+                     E::kInformational, S::kInfo, "none: the GPU remains healthy"};
+    case 45: return {45, "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "preemptive cleanup after earlier errors",
+                     E::kApplication, S::kInfo, "none on its own; follow the other XIDs it accompanies"};
+    case 46: return {46, "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR", "GPU stopped processing", E::kResetGpu, S::kCritical,
+                     "reset the GPU"};
+    case 48: return {48, "ROBUST_CHANNEL_GPU_ECC_DBE", "double-bit ECC error", E::kMemoryError, S::kCritical,
+                     "double-bit ECC workflow: reset the GPU or reboot the node, run field diagnostics, RMA if "
+                     "the SRAM threshold is exceeded"};
+    case 62: return {62, "PMU_HALT_ERROR", "internal micro-controller halt", E::kResetGpu, S::kCritical, "reset the GPU"};
+    case 63: return {63, "INFOROM_DRAM_RETIREMENT_EVENT", "GPU memory remapping event", E::kInformational, S::kInfo,
+                     "none now; a GPU reset applies the remap (schedule one when the GPU is idle)"};
+    case 64: return {64, "INFOROM_DRAM_RETIREMENT_FAILURE", "GPU memory remapping failure", E::kResetGpu,
+                     S::kCritical, "reset the GPU; a remapping failure is an RMA criterion"};
+    case 74: return {74, "NVLINK_ERROR", "NVLink error", E::kNvlink, S::kCritical,
+                     "NVLink workflow: reset the GPU or reboot the node; check the device at the link's remote end"};
+    case 79: return {79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "GPU has fallen off the bus", E::kRebootNode,
+                     S::kCritical, "reboot the node (often a PCI Express link hardware failure)"};
+    case 92: return {92, "EXCESSIVE_SBE_INTERRUPTS", "high single-bit ECC error rate", E::kInformational,
+                     S::kInfo, "none now; contact support if it persists"};
+    case 94: return {94, "ROBUST_CHANNEL_CONTAINED_ERROR", "contained memory error", E::kResetWhenConvenient,
+                     S::kWarning, "restart the application; reset the GPU when convenient"};
+    case 95: return {95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", "uncontained memory error", E::kResetGpu,
+                     S::kCritical, "reset the GPU before applications restart"};
+    case 109: return {109, "CTXSW_TIMEOUT_ERROR", "context switch timeout", E::kResetGpu, S::kCritical, "reset the GPU"};
+    case 119: return {119, "GSP_RPC_TIMEOUT", "GSP RPC timeout", E::kResetGpu, S::kCritical,
+                      "reset the GPU (power-cycle the node if it persists)"};
+    case 120: return {120, "GSP_ERROR", "GSP error", E::kResetGpu, S::kCritical,
+                      "reset the GPU (power-cycle the node if it persists)"};
+    case 140: return {140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", "ECC unrecovered", E::kResetGpu, S::kCritical,
+                      "reset the GPU; contact the vendor if it persists"};
+    case 143: return {143, "GPU_INIT_ERROR", "GPU initialisation error", E::kResetGpu, S::kCritical, "reset the GPU"};
+    case 158: return {158, "GPU_FATAL_TIMEOUT", "GPU fatal timeout", E::kResetGpu, S::kCritical, "reset the GPU"};
+    default: return {xid, "UNKNOWN", "an XID gpuaas has no rule for", E::kUnknown, S::kWarning,
+                     "look it up in NVIDIA's XID catalogue"};
+  }
+}
+
+void HealthTracker::Raise(Alert a) {
+  a.id = next_alert_++;
+  alerts_.push_back(std::move(a));
+  while (alerts_.size() > kMaxAlerts) alerts_.pop_front();
+}
+
+void HealthTracker::Resolve(const std::string& uuid, std::string_view condition, int64_t t_ms) {
+  for (Alert& a : alerts_) {
+    if (a.active && a.gpu_uuid == uuid && a.condition == condition) {
+      a.active = false;
+      a.resolved_ms = t_ms;
+    }
+  }
+}
+
+void HealthTracker::Reset(const std::string& uuid, GpuState& g, int64_t t_ms) {
+  const bool had = g.reset_xid || g.memory_xid || g.convenient_xid || g.dbe_volatile > 0;
+  g.reset_xid.reset();
+  g.memory_xid.reset();
+  g.convenient_xid.reset();
+  g.dbe_volatile = 0;
+  g.remap_pending = false;
+  if (had) {
+    Raise({0, t_ms, Severity::kInfo, uuid, -1, "Reset", "", "GpuReset",
+           "the GPU was reset or its driver reloaded (energy or volatile ECC counters restarted)", "none", false, t_ms});
+  }
+}
+
+void HealthTracker::Xid(std::string_view gpu_uuid, int gi, int xid, int64_t t_ms) {
+  auto [it, _] = gpus_.try_emplace(std::string(gpu_uuid));
+  GpuState& g = it->second;
+  ++xid_events_;
+  const XidInfo info = LookupXid(xid);
+  std::string condition;
+  switch (info.effect) {
+    case XidEffect::kRebootNode:
+    case XidEffect::kResetGpu:
+    case XidEffect::kNvlink:
+      // The strongest outstanding action wins: a reboot is not downgraded by a later reset XID.
+      if (!g.reset_xid || LookupXid(g.reset_xid->xid).effect != XidEffect::kRebootNode) g.reset_xid = XidFault{xid, t_ms};
+      condition = kResetRequired;
+      if (xid == 64 || xid == 95 || xid == 140) g.memory_xid = XidFault{xid, t_ms};
+      break;
+    case XidEffect::kMemoryError:
+      g.memory_xid = XidFault{xid, t_ms};
+      condition = kMemoryErrors;
+      break;
+    case XidEffect::kResetWhenConvenient:
+      g.convenient_xid = XidFault{xid, t_ms};
+      break;
+    default:
+      break;
+  }
+  Raise({0, t_ms, info.severity, it->first, gi, fmt::format("XID {}", xid), condition,
+         fmt::format("Xid{}", xid),
+         fmt::format("XID {} ({}): {}", xid, info.mnemonic, info.meaning), std::string(info.action), true, 0});
+  if (condition.empty()) alerts_.back().active = false;  // informational: nothing to resolve
+  Recheck(it->first, g, t_ms);
+}
+
+void HealthTracker::Observe(std::string_view gpu_uuid, int gi, Field field, double v, int64_t t_ms) {
+  auto it = gpus_.find(gpu_uuid);
+  if (it == gpus_.end()) it = gpus_.try_emplace(std::string(gpu_uuid)).first;
+  GpuState& g = it->second;
+  const std::string& uuid = it->first;
+  switch (field) {
+    case Field::kXid: {
+      auto [x, fresh] = g.xid_gauge.try_emplace(gi, v);
+      if (!fresh && x->second == v) return;
+      x->second = v;
+      if (v > 0) Xid(gpu_uuid, gi, static_cast<int>(v), t_ms);
+      return;
+    }
+    case Field::kEnergyMj:
+      if (g.energy_mj && v < *g.energy_mj) Reset(uuid, g, t_ms);
+      g.energy_mj = v;
+      break;
+    case Field::kEccDbeVolatile:
+      if (v < g.dbe_volatile && v == 0) {
+        Reset(uuid, g, t_ms);
+      } else if (v > g.dbe_volatile) {
+        Raise({0, t_ms, Severity::kCritical, uuid, -1, "ECC", std::string(kMemoryErrors), "DoubleBitEccErrors",
+               fmt::format("{} double-bit ECC error(s) since the driver loaded", v),
+               std::string(LookupXid(48).action), true, 0});
+      }
+      g.dbe_volatile = v;
+      break;
+    case Field::kEccDbeAggregate:
+      if (!g.dbe_aggregate_base) {
+        g.dbe_aggregate_base = v;  // history from before gpuaas watched is not a new fault
+      } else if (v > g.dbe_aggregate) {
+        Raise({0, t_ms, Severity::kCritical, uuid, -1, "ECC", std::string(kMemoryErrors), "DoubleBitEccErrors",
+               fmt::format("lifetime double-bit ECC errors rose to {}", v), std::string(LookupXid(48).action), true, 0});
+      }
+      g.dbe_aggregate = v;
+      break;
+    case Field::kRemapFailure: {
+      const bool b = v != 0;
+      if (b && !g.remap_failure) {
+        Raise({0, t_ms, Severity::kCritical, uuid, -1, "RowRemap", std::string(kMemoryErrors), "RowRemapFailure",
+               "row remapping failed: the GPU has no spare rows left", "take the GPU out of service; RMA", true, 0});
+      }
+      g.remap_failure = b;
+      break;
+    }
+    case Field::kRemapPending: {
+      const bool b = v != 0;
+      if (b && !g.remap_pending) {
+        Raise({0, t_ms, Severity::kInfo, uuid, -1, "RowRemap", "", "RowRemapPending",
+               "a row remap waits for the next GPU reset", "reset the GPU when it is idle", false, t_ms});
+      }
+      g.remap_pending = b;
+      break;
+    }
+    case Field::kRecoveryAction: {
+      const int a = static_cast<int>(v);
+      if (a != g.recovery_action && a != 0) {
+        Raise({0, t_ms, Severity::kCritical, uuid, -1, "RecoveryAction", std::string(kResetRequired),
+               "RecoveryAction", fmt::format("the driver asks for a {}", RecoveryActionName(a)),
+               fmt::format("{} (NVML recovery action {})", RecoveryActionName(a), a), true, 0});
+      }
+      g.recovery_action = a;
+      break;
+    }
+    case Field::kTempC:
+      if (!g.hot && v >= kOverheatC) {
+        g.hot = true;
+        Raise({0, t_ms, Severity::kWarning, uuid, -1, "Temperature", std::string(kOverheating), "Overheating",
+               fmt::format("GPU temperature {} °C (at or above {} °C)", v, kOverheatC),
+               "check cooling and airflow; the GPU throttles itself", true, 0});
+      } else if (g.hot && v < kCoolC) {
+        g.hot = false;
+      } else {
+        return;
+      }
+      break;
+    default:
+      return;
+  }
+  Recheck(uuid, g, t_ms);
+}
+
+void HealthTracker::Recheck(const std::string& uuid, const GpuState& g, int64_t t_ms) {
+  const GpuVerdict now = Compute(g);
+  auto [lv, fresh] = last_verdict_.try_emplace(uuid, now);
+  if (fresh && !now.failed() && !now.overheating.active) return;
+  if (!fresh && lv->second == now) return;
+  const GpuVerdict before = fresh ? GpuVerdict{} : lv->second;
+  if (before.memory_errors.active && !now.memory_errors.active) Resolve(uuid, kMemoryErrors, t_ms);
+  if (before.reset_required.active && !now.reset_required.active) Resolve(uuid, kResetRequired, t_ms);
+  if (before.overheating.active && !now.overheating.active) Resolve(uuid, kOverheating, t_ms);
+  lv->second = now;
+  changed_.insert(uuid);
+}
+
+GpuVerdict HealthTracker::Compute(const GpuState& g) const {
+  GpuVerdict v;
+  if (g.remap_failure) {
+    v.memory_errors = {true, "RowRemapFailure", "row remapping failed: take the GPU out of service (RMA)"};
+  } else if (g.memory_xid) {
+    const XidInfo i = LookupXid(g.memory_xid->xid);
+    v.memory_errors = {true, fmt::format("Xid{}", i.xid), fmt::format("XID {} ({}): {}", i.xid, i.meaning, i.action)};
+  } else if (g.dbe_volatile > 0 || (g.dbe_aggregate_base && g.dbe_aggregate > *g.dbe_aggregate_base)) {
+    v.memory_errors = {true, "DoubleBitEccErrors",
+                       fmt::format("{} volatile double-bit ECC error(s); reset the GPU, then run field diagnostics",
+                                   g.dbe_volatile)};
+  } else {
+    v.memory_errors = {false, "NoUncorrectableErrors", ""};
+  }
+  if (g.reset_xid) {
+    const XidInfo i = LookupXid(g.reset_xid->xid);
+    v.reset_required = {true, fmt::format("Xid{}", i.xid), fmt::format("XID {} ({}): {}", i.xid, i.meaning, i.action)};
+  } else if (g.recovery_action != 0) {
+    v.reset_required = {true, "RecoveryAction",
+                        fmt::format("the driver asks for a {}", RecoveryActionName(g.recovery_action))};
+  } else if (g.memory_xid || g.dbe_volatile > 0) {
+    v.reset_required = {true, "DoubleBitEccErrors", "a GPU reset or node reboot clears the double-bit ECC error"};
+  } else if (g.convenient_xid || g.remap_pending) {
+    v.reset_required = {false, "ResetWhenConvenient",
+                        g.convenient_xid ? "XID 94 (contained memory error): reset the GPU when convenient"
+                                         : "a row remap waits for the next GPU reset"};
+  } else {
+    v.reset_required = {false, "NoResetNeeded", ""};
+  }
+  v.overheating = g.hot ? ConditionVerdict{true, "Overheating", fmt::format("at or above {} °C", kOverheatC)}
+                        : ConditionVerdict{false, "TemperatureNormal", ""};
+  return v;
+}
+
+GpuVerdict HealthTracker::Verdict(std::string_view gpu_uuid) const {
+  auto it = gpus_.find(gpu_uuid);
+  return it == gpus_.end() ? Compute(GpuState{}) : Compute(it->second);
+}
+
+std::set<std::string> HealthTracker::TakeChanged() {
+  std::set<std::string> out;
+  out.swap(changed_);
+  return out;
+}
+
+std::vector<Alert> HealthTracker::Alerts(bool active_only) const {
+  std::vector<Alert> out;
+  for (auto it = alerts_.rbegin(); it != alerts_.rend(); ++it) {
+    if (!active_only || it->active) out.push_back(*it);
+  }
+  return out;
+}
+
+}  // namespace gpuaas::telemetry

@@ -1,0 +1,251 @@
+#include "telemetry/hub.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "fmt/format.h"
+#include "telemetry/prom_text.h"
+
+namespace gpuaas::telemetry {
+namespace {
+
+bool IsHealthField(Field f) {
+  switch (f) {
+    case Field::kXid:
+    case Field::kEnergyMj:
+    case Field::kEccDbeVolatile:
+    case Field::kEccDbeAggregate:
+    case Field::kRemapFailure:
+    case Field::kRemapPending:
+    case Field::kRecoveryAction:
+    case Field::kTempC:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string DeviceName(std::string_view gpu_uuid, int gi) {
+  return gi < 0 ? std::string(gpu_uuid) : fmt::format("{}/{}", gpu_uuid, gi);
+}
+
+constexpr size_t kMaxTextCache = 1'000'000;
+constexpr size_t kMaxSeenXids = 100'000;
+
+}  // namespace
+
+Hub::Hub(SeriesLimits limits) : series_(limits) {}
+
+void Hub::SetKnownGpus(std::set<std::string> uuids) {
+  absl::MutexLock l(&mu_);
+  known_ = std::set<std::string, std::less<>>(uuids.begin(), uuids.end());
+}
+
+void Hub::NoteGpu(const std::string& uuid, IngestResult& res) {
+  if (known_.empty() || known_.count(uuid)) return;
+  for (const std::string& u : res.unmatched_gpus) {
+    if (u == uuid) return;
+  }
+  res.unmatched_gpus.push_back(uuid);
+}
+
+void Hub::Apply(const Resolved& r, double value, int64_t t_ms, std::vector<Sample>& batch, IngestResult& res) {
+  ++res.samples;
+  if (!r.keep) {
+    ++res.ignored;
+    return;
+  }
+  if (IsDcgmBlank(value) || !std::isfinite(value)) {
+    ++res.blank;
+    return;
+  }
+  if (r.id) batch.push_back({*r.id, t_ms, value});
+  if (r.health) health_.Observe(r.gpu_uuid, r.gi, r.field, value, t_ms);
+}
+
+absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t now_ms) {
+  IngestResult res;
+  std::vector<Sample> batch;
+  const int64_t t = report.time_ms > 0 ? report.time_ms : now_ms;
+  {
+    absl::MutexLock l(&mu_);
+    const int64_t xids_before = health_.xid_events();
+    for (const GpuReport& g : report.gpus) {
+      NoteGpu(g.uuid, res);
+      auto add = [&](int gi, const Readings& readings) {
+        for (const auto& [f, v] : readings) {
+          Resolved r;
+          r.gpu_uuid = g.uuid;
+          r.gi = gi;
+          r.field = f;
+          r.keep = true;
+          r.health = IsHealthField(f) && f != Field::kXid;  // XIDs come as events here
+          r.id = series_.Intern(DeviceName(g.uuid, Info(f).per_instance ? gi : -1), f);
+          Apply(r, v, t, batch, res);
+        }
+      };
+      add(-1, g.readings);
+      auto& known = instances_[g.uuid];
+      if (g.mig_enabled) known.clear();  // the report lists the GPU's instances as they are now
+      for (const InstanceReport& i : g.instances) {
+        known[i.gi] = {i.gi, i.profile, i.start, i.uuid};
+        add(i.gi, i.readings);
+      }
+      for (const XidEvent& x : g.xid_events) {
+        // Pushes are retried after failures: an event counts once.
+        if (!seen_xids_.insert({g.uuid, x.gi, x.xid, x.time_ms}).second) continue;
+        if (seen_xids_.size() > kMaxSeenXids) seen_xids_.clear();
+        health_.Xid(g.uuid, x.gi, x.xid, x.time_ms > 0 ? x.time_ms : t);
+      }
+    }
+    res.xid_events = health_.xid_events() - xids_before;
+    samples_total_ += res.samples;
+  }
+  res.stored = static_cast<int64_t>(series_.Append(batch));
+  return res;
+}
+
+absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_ms) {
+  class Sink final : public PromSink {
+   public:
+    Sink(Hub& hub, int64_t now_ms, IngestResult& res, std::vector<Sample>& batch)
+        : hub_(hub), now_ms_(now_ms), res_(res), batch_(batch) {}
+    absl::Status OnSample(const PromSample& s) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      auto it = hub_.text_cache_.find(s.series);
+      if (it == hub_.text_cache_.end()) {
+        if (hub_.text_cache_.size() >= kMaxTextCache) hub_.text_cache_.clear();
+        it = hub_.text_cache_.emplace(std::string(s.series), Resolve(s)).first;
+      }
+      hub_.Apply(it->second, s.value, s.timestamp_ms.value_or(now_ms_), batch_, res_);
+      return absl::OkStatus();
+    }
+
+   private:
+    Resolved Resolve(const PromSample& s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      Resolved r;
+      std::optional<Field> f = FieldFromDcgm(s.name);
+      std::string_view uuid, gi_text, profile;
+      for (const PromLabel& l : s.labels) {
+        if (l.name == "UUID" || l.name == "uuid") uuid = l.value;
+        else if (l.name == "GPU_I_ID") gi_text = l.value;
+        else if (l.name == "GPU_I_PROFILE") profile = l.value;
+      }
+      if (!f || uuid.empty()) return r;  // not a reading gpuaas keeps
+      int gi = -1;
+      if (!gi_text.empty()) {
+        auto [p, ec] = std::from_chars(gi_text.data(), gi_text.data() + gi_text.size(), gi);
+        if (ec != std::errc() || p != gi_text.data() + gi_text.size() || gi < 0) gi = -1;
+      }
+      r.gpu_uuid.assign(uuid);
+      r.gi = gi;
+      r.field = *f;
+      r.keep = true;
+      r.health = IsHealthField(*f);
+      // A GPU-level field on a MIG row belongs to the GPU: every row repeats it.
+      r.id = hub_.series_.Intern(DeviceName(uuid, Info(*f).per_instance ? gi : -1), *f);
+      hub_.NoteGpu(r.gpu_uuid, res_);
+      if (gi >= 0) {
+        InstanceInfo& ii = hub_.instances_[r.gpu_uuid][gi];
+        ii.gi = gi;
+        if (!profile.empty()) ii.profile.assign(profile);
+        if (ii.start == 0 && ii.uuid.empty()) ii.start = -1;
+      }
+      return r;
+    }
+    Hub& hub_;
+    int64_t now_ms_;
+    IngestResult& res_;
+    std::vector<Sample>& batch_;
+  };
+
+  IngestResult res;
+  std::vector<Sample> batch;
+  batch.reserve(text.size() / 120);
+  {
+    absl::MutexLock l(&mu_);
+    const int64_t xids_before = health_.xid_events();
+    Sink sink(*this, now_ms, res, batch);
+    if (absl::Status s = ParsePromText(text, sink); !s.ok()) return s;
+    res.xid_events = health_.xid_events() - xids_before;
+    samples_total_ += res.samples;
+  }
+  res.stored = static_cast<int64_t>(series_.Append(batch));
+  return res;
+}
+
+std::optional<int> Hub::FindInstance(std::string_view gpu_uuid, int start, std::string_view mig_uuid) const {
+  absl::MutexLock l(&mu_);
+  auto it = instances_.find(gpu_uuid);
+  if (it == instances_.end()) return std::nullopt;
+  for (const auto& [gi, info] : it->second) {
+    if (!mig_uuid.empty() && info.uuid == mig_uuid) return gi;
+  }
+  for (const auto& [gi, info] : it->second) {
+    if (info.start == start && start >= 0) return gi;
+  }
+  return std::nullopt;
+}
+
+std::vector<InstanceInfo> Hub::Instances(std::string_view gpu_uuid) const {
+  absl::MutexLock l(&mu_);
+  std::vector<InstanceInfo> out;
+  if (auto it = instances_.find(gpu_uuid); it != instances_.end()) {
+    for (const auto& [gi, info] : it->second) out.push_back(info);
+  }
+  return out;
+}
+
+std::optional<double> Hub::DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,
+                                      std::vector<Bucket>& out) const {
+  const std::string dev = DeviceName(d.gpu_uuid, d.gi);
+  for (Field f : {Field::kSmActive, Field::kGrEngineActive, Field::kGpuUtil}) {
+    if (f == Field::kGpuUtil && d.gi >= 0) break;  // GPU utilization does not exist per MIG instance
+    if (!series_.Find(dev, f)) continue;
+    out = series_.Query(dev, f, from, to, step, now);
+    return f == Field::kGpuUtil ? 0.01 : 1.0;
+  }
+  return std::nullopt;
+}
+
+std::vector<UtilizationPoint> Hub::Utilization(const std::vector<DeviceRef>& devices, int64_t from, int64_t to,
+                                               int64_t step, int64_t now) const {
+  std::vector<UtilizationPoint> out;
+  if (step <= 0 || to <= from) return out;
+  const size_t n = static_cast<size_t>((to - from + step - 1) / step);
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) out[i].t = from + static_cast<int64_t>(i) * step;
+  std::vector<Bucket> b;
+  for (const DeviceRef& d : devices) {
+    for (UtilizationPoint& p : out) p.allocated_gpus += d.weight;
+    std::optional<double> scale = DeviceUtil(d, from, to, step, now, b);
+    if (!scale) continue;
+    for (size_t i = 0; i < n && i < b.size(); ++i) {
+      if (b[i].count == 0) continue;
+      out[i].covered_gpus += d.weight;
+      out[i].used_gpus += d.weight * std::clamp(b[i].mean * *scale, 0.0, 1.0);
+    }
+  }
+  return out;
+}
+
+GpuVerdict Hub::Verdict(std::string_view gpu_uuid) const {
+  absl::MutexLock l(&mu_);
+  return health_.Verdict(gpu_uuid);
+}
+
+std::set<std::string> Hub::TakeChangedHealth() {
+  absl::MutexLock l(&mu_);
+  return health_.TakeChanged();
+}
+
+std::vector<Alert> Hub::Alerts(bool active_only) const {
+  absl::MutexLock l(&mu_);
+  return health_.Alerts(active_only);
+}
+
+int64_t Hub::samples_total() const {
+  absl::MutexLock l(&mu_);
+  return samples_total_;
+}
+
+}  // namespace gpuaas::telemetry

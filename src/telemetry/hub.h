@@ -1,0 +1,121 @@
+// The telemetry hub: where readings arrive (agent JSON reports, dcgm-exporter text pushed or
+// scraped), are matched to GPUs and MIG instances by UUID, stored in the series store and fed to
+// the health rules. The API and the telemetry controller hold one Hub. Thread-safe.
+//
+// Matching. dcgm-exporter's UUID label is always the parent GPU's; a MIG row adds GPU_I_ID and
+// GPU_I_PROFILE. A reading of a per-instance field on a MIG row goes to the instance
+// ("GPU-…/<gi>"); a GPU-level field (power, energy, temperature, ECC…) repeats on every MIG row
+// and is stored once for the GPU, never summed. DCGM's blank sentinels are dropped. Samples of a
+// GPU the inventory does not know are still stored (the inventory may catch up) and counted as
+// unmatched in the answer.
+#ifndef GPUAAS_TELEMETRY_HUB_H_
+#define GPUAAS_TELEMETRY_HUB_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "telemetry/health.h"
+#include "telemetry/prom_text.h"
+#include "telemetry/report.h"
+#include "telemetry/series.h"
+
+namespace gpuaas::telemetry {
+
+struct IngestResult {
+  int64_t samples = 0;         // readings seen
+  int64_t stored = 0;          // appended to series
+  int64_t blank = 0;           // DCGM blank sentinels dropped
+  int64_t ignored = 0;         // metrics gpuaas does not keep
+  int64_t xid_events = 0;
+  std::vector<std::string> unmatched_gpus;  // UUIDs the inventory does not know
+};
+
+// What the hub knows of a MIG instance, learned from reports and dcgm-exporter labels.
+struct InstanceInfo {
+  int gi = 0;
+  std::string profile;
+  int start = -1;  // -1 when only dcgm-exporter labels were seen
+  std::string uuid;
+};
+
+// A device whose utilization counts, weighted by the share of a GPU it is (1 for a whole GPU,
+// compute slices / 7 for a MIG instance).
+struct DeviceRef {
+  std::string gpu_uuid;
+  int gi = -1;
+  double weight = 1;
+};
+
+struct UtilizationPoint {
+  int64_t t = 0;
+  double allocated_gpus = 0;  // Σ weight of the devices
+  double used_gpus = 0;       // Σ weight × SM activity (devices with data)
+  double covered_gpus = 0;    // Σ weight of the devices with data in this step
+  double utilization() const { return covered_gpus > 0 ? used_gpus / covered_gpus : 0; }
+};
+
+class Hub {
+ public:
+  explicit Hub(SeriesLimits limits = {});
+
+  absl::StatusOr<IngestResult> IngestReport(const NodeReport& report, int64_t now_ms);
+  // dcgm-exporter text. `hostname` names the source in errors only. Parse errors carry the line.
+  absl::StatusOr<IngestResult> IngestText(std::string_view text, int64_t now_ms);
+
+  // The GPUs the inventory knows (for matching); replaced as a whole.
+  void SetKnownGpus(std::set<std::string> uuids);
+
+  // The GPU instance id of a MIG device, from its GPU and placement start or its MIG UUID.
+  std::optional<int> FindInstance(std::string_view gpu_uuid, int start, std::string_view mig_uuid) const;
+  std::vector<InstanceInfo> Instances(std::string_view gpu_uuid) const;
+
+  // Utilization of a set of devices per step: SM activity (DCGM_FI_PROF_SM_ACTIVE), else the
+  // graphics-engine activity, else GPU utilization / 100 for whole GPUs.
+  std::vector<UtilizationPoint> Utilization(const std::vector<DeviceRef>& devices, int64_t from, int64_t to,
+                                            int64_t step, int64_t now) const;
+
+  GpuVerdict Verdict(std::string_view gpu_uuid) const;
+  std::set<std::string> TakeChangedHealth();
+  std::vector<Alert> Alerts(bool active_only) const;
+
+  SeriesStore& series() { return series_; }
+  const SeriesStore& series() const { return series_; }
+  int64_t samples_total() const;
+
+ private:
+  struct Resolved {
+    std::optional<SeriesId> id;
+    std::string gpu_uuid;
+    int gi = -1;
+    Field field = Field::kPowerW;
+    bool keep = false;
+    bool health = false;
+  };
+  void Apply(const Resolved& r, double value, int64_t t_ms, std::vector<Sample>& batch, IngestResult& res)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteGpu(const std::string& uuid, IngestResult& res) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<double> DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,
+                                   std::vector<Bucket>& out) const;
+
+  SeriesStore series_;
+  mutable absl::Mutex mu_;
+  HealthTracker health_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::map<int, InstanceInfo>, std::less<>> instances_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string, std::less<>> known_ ABSL_GUARDED_BY(mu_);
+  std::set<std::tuple<std::string, int, int, int64_t>> seen_xids_ ABSL_GUARDED_BY(mu_);
+  // dcgm-exporter series text -> what it resolved to.
+  StringMap<Resolved> text_cache_ ABSL_GUARDED_BY(mu_);
+  int64_t samples_total_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gpuaas::telemetry
+
+#endif  // GPUAAS_TELEMETRY_HUB_H_

@@ -1,0 +1,160 @@
+#include "telemetry/hub.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace gpuaas::telemetry {
+namespace {
+
+constexpr int64_t kNowMs = 1'800'000'000'000;
+const std::string kUuid = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660";
+
+TEST(Hub, IngestsNvidiasMigSample) {
+  const std::string path =
+      "../shared/fixtures/nvidia-cloud-native-docs_gpu-telemetry_dcgm-exporter-rst_mig-a100-metrics.prom";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "../shared is not beside the checkout";
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Hub hub;
+  hub.SetKnownGpus({kUuid});
+  absl::StatusOr<IngestResult> r = hub.IngestText(ss.str(), kNowMs);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->samples, 21);
+  EXPECT_TRUE(r->unmatched_gpus.empty());
+  // Kept: temperature ×2, power, energy, XID ×2, FB free/used, GR engine ×2.
+  EXPECT_EQ(r->stored, 10);
+  EXPECT_EQ(r->ignored, 11);  // clocks, PCIe, NVLink, tensor, DRAM, vGPU licence
+  EXPECT_EQ(hub.series().Latest(kUuid, Field::kPowerW)->second, 409.692);
+  EXPECT_EQ(hub.series().Latest(kUuid, Field::kEnergyMj)->second, 319159391);
+  // The instance row goes to the instance.
+  EXPECT_DOUBLE_EQ(hub.series().Latest(kUuid + "/13", Field::kGrEngineActive)->second, 0.995687);
+  EXPECT_DOUBLE_EQ(hub.series().Latest(kUuid, Field::kGrEngineActive)->second, 0.995630);
+  ASSERT_EQ(hub.Instances(kUuid).size(), 1u);
+  EXPECT_EQ(hub.Instances(kUuid)[0].profile, "1g.5gb");
+  EXPECT_EQ(r->xid_events, 0);
+}
+
+TEST(Hub, GpuLevelReadingsOnMigRowsAreNotSummedAndBlanksDropped) {
+  const std::string text =
+      "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-x\",GPU_I_PROFILE=\"3g.71gb\",GPU_I_ID=\"1\"} 400\n"
+      "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-x\",GPU_I_PROFILE=\"3g.71gb\",GPU_I_ID=\"2\"} 400\n"
+      "DCGM_FI_DEV_MEMORY_TEMP{gpu=\"0\",UUID=\"GPU-x\"} 9223372036854775794\n"
+      "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-x\",GPU_I_PROFILE=\"3g.71gb\",GPU_I_ID=\"1\"} 0.5\n"
+      "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-x\",GPU_I_PROFILE=\"3g.71gb\",GPU_I_ID=\"2\"} 0.25\n";
+  Hub hub;
+  hub.SetKnownGpus({"GPU-y"});
+  absl::StatusOr<IngestResult> r = hub.IngestText(text, kNowMs);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->blank, 1);
+  EXPECT_EQ(r->stored, 3);  // power once, two instances
+  EXPECT_EQ(r->unmatched_gpus, std::vector<std::string>{"GPU-x"});
+  auto q = hub.series().Query("GPU-x", Field::kPowerW, kNowMs / 1000, kNowMs / 1000 + 1, 1, kNowMs / 1000);
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].mean, 400);
+  EXPECT_FALSE(hub.series().Find("GPU-x", Field::kMemTempC) && hub.series().Latest("GPU-x", Field::kMemTempC));
+  // Utilization of the two 3g instances (3/7 of a GPU each).
+  std::vector<UtilizationPoint> u = hub.Utilization({{"GPU-x", 1, 3.0 / 7}, {"GPU-x", 2, 3.0 / 7}},
+                                                    kNowMs / 1000, kNowMs / 1000 + 1, 1, kNowMs / 1000);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_NEAR(u[0].allocated_gpus, 6.0 / 7, 1e-9);
+  EXPECT_NEAR(u[0].used_gpus, 0.75 * 3 / 7, 1e-9);
+  EXPECT_NEAR(u[0].utilization(), 0.375, 1e-9);
+}
+
+TEST(Hub, XidGaugeRepeatsCountOnceAcrossScrapes) {
+  Hub hub;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(hub.IngestText("DCGM_FI_DEV_XID_ERRORS{gpu=\"0\",UUID=\"GPU-x\",err_code=\"79\"} 79\n", kNowMs + i * 15000).ok());
+  }
+  EXPECT_TRUE(hub.Verdict("GPU-x").reset_required.active);
+  EXPECT_EQ(hub.Alerts(false).size(), 1u);
+}
+
+NodeReport SampleReport() {
+  NodeReport r;
+  r.node = "h200-a";
+  r.time_ms = kNowMs;
+  GpuReport g;
+  g.uuid = "GPU-1";
+  g.name = "NVIDIA H200";
+  g.memory_mib = 143771;
+  g.mig_enabled = true;
+  g.readings = {{Field::kPowerW, 420.5}, {Field::kEnergyMj, 123456789}, {Field::kTempC, 61},
+                {Field::kEccDbeVolatile, 0}};
+  g.instances = {{1, "3g.71gb", 0, 4, "MIG-a", {{Field::kSmActive, 0.5}, {Field::kFbUsedMib, 30000}}},
+                 {2, "3g.71gb", 4, 4, "MIG-b", {{Field::kSmActive, 0.1}, {Field::kFbUsedMib, 1000}}}};
+  GpuReport full;
+  full.uuid = "GPU-2";
+  full.index = 1;
+  full.name = "NVIDIA H200";
+  full.readings = {{Field::kPowerW, 650}, {Field::kGpuUtil, 97}, {Field::kSmActive, 0.8}};
+  full.xid_events = {{48, -1, kNowMs - 5}};
+  r.gpus = {g, full};
+  return r;
+}
+
+TEST(Hub, ReportRoundTripsThroughJsonAndDcgmText) {
+  const NodeReport r = SampleReport();
+  absl::StatusOr<NodeReport> back = DecodeReport(EncodeReport(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, r);
+
+  // The exporter text feeds the same readings as the JSON push.
+  Hub a, b;
+  ASSERT_TRUE(a.IngestReport(r, kNowMs).ok());
+  const std::string text = RenderDcgmText(r);
+  absl::StatusOr<IngestResult> res = b.IngestText(text, kNowMs);
+  ASSERT_TRUE(res.ok()) << res.status() << "\n" << text;
+  for (const auto& [dev, f] : std::vector<std::pair<std::string, Field>>{
+           {"GPU-1", Field::kPowerW}, {"GPU-1/1", Field::kSmActive}, {"GPU-1/2", Field::kFbUsedMib},
+           {"GPU-2", Field::kGpuUtil}, {"GPU-1", Field::kEnergyMj}}) {
+    ASSERT_TRUE(a.series().Latest(dev, f)) << dev;
+    ASSERT_TRUE(b.series().Latest(dev, f)) << dev;
+    EXPECT_EQ(a.series().Latest(dev, f)->second, b.series().Latest(dev, f)->second) << dev;
+  }
+  EXPECT_TRUE(a.Verdict("GPU-2").memory_errors.active);
+  EXPECT_TRUE(b.Verdict("GPU-2").memory_errors.active);
+  EXPECT_NE(text.find("# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"), std::string::npos);
+  EXPECT_NE(text.find("GPU_I_PROFILE=\"3g.71gb\",GPU_I_ID=\"2\"} 0.1\n"), std::string::npos);
+  EXPECT_EQ(a.FindInstance("GPU-1", 4, ""), 2);
+  EXPECT_EQ(a.FindInstance("GPU-1", -1, "MIG-a"), 1);
+}
+
+TEST(Hub, ARetriedPushCountsItsXidsOnce) {
+  Hub hub;
+  const NodeReport r = SampleReport();
+  ASSERT_TRUE(hub.IngestReport(r, kNowMs).ok());
+  absl::StatusOr<IngestResult> again = hub.IngestReport(r, kNowMs);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->xid_events, 0);
+  EXPECT_EQ(hub.Alerts(false).size(), 1u);
+}
+
+TEST(Hub, BadReportsAreRefusedWithTheField) {
+  struct Case {
+    std::string json, want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"[", "not valid JSON"},
+           {"{\"gpus\":[]}", "report.node: required"},
+           {"{\"node\":\"n\"}", "report.gpus: required"},
+           {"{\"node\":\"n\",\"gpus\":[{\"uuid\":\"x\"}]}", "gpus[0].uuid: \"x\" is not a GPU UUID"},
+           {"{\"node\":\"n\",\"gpus\":[{\"uuid\":\"GPU-1\",\"readings\":{\"powr_w\":1}}]}",
+            "gpus[0].readings: unknown reading \"powr_w\""},
+           {"{\"node\":\"n\",\"gpus\":[{\"uuid\":\"GPU-1\",\"readings\":{\"power_w\":\"1\"}}]}",
+            "gpus[0].readings.power_w: must be a number"},
+           {"{\"node\":\"n\",\"gpus\":[{\"uuid\":\"GPU-1\",\"xid_events\":[{\"xid\":0}]}]}",
+            "gpus[0].xid_events[0].xid: must be positive"},
+       }) {
+    absl::StatusOr<NodeReport> r = DecodeReport(c.json);
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_NE(std::string(r.status().message()).find(c.want), std::string::npos) << r.status();
+  }
+}
+
+}  // namespace
+}  // namespace gpuaas::telemetry

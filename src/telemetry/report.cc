@@ -1,0 +1,173 @@
+#include "telemetry/report.h"
+
+#include <cmath>
+
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+#include "telemetry/prom_text.h"
+
+namespace gpuaas::telemetry {
+namespace {
+
+using nlohmann::json;
+
+json ReadingsJson(const Readings& r) {
+  json o = json::object();
+  for (const auto& [f, v] : r) {
+    if (std::isfinite(v)) o[std::string(Info(f).series)] = v;
+  }
+  return o;
+}
+
+absl::Status ReadReadings(const json& j, std::string_view where, Readings& out) {
+  if (!j.is_object()) return absl::InvalidArgumentError(fmt::format("{}.readings: must be an object", where));
+  for (const auto& [k, v] : j.items()) {
+    std::optional<Field> f = FieldFromSeries(k);
+    if (!f) return absl::InvalidArgumentError(fmt::format("{}.readings: unknown reading \"{}\"", where, k));
+    if (!v.is_number()) return absl::InvalidArgumentError(fmt::format("{}.readings.{}: must be a number", where, k));
+    out[*f] = v.get<double>();
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Get(const json& o, const char* key, std::string_view where, T& out, bool required) {
+  auto it = o.find(key);
+  if (it == o.end()) {
+    return required ? absl::InvalidArgumentError(fmt::format("{}.{}: required", where, key)) : absl::OkStatus();
+  }
+  try {
+    out = it->get<T>();
+  } catch (const json::exception&) {
+    return absl::InvalidArgumentError(fmt::format("{}.{}: wrong type", where, key));
+  }
+  return absl::OkStatus();
+}
+
+#define GPUAAS_RETURN_IF(expr)        \
+  do {                                \
+    absl::Status s_ = (expr);         \
+    if (!s_.ok()) return s_;          \
+  } while (0)
+
+}  // namespace
+
+std::string EncodeReport(const NodeReport& r, bool pretty) {
+  json gpus = json::array();
+  for (const GpuReport& g : r.gpus) {
+    json insts = json::array();
+    for (const InstanceReport& i : g.instances) {
+      insts.push_back({{"gi", i.gi}, {"profile", i.profile}, {"start", i.start}, {"size", i.size},
+                       {"uuid", i.uuid}, {"readings", ReadingsJson(i.readings)}});
+    }
+    json xids = json::array();
+    for (const XidEvent& x : g.xid_events) xids.push_back({{"xid", x.xid}, {"gi", x.gi}, {"time_ms", x.time_ms}});
+    gpus.push_back({{"uuid", g.uuid}, {"index", g.index}, {"name", g.name}, {"memory_mib", g.memory_mib},
+                    {"mig_enabled", g.mig_enabled}, {"readings", ReadingsJson(g.readings)},
+                    {"instances", insts}, {"xid_events", xids}});
+  }
+  json o = {{"node", r.node}, {"driver_version", r.driver_version}, {"time_ms", r.time_ms}, {"gpus", gpus}};
+  return pretty ? o.dump(2) : o.dump();
+}
+
+absl::StatusOr<NodeReport> DecodeReport(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("the body is not valid JSON");
+  if (!j.is_object()) return absl::InvalidArgumentError("the report must be a JSON object");
+  NodeReport r;
+  GPUAAS_RETURN_IF(Get(j, "node", "report", r.node, true));
+  if (r.node.empty()) return absl::InvalidArgumentError("report.node: must not be empty");
+  GPUAAS_RETURN_IF(Get(j, "driver_version", "report", r.driver_version, false));
+  GPUAAS_RETURN_IF(Get(j, "time_ms", "report", r.time_ms, false));
+  auto gpus = j.find("gpus");
+  if (gpus == j.end() || !gpus->is_array()) return absl::InvalidArgumentError("report.gpus: required, an array");
+  for (size_t n = 0; n < gpus->size(); ++n) {
+    const json& g = (*gpus)[n];
+    const std::string where = fmt::format("gpus[{}]", n);
+    if (!g.is_object()) return absl::InvalidArgumentError(fmt::format("{}: must be an object", where));
+    GpuReport gr;
+    GPUAAS_RETURN_IF(Get(g, "uuid", where, gr.uuid, true));
+    if (!gr.uuid.starts_with("GPU-")) {
+      return absl::InvalidArgumentError(fmt::format("{}.uuid: \"{}\" is not a GPU UUID (GPU-…)", where, gr.uuid));
+    }
+    GPUAAS_RETURN_IF(Get(g, "index", where, gr.index, false));
+    GPUAAS_RETURN_IF(Get(g, "name", where, gr.name, false));
+    GPUAAS_RETURN_IF(Get(g, "memory_mib", where, gr.memory_mib, false));
+    GPUAAS_RETURN_IF(Get(g, "mig_enabled", where, gr.mig_enabled, false));
+    if (auto rd = g.find("readings"); rd != g.end()) GPUAAS_RETURN_IF(ReadReadings(*rd, where, gr.readings));
+    if (auto is = g.find("instances"); is != g.end()) {
+      if (!is->is_array()) return absl::InvalidArgumentError(fmt::format("{}.instances: must be an array", where));
+      for (size_t k = 0; k < is->size(); ++k) {
+        const json& i = (*is)[k];
+        const std::string iw = fmt::format("{}.instances[{}]", where, k);
+        if (!i.is_object()) return absl::InvalidArgumentError(fmt::format("{}: must be an object", iw));
+        InstanceReport ir;
+        GPUAAS_RETURN_IF(Get(i, "gi", iw, ir.gi, true));
+        GPUAAS_RETURN_IF(Get(i, "profile", iw, ir.profile, false));
+        GPUAAS_RETURN_IF(Get(i, "start", iw, ir.start, false));
+        GPUAAS_RETURN_IF(Get(i, "size", iw, ir.size, false));
+        GPUAAS_RETURN_IF(Get(i, "uuid", iw, ir.uuid, false));
+        if (auto rd = i.find("readings"); rd != i.end()) GPUAAS_RETURN_IF(ReadReadings(*rd, iw, ir.readings));
+        gr.instances.push_back(std::move(ir));
+      }
+    }
+    if (auto xs = g.find("xid_events"); xs != g.end()) {
+      if (!xs->is_array()) return absl::InvalidArgumentError(fmt::format("{}.xid_events: must be an array", where));
+      for (size_t k = 0; k < xs->size(); ++k) {
+        const json& x = (*xs)[k];
+        const std::string xw = fmt::format("{}.xid_events[{}]", where, k);
+        if (!x.is_object()) return absl::InvalidArgumentError(fmt::format("{}: must be an object", xw));
+        XidEvent e;
+        GPUAAS_RETURN_IF(Get(x, "xid", xw, e.xid, true));
+        GPUAAS_RETURN_IF(Get(x, "gi", xw, e.gi, false));
+        GPUAAS_RETURN_IF(Get(x, "time_ms", xw, e.time_ms, false));
+        if (e.xid <= 0) return absl::InvalidArgumentError(fmt::format("{}.xid: must be positive", xw));
+        gr.xid_events.push_back(e);
+      }
+    }
+    r.gpus.push_back(std::move(gr));
+  }
+  return r;
+}
+
+std::string RenderDcgmText(const NodeReport& r) {
+  std::string out;
+  out.reserve(4096);
+  for (const FieldInfo& f : AllFields()) {
+    std::string rows;
+    for (const GpuReport& g : r.gpus) {
+      const std::string base = fmt::format(
+          "gpu=\"{}\",UUID=\"{}\",device=\"nvidia{}\",modelName=\"{}\",Hostname=\"{}\"", g.index,
+          EscapeLabelValue(g.uuid), g.index, EscapeLabelValue(g.name), EscapeLabelValue(r.node));
+      auto row = [&](const std::string& labels, double v) {
+        if (!std::isfinite(v)) return;
+        rows += fmt::format("{}{{{}}} {}\n", f.dcgm, labels, v);
+      };
+      const bool mig = g.mig_enabled && !g.instances.empty();
+      if (f.field == Field::kXid) {
+        // The last XID seen, as dcgm-exporter's gauge shows it, with its err_code label.
+        int last = 0;
+        for (const XidEvent& x : g.xid_events) last = x.xid;
+        if (auto it = g.readings.find(Field::kXid); it != g.readings.end()) last = static_cast<int>(it->second);
+        row(fmt::format("{},err_code=\"{}\"", base, last), last);
+        continue;
+      }
+      if (!mig) {
+        if (auto it = g.readings.find(f.field); it != g.readings.end()) row(base, it->second);
+        continue;
+      }
+      for (const InstanceReport& i : g.instances) {
+        const std::string labels =
+            fmt::format("{},GPU_I_PROFILE=\"{}\",GPU_I_ID=\"{}\"", base, EscapeLabelValue(i.profile), i.gi);
+        const Readings& src = f.per_instance ? i.readings : g.readings;
+        if (auto it = src.find(f.field); it != src.end()) row(labels, it->second);
+      }
+    }
+    if (rows.empty()) continue;
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.dcgm, f.help, f.dcgm, f.counter ? "counter" : "gauge");
+    out += rows;
+  }
+  return out;
+}
+
+}  // namespace gpuaas::telemetry
