@@ -92,7 +92,8 @@ void HealthTracker::Resolve(const std::string& uuid, std::string_view condition,
   }
 }
 
-void HealthTracker::Reset(const std::string& uuid, GpuState& g, int64_t t_ms) {
+void HealthTracker::Reset(GpuState& g, int64_t t_ms) {
+  const std::string& uuid = g.uuid;
   const bool had = g.reset_xid || g.memory_xid || g.convenient_xid || g.dbe_volatile > 0;
   g.reset_xid.reset();
   g.memory_xid.reset();
@@ -105,9 +106,17 @@ void HealthTracker::Reset(const std::string& uuid, GpuState& g, int64_t t_ms) {
   }
 }
 
+HealthTracker::GpuState* HealthTracker::Track(std::string_view gpu_uuid) {
+  auto it = gpus_.find(gpu_uuid);
+  if (it == gpus_.end()) {
+    it = gpus_.try_emplace(std::string(gpu_uuid)).first;
+    it->second.uuid = it->first;
+  }
+  return &it->second;
+}
+
 void HealthTracker::Xid(std::string_view gpu_uuid, int gi, int xid, int64_t t_ms) {
-  auto [it, _] = gpus_.try_emplace(std::string(gpu_uuid));
-  GpuState& g = it->second;
+  GpuState& g = *Track(gpu_uuid);
   ++xid_events_;
   const XidInfo info = LookupXid(xid);
   std::string condition;
@@ -130,33 +139,40 @@ void HealthTracker::Xid(std::string_view gpu_uuid, int gi, int xid, int64_t t_ms
     default:
       break;
   }
-  Raise({0, t_ms, info.severity, it->first, gi, fmt::format("XID {}", xid), condition,
+  Raise({0, t_ms, info.severity, g.uuid, gi, fmt::format("XID {}", xid), condition,
          fmt::format("Xid{}", xid),
          fmt::format("XID {} ({}): {}", xid, info.mnemonic, info.meaning), std::string(info.action), true, 0});
   if (condition.empty()) alerts_.back().active = false;  // informational: nothing to resolve
-  Recheck(it->first, g, t_ms);
+  Recheck(g, t_ms);
 }
 
 void HealthTracker::Observe(std::string_view gpu_uuid, int gi, Field field, double v, int64_t t_ms) {
-  auto it = gpus_.find(gpu_uuid);
-  if (it == gpus_.end()) it = gpus_.try_emplace(std::string(gpu_uuid)).first;
-  GpuState& g = it->second;
-  const std::string& uuid = it->first;
+  Observe(Track(gpu_uuid), gi, field, v, t_ms);
+}
+
+void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t t_ms) {
+  GpuState& g = *gp;
+  const std::string& uuid = g.uuid;
+  // Most readings change nothing; only a change of state is rechecked (this runs per sample).
   switch (field) {
     case Field::kXid: {
       auto [x, fresh] = g.xid_gauge.try_emplace(gi, v);
       if (!fresh && x->second == v) return;
       x->second = v;
-      if (v > 0) Xid(gpu_uuid, gi, static_cast<int>(v), t_ms);
+      if (v > 0) Xid(uuid, gi, static_cast<int>(v), t_ms);
       return;
     }
-    case Field::kEnergyMj:
-      if (g.energy_mj && v < *g.energy_mj) Reset(uuid, g, t_ms);
+    case Field::kEnergyMj: {
+      const bool reset = g.energy_mj && v < *g.energy_mj;
       g.energy_mj = v;
+      if (!reset) return;
+      Reset(g, t_ms);
       break;
+    }
     case Field::kEccDbeVolatile:
+      if (v == g.dbe_volatile) return;
       if (v < g.dbe_volatile && v == 0) {
-        Reset(uuid, g, t_ms);
+        Reset(g, t_ms);
       } else if (v > g.dbe_volatile) {
         Raise({0, t_ms, Severity::kCritical, uuid, -1, "ECC", std::string(kMemoryErrors), "DoubleBitEccErrors",
                fmt::format("{} double-bit ECC error(s) since the driver loaded", v),
@@ -165,6 +181,7 @@ void HealthTracker::Observe(std::string_view gpu_uuid, int gi, Field field, doub
       g.dbe_volatile = v;
       break;
     case Field::kEccDbeAggregate:
+      if (g.dbe_aggregate_base && v == g.dbe_aggregate) return;
       if (!g.dbe_aggregate_base) {
         g.dbe_aggregate_base = v;  // history from before gpuaas watched is not a new fault
       } else if (v > g.dbe_aggregate) {
@@ -175,7 +192,8 @@ void HealthTracker::Observe(std::string_view gpu_uuid, int gi, Field field, doub
       break;
     case Field::kRemapFailure: {
       const bool b = v != 0;
-      if (b && !g.remap_failure) {
+      if (b == g.remap_failure) return;
+      if (b) {
         Raise({0, t_ms, Severity::kCritical, uuid, -1, "RowRemap", std::string(kMemoryErrors), "RowRemapFailure",
                "row remapping failed: the GPU has no spare rows left", "take the GPU out of service; RMA", true, 0});
       }
@@ -184,7 +202,8 @@ void HealthTracker::Observe(std::string_view gpu_uuid, int gi, Field field, doub
     }
     case Field::kRemapPending: {
       const bool b = v != 0;
-      if (b && !g.remap_pending) {
+      if (b == g.remap_pending) return;
+      if (b) {
         Raise({0, t_ms, Severity::kInfo, uuid, -1, "RowRemap", "", "RowRemapPending",
                "a row remap waits for the next GPU reset", "reset the GPU when it is idle", false, t_ms});
       }
@@ -193,7 +212,8 @@ void HealthTracker::Observe(std::string_view gpu_uuid, int gi, Field field, doub
     }
     case Field::kRecoveryAction: {
       const int a = static_cast<int>(v);
-      if (a != g.recovery_action && a != 0) {
+      if (a == g.recovery_action) return;
+      if (a != 0) {
         Raise({0, t_ms, Severity::kCritical, uuid, -1, "RecoveryAction", std::string(kResetRequired),
                "RecoveryAction", fmt::format("the driver asks for a {}", RecoveryActionName(a)),
                fmt::format("{} (NVML recovery action {})", RecoveryActionName(a), a), true, 0});
@@ -216,10 +236,11 @@ void HealthTracker::Observe(std::string_view gpu_uuid, int gi, Field field, doub
     default:
       return;
   }
-  Recheck(uuid, g, t_ms);
+  Recheck(g, t_ms);
 }
 
-void HealthTracker::Recheck(const std::string& uuid, const GpuState& g, int64_t t_ms) {
+void HealthTracker::Recheck(const GpuState& g, int64_t t_ms) {
+  const std::string& uuid = g.uuid;
   const GpuVerdict now = Compute(g);
   auto [lv, fresh] = last_verdict_.try_emplace(uuid, now);
   if (fresh && !now.failed() && !now.overheating.active) return;

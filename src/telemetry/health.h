@@ -93,6 +93,30 @@ inline constexpr double kCoolC = 85;      // and False again below
 
 class HealthTracker {
  public:
+  // Per-GPU state; callers on a hot path keep the pointer from Track (stable for the tracker's
+  // life) instead of looking the GPU up by UUID for every reading.
+  struct XidFault {
+    int xid = 0;
+    int64_t t_ms = 0;
+  };
+  struct GpuState {
+    std::string uuid;
+    std::optional<XidFault> reset_xid;     // reset / reboot / NVLink
+    std::optional<XidFault> memory_xid;    // 48, 64, 95, 140
+    std::optional<XidFault> convenient_xid;  // 94
+    double dbe_volatile = 0;
+    std::optional<double> dbe_aggregate_base;
+    double dbe_aggregate = 0;
+    bool remap_failure = false;
+    bool remap_pending = false;
+    int recovery_action = 0;
+    bool hot = false;
+    std::optional<double> energy_mj;
+    std::map<int, double> xid_gauge;  // by GPU instance: the last value seen
+  };
+  GpuState* Track(std::string_view gpu_uuid);
+  void Observe(GpuState* gpu, int gpu_instance, Field field, double value, int64_t t_ms);
+
   // A reading of a GPU (gpu_instance -1) or MIG instance. Blank values must be dropped before.
   void Observe(std::string_view gpu_uuid, int gpu_instance, Field field, double value, int64_t t_ms);
   // An XID event (from NVML events or a change of the XID gauge).
@@ -108,29 +132,11 @@ class HealthTracker {
   static constexpr size_t kMaxAlerts = 10000;
 
  private:
-  struct XidFault {
-    int xid = 0;
-    int64_t t_ms = 0;
-  };
-  struct GpuState {
-    std::optional<XidFault> reset_xid;     // reset / reboot / NVLink
-    std::optional<XidFault> memory_xid;    // 48, 64, 95, 140
-    std::optional<XidFault> convenient_xid;  // 94
-    double dbe_volatile = 0;
-    std::optional<double> dbe_aggregate_base;
-    double dbe_aggregate = 0;
-    bool remap_failure = false;
-    bool remap_pending = false;
-    int recovery_action = 0;
-    bool hot = false;
-    std::optional<double> energy_mj;
-    std::map<int, double> xid_gauge;  // by GPU instance: the last value seen
-  };
   GpuVerdict Compute(const GpuState& g) const;
   void Raise(Alert a);
   void Resolve(const std::string& uuid, std::string_view condition, int64_t t_ms);
-  void Reset(const std::string& uuid, GpuState& g, int64_t t_ms);
-  void Recheck(const std::string& uuid, const GpuState& g, int64_t t_ms);
+  void Reset(GpuState& g, int64_t t_ms);
+  void Recheck(const GpuState& g, int64_t t_ms);
 
   std::map<std::string, GpuState, std::less<>> gpus_;
   std::map<std::string, GpuVerdict, std::less<>> last_verdict_;

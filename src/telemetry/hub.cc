@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 
 #include "fmt/format.h"
 #include "telemetry/prom_text.h"
@@ -32,7 +33,39 @@ std::string DeviceName(std::string_view gpu_uuid, int gi) {
 constexpr size_t kMaxTextCache = 1'000'000;
 constexpr size_t kMaxSeenXids = 100'000;
 
+uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+// The finaliser of MurmurHash3 (public domain): spreads every input bit over the word.
+uint64_t Mix(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ULL;
+  k ^= k >> 33;
+  return k;
+}
+
 }  // namespace
+
+Hub::Digest Hub::DigestOf(std::string_view text) {
+  uint64_t a = 0x9e3779b97f4a7c15ULL ^ text.size();
+  uint64_t b = 0x6a09e667f3bcc909ULL + text.size();
+  const char* p = text.data();
+  size_t n = text.size();
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    a = Rotl(a ^ (w * 0x87c37b91114253d5ULL), 31) * 0x4cf5ad432745937fULL;
+    b = Rotl(b + (w * 0x4cf5ad432745937fULL), 27) * 0x87c37b91114253d5ULL + a;
+    p += 8;
+    n -= 8;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, p, n);
+  a ^= w * 0x87c37b91114253d5ULL;
+  b += Rotl(w, 17) * 0x4cf5ad432745937fULL;
+  return {Mix(a), Mix(b ^ Rotl(a, 32))};
+}
 
 Hub::Hub(SeriesLimits limits) : series_(limits) {}
 
@@ -59,8 +92,8 @@ void Hub::Apply(const Resolved& r, double value, int64_t t_ms, std::vector<Sampl
     ++res.blank;
     return;
   }
-  if (r.id) batch.push_back({*r.id, t_ms, value});
-  if (r.health) health_.Observe(r.gpu_uuid, r.gi, r.field, value, t_ms);
+  if (r.has_id) batch.push_back({r.id, t_ms, value});
+  if (r.health != nullptr) health_.Observe(r.health, r.gi, r.field, value, t_ms);
 }
 
 absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t now_ms) {
@@ -75,12 +108,14 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
       auto add = [&](int gi, const Readings& readings) {
         for (const auto& [f, v] : readings) {
           Resolved r;
-          r.gpu_uuid = g.uuid;
           r.gi = gi;
           r.field = f;
           r.keep = true;
-          r.health = IsHealthField(f) && f != Field::kXid;  // XIDs come as events here
-          r.id = series_.Intern(DeviceName(g.uuid, Info(f).per_instance ? gi : -1), f);
+          // XIDs come as events here.
+          r.health = IsHealthField(f) && f != Field::kXid ? health_.Track(g.uuid) : nullptr;
+          const std::optional<SeriesId> id = series_.Intern(DeviceName(g.uuid, Info(f).per_instance ? gi : -1), f);
+          r.has_id = id.has_value();
+          r.id = id.value_or(0);
           Apply(r, v, t, batch, res);
         }
       };
@@ -111,10 +146,11 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
     Sink(Hub& hub, int64_t now_ms, IngestResult& res, std::vector<Sample>& batch)
         : hub_(hub), now_ms_(now_ms), res_(res), batch_(batch) {}
     absl::Status OnSample(const PromSample& s) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      auto it = hub_.text_cache_.find(s.series);
+      const Digest key = DigestOf(s.series);
+      auto it = hub_.text_cache_.find(key);
       if (it == hub_.text_cache_.end()) {
         if (hub_.text_cache_.size() >= kMaxTextCache) hub_.text_cache_.clear();
-        it = hub_.text_cache_.emplace(std::string(s.series), Resolve(s)).first;
+        it = hub_.text_cache_.emplace(key, Resolve(s)).first;
       }
       hub_.Apply(it->second, s.value, s.timestamp_ms.value_or(now_ms_), batch_, res_);
       return absl::OkStatus();
@@ -136,16 +172,18 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
         auto [p, ec] = std::from_chars(gi_text.data(), gi_text.data() + gi_text.size(), gi);
         if (ec != std::errc() || p != gi_text.data() + gi_text.size() || gi < 0) gi = -1;
       }
-      r.gpu_uuid.assign(uuid);
+      const std::string gpu(uuid);
       r.gi = gi;
       r.field = *f;
       r.keep = true;
-      r.health = IsHealthField(*f);
+      r.health = IsHealthField(*f) ? hub_.health_.Track(gpu) : nullptr;
       // A GPU-level field on a MIG row belongs to the GPU: every row repeats it.
-      r.id = hub_.series_.Intern(DeviceName(uuid, Info(*f).per_instance ? gi : -1), *f);
-      hub_.NoteGpu(r.gpu_uuid, res_);
+      const std::optional<SeriesId> id = hub_.series_.Intern(DeviceName(uuid, Info(*f).per_instance ? gi : -1), *f);
+      r.has_id = id.has_value();
+      r.id = id.value_or(0);
+      hub_.NoteGpu(gpu, res_);
       if (gi >= 0) {
-        InstanceInfo& ii = hub_.instances_[r.gpu_uuid][gi];
+        InstanceInfo& ii = hub_.instances_[gpu][gi];
         ii.gi = gi;
         if (!profile.empty()) ii.profile.assign(profile);
         if (ii.start == 0 && ii.uuid.empty()) ii.start = -1;

@@ -91,14 +91,27 @@ class Hub {
   int64_t samples_total() const;
 
  private:
+  // Kept small: one is read per sample.
   struct Resolved {
-    std::optional<SeriesId> id;
-    std::string gpu_uuid;
-    int gi = -1;
-    Field field = Field::kPowerW;
+    HealthTracker::GpuState* health = nullptr;  // for the fields the health rules read
+    SeriesId id = 0;
+    bool has_id = false;
     bool keep = false;
-    bool health = false;
+    Field field = Field::kPowerW;
+    int gi = -1;
   };
+  // A 128-bit digest of a series' text: the cache key. Two independent 64-bit lanes make an
+  // accidental collision (two series sharing a key) vanishingly unlikely (~n²/2^129), and looking
+  // up 16 bytes is much cheaper than comparing the ~250-byte text of a dcgm-exporter series.
+  struct Digest {
+    uint64_t a = 0, b = 0;
+    friend bool operator==(const Digest&, const Digest&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Digest& d) {
+      return H::combine(std::move(h), d.a);
+    }
+  };
+  static Digest DigestOf(std::string_view text);
   void Apply(const Resolved& r, double value, int64_t t_ms, std::vector<Sample>& batch, IngestResult& res)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteGpu(const std::string& uuid, IngestResult& res) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -112,7 +125,7 @@ class Hub {
   std::set<std::string, std::less<>> known_ ABSL_GUARDED_BY(mu_);
   std::set<std::tuple<std::string, int, int, int64_t>> seen_xids_ ABSL_GUARDED_BY(mu_);
   // dcgm-exporter series text -> what it resolved to.
-  StringMap<Resolved> text_cache_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Digest, Resolved> text_cache_ ABSL_GUARDED_BY(mu_);
   int64_t samples_total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -120,7 +120,7 @@ size_t SeriesStore::Append(const std::vector<Sample>& samples) {
         if (acc.n > 0) {
           const AggPoint p{static_cast<int32_t>(acc.bucket), static_cast<float>(acc.sum / acc.n), acc.max};
           ring.Push(p, cap);
-          if (keep_closed_) closed_.push_back({s->device, s->field, static_cast<int32_t>(step), acc.bucket, p.mean, p.max});
+          if (keep_closed_) closed_.push_back({smp.series, static_cast<int32_t>(step), p.bucket, p.mean, p.max});
         }
         acc = Acc{b, 0, v, 0};
       }
@@ -191,7 +191,12 @@ std::optional<std::pair<int64_t, double>> SeriesStore::Latest(std::string_view d
 std::vector<RollupRow> SeriesStore::TakeClosedRollups() {
   absl::MutexLock l(&mu_);
   std::vector<RollupRow> out;
-  out.swap(closed_);
+  out.reserve(closed_.size());
+  for (const Closed& c : closed_) {
+    const Series& s = *series_[c.id];
+    out.push_back({s.device, s.field, c.step_s, c.bucket, c.mean, c.max});
+  }
+  closed_.clear();
   return out;
 }
 

@@ -99,7 +99,13 @@ class SeriesStore {
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Series>> series_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, SeriesId> index_ ABSL_GUARDED_BY(mu_);
-  std::vector<RollupRow> closed_ ABSL_GUARDED_BY(mu_);
+  struct Closed {
+    SeriesId id;
+    int32_t step_s;
+    int32_t bucket;
+    float mean, max;
+  };
+  std::vector<Closed> closed_ ABSL_GUARDED_BY(mu_);  // names are filled in when taken
   bool keep_closed_ = true;
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
