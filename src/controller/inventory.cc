@@ -1,6 +1,7 @@
 #include "controller/inventory.h"
 
 #include <map>
+#include <type_traits>
 
 #include "catalog/catalog.h"
 #include "common/log.h"
@@ -42,6 +43,18 @@ void AdoptStored(T& desired, const T& stored) {
   }
 }
 
+// The telemetry controller's conditions (MemoryErrors, ResetRequired, Overheating) are not the
+// inventory's to drop: they are carried over and the Healthy summary is made from both views.
+void KeepTelemetryConditions(model::GpuCapacity& desired, const model::GpuCapacity& stored, Time now) {
+  const bool driver_healthy = model::DriverReportedHealthy(desired);
+  for (const Condition& c : stored.status.conditions) {
+    if (c.type == model::kGpuMemoryErrors || c.type == model::kGpuResetRequired || c.type == model::kGpuOverheating) {
+      model::SetCondition(desired.status.conditions, c);
+    }
+  }
+  model::SummarizeGpuHealth(desired, driver_healthy, now);
+}
+
 // Makes the store's objects of kind T in `cluster` equal to `desired`.
 template <typename T, typename ClusterOf>
 absl::Status Reconcile(store::Txn& tx, std::vector<T>& desired, std::string_view cluster,
@@ -58,6 +71,7 @@ absl::Status Reconcile(store::Txn& tx, std::vector<T>& desired, std::string_view
       ++stats.created;
       continue;
     }
+    if constexpr (std::is_same_v<T, model::GpuCapacity>) KeepTelemetryConditions(d, *it->second, now);
     AdoptStored(d, *it->second);
     if (model::Encode(d) == model::Encode(*it->second)) {
       ++stats.unchanged;
@@ -113,12 +127,7 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
       g.spec = {oc.name, node.metadata.name, og.uuid, og.index, model_name, on.gpu_product,
                 og.memory_mib, m != nullptr && m->mig_capable};
       g.status.mig_mode = og.mig_enabled ? model::MigMode::kEnabled : model::MigMode::kDisabled;
-      g.status.health = og.healthy ? model::Health::kHealthy : model::Health::kUnhealthy;
-      model::SetCondition(g.status.conditions,
-                          og.healthy
-                              ? Condition{"Healthy", ConditionStatus::kTrue, "Healthy", "", now, 0}
-                              : Condition{"Healthy", ConditionStatus::kFalse, "Unhealthy",
-                                          "the driver reports the GPU unhealthy", now, 0});
+      model::SummarizeGpuHealth(g, og.healthy, now);
       node.status.physical_gpus += 1;
       node.status.physical_gpu_memory_mib += og.memory_mib;
       if (og.mig_enabled) {

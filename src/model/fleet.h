@@ -139,6 +139,22 @@ struct SpecAndCount {
   friend bool operator==(const SpecAndCount&, const SpecAndCount&) = default;
 };
 
+// GpuCapacity condition types. `Healthy` sums up the others; the inventory controller writes it
+// from the cluster driver's view, the telemetry controller writes MemoryErrors, ResetRequired and
+// Overheating from the health rules (telemetry/health.h), and each keeps the other's conditions.
+inline constexpr std::string_view kGpuHealthy = "Healthy";
+inline constexpr std::string_view kGpuMemoryErrors = "MemoryErrors";
+inline constexpr std::string_view kGpuResetRequired = "ResetRequired";
+inline constexpr std::string_view kGpuOverheating = "Overheating";
+inline constexpr std::string_view kReasonDriverUnhealthy = "DriverUnhealthy";
+
+// Sets status.health and the Healthy condition: Unhealthy (and out of allocation) when the driver
+// reports the GPU unhealthy or MemoryErrors or ResetRequired is True; Overheating alone is a
+// warning. Returns true when anything changed. Pure.
+bool SummarizeGpuHealth(GpuCapacity& g, bool driver_healthy, Time now);
+// The driver's last view, as recorded in the Healthy condition by SummarizeGpuHealth.
+bool DriverReportedHealthy(const GpuCapacity& g);
+
 std::string_view ToString(MigMode m);
 std::string_view ToString(Health h);
 std::string_view ToString(ConditionStatus s);

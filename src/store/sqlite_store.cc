@@ -45,6 +45,18 @@ constexpr const char* kMigrations[] = {
         PRIMARY KEY (revision, seq)
       ) WITHOUT ROWID;
     )sql",
+    // 3: telemetry rollups (1-minute and 1-hour means and maxima), history kept across restarts.
+    R"sql(
+      CREATE TABLE rollups (
+        series TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        bucket INTEGER NOT NULL,
+        mean REAL NOT NULL,
+        max REAL NOT NULL,
+        PRIMARY KEY (series, step, bucket)
+      ) WITHOUT ROWID;
+      CREATE INDEX rollups_by_time ON rollups (step, bucket);
+    )sql",
 };
 static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
 
@@ -76,6 +88,11 @@ class Stmt {
     sqlite3_bind_int64(s_, i, v);
     return *this;
   }
+  Stmt& BindReal(int i, double v) {
+    sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
+  double Real(int i) { return sqlite3_column_double(s_, i); }
   // SQLITE_ROW -> true, SQLITE_DONE -> false.
   absl::StatusOr<bool> Step() {
     int rc = sqlite3_step(s_);
@@ -230,6 +247,46 @@ class SqliteStore final : public Store {
   int SchemaVersion() override {
     std::lock_guard<std::mutex> lock(mu_);
     return UserVersionLocked();
+  }
+
+  absl::Status AppendRollups(const std::vector<RollupRecord>& rows) override {
+    if (rows.empty()) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    for (const RollupRecord& r : rows) {
+      Stmt s = Prepare("INSERT OR REPLACE INTO rollups (series, step, bucket, mean, max) VALUES (?1, ?2, ?3, ?4, ?5)");
+      absl::Status st = s.Bind(1, r.series).Bind(2, int64_t{r.step_s}).Bind(3, r.bucket).BindReal(4, r.mean)
+                            .BindReal(5, r.max).Run();
+      if (!st.ok()) {
+        (void)Exec("ROLLBACK");
+        return st;
+      }
+    }
+    if (absl::Status c = Exec("COMMIT"); !c.ok()) {
+      (void)Exec("ROLLBACK");
+      return c;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<RollupRecord>> LoadRollups(int64_t since_unix_s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s = Prepare(
+        "SELECT series, step, bucket, mean, max FROM rollups WHERE bucket * step >= ?1 ORDER BY step, bucket, series");
+    s.Bind(1, since_unix_s);
+    std::vector<RollupRecord> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), static_cast<int32_t>(s.Int(1)), s.Int(2), s.Real(3), s.Real(4)});
+    }
+    return out;
+  }
+
+  absl::Status PruneRollups(int32_t step_s, int64_t before_unix_s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s = Prepare("DELETE FROM rollups WHERE step = ?1 AND bucket < ?2");
+    return s.Bind(1, int64_t{step_s}).Bind(2, before_unix_s / step_s).Run();
   }
 
   // --- used by SqliteTxn, with mu_ held ---

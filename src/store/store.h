@@ -67,6 +67,17 @@ class Txn {
   virtual absl::Status Delete(const Key& key, int64_t expected_rv) = 0;
 };
 
+// A closed telemetry rollup bucket (telemetry/series.h): the mean and max of one series over
+// one minute or one hour. Kept beside the objects, outside revisions and the change feed: they
+// are history, not state, and arrive by the thousand a minute.
+struct RollupRecord {
+  std::string series;  // "<device>|<field>"
+  int32_t step_s = 60;
+  int64_t bucket = 0;  // unix seconds / step_s
+  double mean = 0;
+  double max = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -92,6 +103,13 @@ class Store {
 
   // The schema version of the open database.
   virtual int SchemaVersion() = 0;
+
+  // Telemetry rollups: appended in one durable transaction (a bucket written twice keeps the
+  // last), read back oldest first for buckets starting at or after `since_unix_s`, and pruned per
+  // step below `before_unix_s`.
+  virtual absl::Status AppendRollups(const std::vector<RollupRecord>& rows) = 0;
+  virtual absl::StatusOr<std::vector<RollupRecord>> LoadRollups(int64_t since_unix_s) = 0;
+  virtual absl::Status PruneRollups(int32_t step_s, int64_t before_unix_s) = 0;
 };
 
 // Opens a store by URL: "sqlite:PATH" (created if missing, migrated to the current schema) or

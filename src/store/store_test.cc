@@ -74,6 +74,25 @@ TEST_P(StoreTest, CreateReadUpdateDelete) {
   EXPECT_EQ(store_->Revision(), 3);
 }
 
+TEST_P(StoreTest, RollupsAppendLoadAndPrune) {
+  ASSERT_TRUE(store_->AppendRollups({{"GPU-a|power_w", 60, 100, 400.5, 410},
+                                     {"GPU-a|power_w", 60, 101, 300, 320},
+                                     {"GPU-a|power_w", 3600, 1, 350, 410}})
+                  .ok());
+  // Written twice: the last wins.
+  ASSERT_TRUE(store_->AppendRollups({{"GPU-a|power_w", 60, 101, 301, 321}}).ok());
+  absl::StatusOr<std::vector<RollupRecord>> all = store_->LoadRollups(0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].bucket, 100);
+  EXPECT_EQ((*all)[1].mean, 301);
+  EXPECT_EQ((*all)[2].step_s, 3600);
+  EXPECT_EQ(store_->LoadRollups(101 * 60)->size(), 1u);  // minute 101; the hour starts at 3600 s
+  ASSERT_TRUE(store_->PruneRollups(60, 101 * 60).ok());
+  EXPECT_EQ(store_->LoadRollups(0)->size(), 2u);
+  EXPECT_EQ(store_->Revision(), 0);  // history, not state: no revision, no change feed
+}
+
 TEST_P(StoreTest, StaleWritesConflict) {
   ASSERT_TRUE(Put("a", "1", kMustNotExist).ok());
   ASSERT_TRUE(Put("a", "2", 1).ok());

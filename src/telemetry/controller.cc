@@ -1,0 +1,91 @@
+#include "telemetry/controller.h"
+
+#include <chrono>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "model/fleet.h"
+#include "store/objects.h"
+
+namespace gpuaas::telemetry {
+namespace {
+
+using model::Condition;
+using model::ConditionStatus;
+
+Condition ToCondition(std::string_view type, const ConditionVerdict& v, Time now) {
+  return {std::string(type), v.active ? ConditionStatus::kTrue : ConditionStatus::kFalse, v.reason, v.message, now,
+          0};
+}
+
+std::string SeriesKey(const RollupRow& r) { return r.device + "|" + std::string(Info(r.field).series); }
+
+}  // namespace
+
+absl::StatusOr<size_t> TelemetryController::Restore() {
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+  ASSIGN_OR_RETURN(std::vector<store::RollupRecord> rows, store_.LoadRollups(now - 30 * 86400));
+  std::vector<RollupRow> back;
+  back.reserve(rows.size());
+  for (const store::RollupRecord& r : rows) {
+    const size_t bar = r.series.rfind('|');
+    if (bar == std::string::npos) continue;
+    std::optional<Field> f = FieldFromSeries(std::string_view(r.series).substr(bar + 1));
+    if (!f) continue;
+    back.push_back({r.series.substr(0, bar), *f, r.step_s, r.bucket, static_cast<float>(r.mean),
+                    static_cast<float>(r.max)});
+  }
+  hub_.series().LoadRollups(back);
+  return back.size();
+}
+
+absl::StatusOr<TelemetryPassStats> TelemetryController::RunOnce() {
+  TelemetryPassStats stats;
+  const Time now = clock_.Now();
+  ++passes_;
+  std::set<std::string> changed = hub_.TakeChangedHealth();
+  const bool resync = passes_ % resync_ == 1 || resync_ <= 1;
+  if (resync) changed.insert(tracked_.begin(), tracked_.end());
+
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    stats.gpus_updated = 0;
+    if (resync) {
+      ASSIGN_OR_RETURN(std::vector<model::GpuCapacity> all, store::ListObjects<model::GpuCapacity>(tx));
+      std::set<std::string> uuids;
+      for (const model::GpuCapacity& g : all) uuids.insert(g.spec.uuid);
+      hub_.SetKnownGpus(std::move(uuids));
+    }
+    for (const std::string& uuid : changed) {
+      ASSIGN_OR_RETURN(std::optional<model::GpuCapacity> g, store::GetObject<model::GpuCapacity>(tx, "", ToLower(uuid)));
+      if (!g) continue;  // not in the inventory (yet): the verdict waits in the hub
+      tracked_.insert(uuid);
+      const GpuVerdict v = hub_.Verdict(uuid);
+      bool dirty = false;
+      dirty |= model::SetCondition(g->status.conditions, ToCondition(model::kGpuMemoryErrors, v.memory_errors, now));
+      dirty |= model::SetCondition(g->status.conditions, ToCondition(model::kGpuResetRequired, v.reset_required, now));
+      dirty |= model::SetCondition(g->status.conditions, ToCondition(model::kGpuOverheating, v.overheating, now));
+      dirty |= model::SummarizeGpuHealth(*g, model::DriverReportedHealthy(*g), now);
+      if (!dirty) continue;
+      RETURN_IF_ERROR(store::UpdateObject(tx, *g));
+      ++stats.gpus_updated;
+    }
+    return absl::OkStatus();
+  }));
+
+  std::vector<RollupRow> closed = hub_.series().TakeClosedRollups();
+  if (!closed.empty()) {
+    std::vector<store::RollupRecord> rows;
+    rows.reserve(closed.size());
+    for (const RollupRow& r : closed) rows.push_back({SeriesKey(r), r.step_s, r.bucket, r.mean, r.max});
+    RETURN_IF_ERROR(store_.AppendRollups(rows));
+    stats.rollups_written = static_cast<int>(rows.size());
+  }
+  if (passes_ % 3600 == 1) {
+    const int64_t secs = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+    RETURN_IF_ERROR(store_.PruneRollups(60, secs - 86400));
+    RETURN_IF_ERROR(store_.PruneRollups(3600, secs - 30 * 86400));
+  }
+  return stats;
+}
+
+}  // namespace gpuaas::telemetry

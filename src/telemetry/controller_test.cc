@@ -1,0 +1,120 @@
+#include "telemetry/controller.h"
+
+#include "common/strings.h"
+#include "gtest/gtest.h"
+#include "model/fleet.h"
+#include "store/objects.h"
+
+namespace gpuaas::telemetry {
+namespace {
+
+constexpr int64_t kT0 = 1'800'000'000;
+
+model::GpuCapacity Gpu(const std::string& uuid) {
+  model::GpuCapacity g;
+  g.metadata.name = ToLower(uuid);
+  g.spec.uuid = uuid;
+  g.spec.cluster = "c";
+  g.spec.node = "c.n";
+  model::SummarizeGpuHealth(g, true, Time{});
+  return g;
+}
+
+class TelemetryControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*store::OpenStore("sqlite::memory:"));
+    ASSERT_TRUE(store_->Transact([](store::Txn& tx) {
+                        model::GpuCapacity a = Gpu("GPU-A"), b = Gpu("GPU-B");
+                        RETURN_IF_ERROR(store::CreateObject(tx, a, Time{}));
+                        return store::CreateObject(tx, b, Time{});
+                      }).ok());
+  }
+  model::GpuCapacity Read(const std::string& uuid) {
+    model::GpuCapacity out;
+    EXPECT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
+                        ASSIGN_OR_RETURN(std::optional<model::GpuCapacity> g,
+                                         store::GetObject<model::GpuCapacity>(tx, "", ToLower(uuid)));
+                        out = *g;
+                        return absl::OkStatus();
+                      }).ok());
+    return out;
+  }
+  std::unique_ptr<store::Store> store_;
+  FakeClock clock_{Time(std::chrono::seconds(kT0))};
+};
+
+TEST_F(TelemetryControllerTest, VerdictsBecomeGpuConditionsAndHealth) {
+  Hub hub;
+  TelemetryController c(*store_, hub, clock_);
+  NodeReport r{"n", "", kT0 * 1000, {}};
+  GpuReport a{"GPU-A", 0, "NVIDIA H200", 143771, false, {{Field::kEccDbeVolatile, 3}}, {}, {}};
+  GpuReport b{"GPU-B", 1, "NVIDIA H200", 143771, false, {{Field::kEccDbeVolatile, 0}}, {}, {{79, -1, kT0 * 1000}}};
+  GpuReport stranger{"GPU-Z", 2, "NVIDIA H200", 143771, false, {{Field::kPowerW, 100}}, {}, {}};
+  r.gpus = {a, b, stranger};
+  ASSERT_TRUE(c.RunOnce().ok());  // the hub learns the inventory
+  absl::StatusOr<IngestResult> in = hub.IngestReport(r, kT0 * 1000);
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(in->unmatched_gpus, std::vector<std::string>{"GPU-Z"});
+  absl::StatusOr<TelemetryPassStats> st = c.RunOnce();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->gpus_updated, 2);
+
+  model::GpuCapacity ga = Read("GPU-A");
+  EXPECT_EQ(ga.status.health, model::Health::kUnhealthy);
+  const model::Condition* mem = model::FindCondition(ga.status.conditions, model::kGpuMemoryErrors);
+  ASSERT_NE(mem, nullptr);
+  EXPECT_EQ(mem->status, model::ConditionStatus::kTrue);
+  EXPECT_EQ(mem->reason, "DoubleBitEccErrors");
+  const model::Condition* healthy = model::FindCondition(ga.status.conditions, model::kGpuHealthy);
+  EXPECT_EQ(healthy->status, model::ConditionStatus::kFalse);
+  EXPECT_EQ(healthy->reason, "MemoryErrors");
+
+  model::GpuCapacity gb = Read("GPU-B");
+  EXPECT_EQ(gb.status.health, model::Health::kUnhealthy);
+  const model::Condition* reset = model::FindCondition(gb.status.conditions, model::kGpuResetRequired);
+  EXPECT_EQ(reset->reason, "Xid79");
+  EXPECT_NE(reset->message.find("reboot the node"), std::string::npos);
+
+  // Nothing changed: nothing written.
+  EXPECT_EQ(c.RunOnce()->gpus_updated, 0);
+
+  // GPU-A is reset (its energy counter restarts and the volatile ECC count with it).
+  NodeReport later{"n", "", (kT0 + 60) * 1000, {}};
+  later.gpus = {{"GPU-A", 0, "", 0, false, {{Field::kEnergyMj, 9e9}}, {}, {}}};
+  ASSERT_TRUE(hub.IngestReport(later, 0).ok());
+  later.time_ms += 1000;
+  later.gpus[0].readings = {{Field::kEnergyMj, 1000}, {Field::kEccDbeVolatile, 0}};
+  ASSERT_TRUE(hub.IngestReport(later, 0).ok());
+  ASSERT_TRUE(c.RunOnce().ok());
+  EXPECT_EQ(Read("GPU-A").status.health, model::Health::kHealthy);
+}
+
+TEST_F(TelemetryControllerTest, RollupsArePersistedAndRestored) {
+  {
+    Hub hub;
+    TelemetryController c(*store_, hub, clock_);
+    NodeReport r{"n", "", 0, {{"GPU-A", 0, "", 0, false, {}, {}, {}}}};
+    for (int i = 0; i <= 3 * 60; i += 10) {  // three minutes of power at 10 s
+      r.time_ms = (kT0 + i) * 1000;
+      r.gpus[0].readings = {{Field::kPowerW, i < 60 ? 100.0 : 200.0}};
+      ASSERT_TRUE(hub.IngestReport(r, 0).ok());
+    }
+    absl::StatusOr<TelemetryPassStats> st = c.RunOnce();
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->rollups_written, 3);  // three closed minutes
+  }
+  Hub fresh;
+  TelemetryController c(*store_, fresh, clock_);
+  absl::StatusOr<size_t> n = c.Restore();
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 3u);
+  const int64_t later = kT0 + 2 * 3600;  // past the raw hour: minute rollups answer
+  std::vector<Bucket> q = fresh.series().Query("GPU-A", Field::kPowerW, kT0, kT0 + 180, 60, later);
+  ASSERT_EQ(q.size(), 3u);
+  EXPECT_EQ(q[0].mean, 100);
+  EXPECT_EQ(q[2].mean, 200);
+}
+
+}  // namespace
+}  // namespace gpuaas::telemetry
