@@ -10,6 +10,8 @@
 #include "service/pools.h"
 #include "store/objects.h"
 #include "store/sqlite_store.h"
+#include "telemetry/controller.h"
+#include "telemetry/hub.h"
 
 namespace gpuaas {
 namespace {
@@ -287,6 +289,54 @@ TEST_F(WorkloadLifecycle, WorkloadsNeedAPoolWithTheirResource) {
   w.spec = {"p", "cpu", 1, model::PriorityClass::kBatch};
   EXPECT_EQ(service_->CreateWorkload(w, "alice").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model::ProfileOfResource("nvidia.com/mig-1g.18gb.me"), "1g.18gb+me");
+}
+
+}  // namespace
+}  // namespace gpuaas
+
+namespace gpuaas {
+namespace {
+
+TEST_F(WorkloadLifecycle, AFailedGpuIsReplacedAndItsRunQueuesAgain) {
+  Request("train", {{"H200-SXM-141GB", "full", 1}});
+  Converge(3);
+  GpuPool p = Get("train");
+  ASSERT_EQ(Cond(p, "Ready"), "True/Ready") << Cond(p, "Allocated") << " " << Cond(p, "Provisioned");
+  ASSERT_EQ(p.status.allocation.size(), 1u);
+  const std::string failed = p.status.allocation[0].gpu_uuid;
+  Run("job", "train", "nvidia.com/gpu", model::PriorityClass::kBatch);
+  Admit();
+  ASSERT_EQ(W("job").status.phase, model::WorkloadPhase::kRunning);
+  ASSERT_EQ(W("job").status.devices[0].gpu_uuid, failed);
+
+  // The node agent reports XID 79 on that GPU; the telemetry controller marks it.
+  telemetry::Hub hub;
+  telemetry::TelemetryController tc(*store_, hub, clock_);
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch()).count();
+  telemetry::NodeReport r{"n", "", now_ms, {{failed, 0, "NVIDIA H200", 0, false, {}, {}, {{79, -1, now_ms}}}}};
+  ASSERT_TRUE(hub.IngestReport(r, now_ms).ok());
+  ASSERT_TRUE(tc.RunOnce().ok());
+  Sync();  // the inventory keeps the telemetry's verdict
+  Converge(3);
+
+  p = Get("train");
+  ASSERT_EQ(p.status.allocation.size(), 1u);
+  EXPECT_NE(p.status.allocation[0].gpu_uuid, failed);
+  EXPECT_EQ(Cond(p, "DevicesHealthy"), "True/Replaced");
+  EXPECT_EQ(Cond(p, "Ready"), "True/Ready");
+  // The run on the failed GPU ended and the workload restarted on the replacement.
+  Admit();
+  model::Workload job = W("job");
+  ASSERT_EQ(job.status.phase, model::WorkloadPhase::kRunning) << job.status.message;
+  EXPECT_EQ(job.status.devices[0].gpu_uuid, p.status.allocation[0].gpu_uuid);
+  int ended = 0;
+  for (const model::Profile& pr : Profiles()) ended += pr.spec.end ? 1 : 0;
+  EXPECT_EQ(ended, 1);
+
+  // A second pool cannot get the failed GPU either: the allocator's health filter.
+  Request("more", {{"H200-SXM-141GB", "full", 1}});
+  Converge(3);
+  for (const auto& d : Get("more").status.allocation) EXPECT_NE(d.gpu_uuid, failed);
 }
 
 }  // namespace

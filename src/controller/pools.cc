@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "model/pool.h"
 #include "service/pools.h"
 #include "store/objects.h"
@@ -155,6 +156,36 @@ bool AllPresent(const GpuPool& pool, const std::map<std::string, const model::Gp
                      [&](const model::AllocatedDevice& d) { return Locate(d, gpus).present; });
 }
 
+// A device whose GPU failed (the driver or the health rules say Unhealthy) must be replaced.
+bool OnFailedGpu(const model::AllocatedDevice& d, const std::map<std::string, const model::GpuCapacity*>& gpus) {
+  auto g = gpus.find(d.gpu_uuid);
+  return g != gpus.end() && g->second->status.health == model::Health::kUnhealthy;
+}
+
+std::string WhyFailed(const model::GpuCapacity& g) {
+  const model::Condition* c = model::FindCondition(g.status.conditions, model::kGpuHealthy);
+  return c != nullptr && !c->message.empty() ? c->message : "unhealthy";
+}
+
+// What the pool still lacks: its items minus what its allocation holds, per (model, profile).
+std::vector<model::PoolItem> Deficit(const GpuPool& pool, const std::map<std::string, const model::GpuCapacity*>& gpus) {
+  std::vector<model::PoolItem> out;
+  for (const model::PoolItem& i : pool.spec.items) {
+    int64_t have = 0;
+    for (const model::AllocatedDevice& d : pool.status.allocation) {
+      auto g = gpus.find(d.gpu_uuid);
+      const bool same_model = g == gpus.end() || g->second->spec.model == i.model;
+      have += d.profile == i.profile && same_model ? 1 : 0;
+    }
+    if (have < i.count) {
+      model::PoolItem miss = i;
+      miss.count = i.count - have;
+      out.push_back(miss);
+    }
+  }
+  return out;
+}
+
 absl::Status PoolController::ReconcilePools(PassStats& stats) {
   std::vector<GpuPool> pools;
   std::vector<model::GpuCapacity> inventory;
@@ -173,7 +204,10 @@ absl::Status PoolController::ReconcilePools(PassStats& stats) {
     if (!approved || done) continue;
     // A Ready pool is looked at again only when one of its devices went missing (a GPU lost its
     // layout, say after a node reboot): level-triggered, not edge-triggered.
-    if (!releasing && IsTrue(listed, model::kReady) && AllPresent(listed, present)) continue;
+    // So is one with a device on a failed GPU, which must be replaced.
+    const bool healthy = std::none_of(listed.status.allocation.begin(), listed.status.allocation.end(),
+                                      [&](const model::AllocatedDevice& d) { return OnFailedGpu(d, present); });
+    if (!releasing && IsTrue(listed, model::kReady) && AllPresent(listed, present) && healthy) continue;
 
     // Each pool in its own transaction, reading everything it decides on afresh.
     absl::Status s = store_.Transact([&](store::Txn& tx) -> absl::Status {
@@ -198,7 +232,30 @@ absl::Status PoolController::ReconcilePools(PassStats& stats) {
         return changed ? store::UpdateObject(tx, pool) : absl::OkStatus();
       }
       ASSIGN_OR_RETURN(std::vector<model::GpuCapacity> gpus, store::ListObjects<model::GpuCapacity>(tx));
-      if (!IsTrue(pool, model::kAllocated)) {
+      std::map<std::string, const model::GpuCapacity*> health_of;
+      for (const model::GpuCapacity& g : gpus) health_of[g.spec.uuid] = &g;
+      // Devices on failed GPUs leave the pool; what is missing is allocated again from free
+      // capacity below (the failed GPUs themselves are filtered out by the allocator).
+      std::vector<std::string> lost;
+      std::erase_if(pool.status.allocation, [&](const model::AllocatedDevice& d) {
+        if (!OnFailedGpu(d, health_of)) return false;
+        lost.push_back(fmt::format("{} on GPU {} ({})", d.profile, d.gpu_uuid, WhyFailed(*health_of.at(d.gpu_uuid))));
+        return true;
+      });
+      if (!lost.empty()) {
+        ++stats.replaced;
+        changed |= set(model::kDevicesHealthy, false, "DeviceFailed",
+                       fmt::format("{} device(s) left the pool: {}", lost.size(), fmt::join(lost, "; ")));
+        changed |= set(model::kAllocated, false, "ReplacingFailedDevices",
+                       fmt::format("replacing {} device(s) from free capacity", lost.size()));
+      }
+      const std::vector<model::PoolItem> deficit = Deficit(pool, health_of);
+      if (!IsTrue(pool, model::kAllocated) && deficit.empty()) {
+        changed |= set(model::kAllocated, true, "Allocated", "every device is allocated");
+      }
+      if (!IsTrue(pool, model::kAllocated) && !deficit.empty()) {
+        const model::Condition* dh = model::FindCondition(pool.status.conditions, model::kDevicesHealthy);
+        const bool replacing = dh != nullptr && dh->status == ConditionStatus::kFalse;
         // Allocate on a fresh snapshot: owners from every live pool, layouts as desired.
         ASSIGN_OR_RETURN(std::vector<GpuPool> all, store::ListObjects<GpuPool>(tx));
         ASSIGN_OR_RETURN(std::vector<model::NodeCapacity> nodes, store::ListObjects<model::NodeCapacity>(tx));
@@ -235,7 +292,7 @@ absl::Status PoolController::ReconcilePools(PassStats& stats) {
           }
         }
         allocator::Request req{PoolKey(pool), pool.spec.cluster, {}};
-        for (const model::PoolItem& i : pool.spec.items) {
+        for (const model::PoolItem& i : deficit) {
           req.items.push_back({i.model, i.profile, static_cast<int>(i.count)});
         }
         allocator::Outcome out = allocator::Allocate(fleet, req, *profile_);
@@ -243,7 +300,8 @@ absl::Status PoolController::ReconcilePools(PassStats& stats) {
           ++stats.unschedulable;
           changed |= set(model::kAllocated, false,
                          out.code == allocator::Code::kUnschedulable ? "Unschedulable" : "Unresolvable",
-                         out.reason);
+                         replacing ? fmt::format("no replacement for {} device(s) yet: {}", deficit.size(), out.reason)
+                                   : out.reason);
           changed |= set(model::kReady, false, "NotAllocated", "waiting for devices");
           return changed ? store::UpdateObject(tx, pool) : absl::OkStatus();
         }
@@ -273,7 +331,11 @@ absl::Status PoolController::ReconcilePools(PassStats& stats) {
           }
         }
         ++stats.allocated;
-        set(model::kAllocated, true, "Allocated",
+        if (replacing) {
+          changed |= set(model::kDevicesHealthy, true, "Replaced",
+                         fmt::format("{} device(s) replaced from free capacity", out.plan.placements.size()));
+        }
+        set(model::kAllocated, true, replacing ? "Reallocated" : "Allocated",
             fmt::format("{} device(s) on {} GPU(s), {} to reconfigure", out.plan.placements.size(),
                         std::set<std::string>([&] {
                           std::set<std::string> u;

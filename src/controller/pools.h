@@ -28,6 +28,7 @@ struct PassStats {
   int ready = 0;
   int released = 0;
   int unschedulable = 0;
+  int replaced = 0;  // pools that lost devices on failed GPUs this pass
   int layouts_applied = 0;   // layouts requested from a driver this pass
   int layouts_failed = 0;
   bool needs_observation = false;  // a driver is applying a layout: sync the inventory soon

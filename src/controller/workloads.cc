@@ -59,7 +59,30 @@ absl::StatusOr<WorkloadStats> WorkloadController::RunOnce() {
           dirty.insert(w);
           ++stats.evicted;
         }
-      } else if (Ready(*pool)) {
+      } else {
+        // A device that left the pool (its GPU failed) takes its runs with it: they queue again
+        // and restart on the replacement.
+        std::set<std::string> held;
+        for (const model::AllocatedDevice& d : pool->status.allocation) {
+          held.insert(Key({d.gpu_uuid, d.profile == "full" ? "" : d.instance_uuid}));
+        }
+        for (Workload* w : mine) {
+          if (w->status.phase != WorkloadPhase::kRunning) continue;
+          for (const model::WorkloadDevice& d : w->status.devices) {
+            if (held.count(Key(d))) continue;
+            RETURN_IF_ERROR(service::EndRun(tx, *w, WorkloadPhase::kPending, "DeviceFailed",
+                                            fmt::format("device {} left pool {} (its GPU failed)",
+                                                        d.instance_uuid.empty() ? d.gpu_uuid : d.instance_uuid,
+                                                        pool_name),
+                                            now));
+            w->status.message += "; queued again";
+            dirty.insert(w);
+            ++stats.requeued;
+            break;
+          }
+        }
+      }
+      if (pool && service::PoolIsLive(*pool) && Ready(*pool)) {
         // Device slots: each allocated device of the pool, times the time-slicing replicas.
         const int64_t slots = std::max<int64_t>(1, pool->spec.time_slicing_replicas);
         std::map<std::string, std::vector<model::WorkloadDevice>> devices;  // by profile

@@ -18,6 +18,7 @@ struct WorkloadStats {
   int preempted = 0;
   int evicted = 0;
   int queued = 0;
+  int requeued = 0;  // runs whose device left the pool (a failed GPU)
 };
 
 class WorkloadController {

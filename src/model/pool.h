@@ -200,6 +200,8 @@ inline constexpr std::string_view kAllocated = "Allocated";
 inline constexpr std::string_view kProvisioned = "Provisioned";
 inline constexpr std::string_view kReady = "Ready";
 inline constexpr std::string_view kReleased = "Released";
+// False while a device of the pool sits on a failed GPU (it is then replaced from free capacity).
+inline constexpr std::string_view kDevicesHealthy = "DevicesHealthy";
 
 std::string_view ToString(WorkloadType t);
 
