@@ -1,0 +1,101 @@
+#include "telemetry/assessment.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "catalog/catalog.h"
+#include "fmt/format.h"
+
+namespace gpuaas::telemetry {
+namespace {
+
+std::string DeviceName(const DeviceRef& d) {
+  return d.gi < 0 ? d.gpu_uuid : fmt::format("{}/{}", d.gpu_uuid, d.gi);
+}
+
+}  // namespace
+
+double DeviceWeight(std::string_view model, std::string_view profile) {
+  if (profile == catalog::kFullProfile) return 1;
+  const catalog::GpuModel* m = catalog::FindModel(model);
+  if (m == nullptr || m->compute_slices == 0) return 1;
+  const catalog::MigProfile* p = catalog::FindProfile(*m, profile);
+  return p == nullptr ? 1 : static_cast<double>(p->compute_slices) / m->compute_slices;
+}
+
+PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
+                          const AssessmentOptions& options) {
+  PoolAssessment a;
+  a.ns = pool.ns;
+  a.name = pool.name;
+  const int64_t step = to - from <= 86400 ? 60 : 3600;
+  from = std::max(from, pool.allocated_since - pool.allocated_since % step);
+  std::vector<DeviceRef> refs;
+  for (const AssessedDevice& d : pool.devices) {
+    refs.push_back(d.ref);
+    a.allocated_gpus += d.ref.weight;
+  }
+  if (to <= from || refs.empty()) return a;
+  const std::vector<UtilizationPoint> points = hub.Utilization(refs, from, to, step, now);
+  const double hours = static_cast<double>(step) / 3600;
+  int64_t idle_run = 0;
+  bool any_data = false;
+  for (const UtilizationPoint& p : points) {
+    a.allocated_gpu_hours += p.allocated_gpus * hours;
+    a.used_gpu_hours += p.used_gpus * hours;
+    a.covered_gpu_hours += p.covered_gpus * hours;
+    if (p.covered_gpus <= 0) continue;  // no readings: neither idle nor busy
+    any_data = true;
+    idle_run = p.utilization() < options.idle_below ? idle_run + step : 0;
+  }
+  a.utilization = a.covered_gpu_hours > 0 ? a.used_gpu_hours / a.covered_gpu_hours : 0;
+  a.idle_seconds = idle_run;
+  a.idle = any_data && idle_run >= options.idle_for_s;
+
+  // Right-size: peaks per device, against the smaller profiles of the same model.
+  std::string model, profile;
+  bool uniform = true;
+  for (const AssessedDevice& d : pool.devices) {
+    const std::string dev = DeviceName(d.ref);
+    for (const Bucket& b : hub.series().Query(dev, Field::kFbUsedMib, from, to, to - from, now)) {
+      if (b.count > 0) a.peak_fb_used_mib = std::max(a.peak_fb_used_mib, b.max);
+    }
+    for (Field f : {Field::kSmActive, Field::kGrEngineActive}) {
+      std::vector<Bucket> q = hub.series().Query(dev, f, from, to, to - from, now);
+      if (q.empty()) continue;
+      for (const Bucket& b : q) {
+        if (b.count > 0) a.peak_sm_gpu_fraction = std::max(a.peak_sm_gpu_fraction, std::min(1.0, b.max) * d.ref.weight);
+      }
+      break;
+    }
+    if (model.empty()) {
+      model = d.model;
+      profile = d.profile;
+    }
+    uniform &= d.model == model && d.profile == profile;
+  }
+  const catalog::GpuModel* m = catalog::FindModel(model);
+  if (!uniform || m == nullptr || !m->mig_capable || !any_data) return a;
+  const double have_weight = DeviceWeight(model, profile);
+  const catalog::MigProfile* best = nullptr;
+  for (const catalog::MigProfile& p : m->profiles) {
+    if (p.media_extensions()) continue;
+    const double mem_mib = p.memory_mib > 0 ? p.memory_mib : p.memory_gb * 1e9 / (1 << 20);  // GB as NVIDIA names them
+    const double weight = static_cast<double>(p.compute_slices) / m->compute_slices;
+    if (mem_mib < a.peak_fb_used_mib * 1.1 || weight < a.peak_sm_gpu_fraction || weight >= have_weight) continue;
+    if (best == nullptr || p.compute_slices < best->compute_slices ||
+        (p.compute_slices == best->compute_slices && p.memory_slices < best->memory_slices)) {
+      best = &p;
+    }
+  }
+  if (best != nullptr) {
+    a.suggestion = fmt::format(
+        "{} x {} never used more than {:.0f} MiB of memory and {:.0f}% of a GPU's SMs: {} would hold it "
+        "({:.2f} instead of {:.2f} GPU each)",
+        pool.devices.size(), profile, a.peak_fb_used_mib, 100 * a.peak_sm_gpu_fraction, best->name,
+        static_cast<double>(best->compute_slices) / m->compute_slices, have_weight);
+  }
+  return a;
+}
+
+}  // namespace gpuaas::telemetry

@@ -1,0 +1,67 @@
+// Assessment of pools: allocated against used GPU-hours over a period, idle pools, and right-size
+// suggestions. Pure over the hub's series (no I/O).
+//
+// Definitions (docs/monitoring.md):
+//   allocated GPU-hours  Σ over the pool's devices of weight × hours allocated in the period,
+//                        where a whole GPU weighs 1 and a MIG instance its compute slices / 7;
+//   used GPU-hours       Σ weight × SM activity × hours, over the steps with readings;
+//   utilization          used / allocated GPU-hours of the steps with readings (0–1);
+//   idle                 allocated, with readings, and under `idle_below` utilization for the
+//                        last `idle_for` seconds without a break;
+//   right-size           a smaller profile of the same GPU model whose memory holds the peak
+//                        framebuffer use (plus 10%) and whose compute slices hold the peak SM
+//                        activity, e.g. 7g instances that never exceed 3g-size memory and SMs.
+#ifndef GPUAAS_TELEMETRY_ASSESSMENT_H_
+#define GPUAAS_TELEMETRY_ASSESSMENT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "telemetry/hub.h"
+
+namespace gpuaas::telemetry {
+
+struct AssessedDevice {
+  DeviceRef ref;
+  std::string model;    // catalogue name
+  std::string profile;  // MIG profile or "full"
+};
+
+struct PoolUsage {
+  std::string ns;
+  std::string name;
+  int64_t allocated_since = 0;  // unix seconds
+  std::vector<AssessedDevice> devices;
+};
+
+struct AssessmentOptions {
+  double idle_below = 0.05;
+  int64_t idle_for_s = 3600;
+};
+
+struct PoolAssessment {
+  std::string ns;
+  std::string name;
+  double allocated_gpus = 0;
+  double allocated_gpu_hours = 0;
+  double used_gpu_hours = 0;
+  double covered_gpu_hours = 0;  // allocated GPU-hours that had readings
+  double utilization = 0;
+  bool idle = false;
+  int64_t idle_seconds = 0;  // the current run under the threshold
+  double peak_fb_used_mib = 0;
+  double peak_sm_gpu_fraction = 0;  // peak SM activity in GPU terms (weight × SM active)
+  std::string suggestion;           // empty when the pool fits its work
+};
+
+// `step`: 60 for periods up to a day, else 3600, as the rollups hold them.
+PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
+                          const AssessmentOptions& options);
+
+// Weight of a device in GPUs: 1 for "full", compute slices / the GPU's compute slices for MIG.
+double DeviceWeight(std::string_view model, std::string_view profile);
+
+}  // namespace gpuaas::telemetry
+
+#endif  // GPUAAS_TELEMETRY_ASSESSMENT_H_

@@ -1,0 +1,70 @@
+#include "telemetry/assessment.h"
+
+#include "gtest/gtest.h"
+
+namespace gpuaas::telemetry {
+namespace {
+
+constexpr int64_t kT0 = 1'800'000'000;
+
+// Feeds `minutes` of one reading a minute per device.
+void Feed(Hub& hub, const std::string& gpu, int gi, int minutes, double sm, double fb) {
+  for (int m = 0; m < minutes; ++m) {
+    GpuReport g{gpu, 0, "NVIDIA H200", 143771, gi >= 0, {}, {}, {}};
+    if (gi >= 0) {
+      g.instances = {{gi, "7g.141gb", 0, 8, "", {{Field::kSmActive, sm}, {Field::kFbUsedMib, fb}}}};
+    } else {
+      g.readings = {{Field::kSmActive, sm}, {Field::kFbUsedMib, fb}};
+    }
+    ASSERT_TRUE(hub.IngestReport({"n", "", (kT0 + m * 60) * 1000, {g}}, 0).ok());
+  }
+}
+
+TEST(Assessment, GpuHoursUtilizationAndARightSize) {
+  Hub hub;
+  Feed(hub, "GPU-a", 0, 120, 0.3, 30000);
+  Feed(hub, "GPU-b", 0, 120, 0.1, 20000);
+  PoolUsage pool{"vision", "big", kT0, {{{"GPU-a", 0, 1}, "H200-SXM-141GB", "7g.141gb"},
+                                        {{"GPU-b", 0, 1}, "H200-SXM-141GB", "7g.141gb"}}};
+  PoolAssessment a = AssessPool(hub, pool, kT0, kT0 + 7200, kT0 + 7200, {});
+  EXPECT_DOUBLE_EQ(a.allocated_gpus, 2);
+  EXPECT_NEAR(a.allocated_gpu_hours, 4, 1e-9);
+  EXPECT_NEAR(a.used_gpu_hours, 0.3 * 2 + 0.1 * 2, 1e-6);
+  EXPECT_NEAR(a.utilization, 0.2, 1e-6);
+  EXPECT_FALSE(a.idle);
+  EXPECT_NEAR(a.peak_fb_used_mib, 30000, 1e-3);
+  EXPECT_NEAR(a.peak_sm_gpu_fraction, 0.3, 1e-6);
+  // 1g.35gb holds the memory but not the SMs (1/7 < 0.3), 2g.35gb neither (2/7); 3g.71gb does.
+  EXPECT_NE(a.suggestion.find("3g.71gb would hold it"), std::string::npos) << a.suggestion;
+}
+
+TEST(Assessment, IdlePoolsAndPoolsThatNeedTheirSize) {
+  Hub hub;
+  Feed(hub, "GPU-a", -1, 120, 0.01, 1000);
+  Feed(hub, "GPU-b", -1, 120, 0.9, 120000);
+  PoolUsage idle{"p", "idle", kT0, {{{"GPU-a", -1, 1}, "H200-SXM-141GB", "full"}}};
+  PoolAssessment a = AssessPool(hub, idle, kT0, kT0 + 7200, kT0 + 7200, {});
+  EXPECT_TRUE(a.idle);
+  EXPECT_EQ(a.idle_seconds, 7200);
+  AssessmentOptions strict;
+  strict.idle_for_s = 3 * 3600;
+  EXPECT_FALSE(AssessPool(hub, idle, kT0, kT0 + 7200, kT0 + 7200, strict).idle);
+
+  PoolUsage busy{"p", "busy", kT0, {{{"GPU-b", -1, 1}, "H200-SXM-141GB", "full"}}};
+  PoolAssessment b = AssessPool(hub, busy, kT0, kT0 + 7200, kT0 + 7200, {});
+  EXPECT_FALSE(b.idle);
+  EXPECT_TRUE(b.suggestion.empty()) << b.suggestion;
+
+  // Allocated an hour in: only that hour counts.
+  PoolUsage late{"p", "late", kT0 + 3600, {{{"GPU-a", -1, 1}, "H200-SXM-141GB", "full"}}};
+  EXPECT_NEAR(AssessPool(hub, late, kT0, kT0 + 7200, kT0 + 7200, {}).allocated_gpu_hours, 1, 1e-9);
+}
+
+TEST(Assessment, DeviceWeights) {
+  EXPECT_DOUBLE_EQ(DeviceWeight("H200-SXM-141GB", "full"), 1);
+  EXPECT_DOUBLE_EQ(DeviceWeight("H200-SXM-141GB", "3g.71gb"), 3.0 / 7);
+  EXPECT_DOUBLE_EQ(DeviceWeight("H200-SXM-141GB", "1g.18gb"), 1.0 / 7);
+}
+
+}  // namespace
+}  // namespace gpuaas::telemetry
