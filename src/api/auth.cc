@@ -28,11 +28,19 @@ bool SameHash(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::string_view ToString(Role r) { return r == Role::kOperator ? "operator" : "member"; }
+std::string_view ToString(Role r) {
+  switch (r) {
+    case Role::kOperator: return "operator";
+    case Role::kMember: return "member";
+    case Role::kAgent: return "agent";
+  }
+  return "member";
+}
 
 std::optional<Role> ParseRole(std::string_view s) {
   if (s == "operator") return Role::kOperator;
   if (s == "member") return Role::kMember;
+  if (s == "agent") return Role::kAgent;
   return std::nullopt;
 }
 

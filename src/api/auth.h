@@ -18,7 +18,8 @@
 
 namespace gpuaas::api {
 
-enum class Role { kOperator, kMember };
+// Agents are node agents: they may push telemetry and nothing else.
+enum class Role { kOperator, kMember, kAgent };
 std::string_view ToString(Role r);
 std::optional<Role> ParseRole(std::string_view s);
 

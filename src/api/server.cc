@@ -11,6 +11,7 @@
 #include "api/auth.h"
 #include "api/http.h"
 #include "api/internal/http_server.h"
+#include "api/internal/telemetry_api.h"
 #include "api/metrics.h"
 #include "api/problem.h"
 #include "common/log.h"
@@ -56,7 +57,8 @@ using Handler = std::function<Reply(const HttpRequest&, const Params&, const Pri
 
 // Who may call a route: anyone, any authenticated caller (handlers then scope members to their
 // project), or operators only.
-enum class Access { kPublic, kAuthenticated, kOperator };
+// kTelemetry: operators and node agents (agent tokens may do nothing else).
+enum class Access { kPublic, kAuthenticated, kOperator, kTelemetry };
 
 struct Route {
   std::string pattern;  // "/apis/gpuaas.io/v1/{plural}/{name}"
@@ -123,13 +125,17 @@ const std::vector<ResourceType>& ResourceTypes() {
 }
 
 struct ApiServer::Impl {
-  Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a)
-      : options(std::move(o)), cache(c), pools(p), auth(a) {}
+  Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
+      : options(std::move(o)), cache(c), pools(p), auth(a) {
+    if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, clock);
+  }
 
   ServerOptions options;
   store::ObjectCache& cache;
   service::PoolService* pools;
   Authenticator* auth;  // null: no authentication, every caller is an operator
+  RealClock clock;
+  std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
@@ -227,6 +233,12 @@ struct ApiServer::Impl {
         reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
       } else if (access == Access::kOperator && !who->operator_()) {
         reply = Forbidden(*who);
+      } else if (access == Access::kTelemetry && !who->operator_() && who->role != Role::kAgent) {
+        reply = ErrorReply(403, "Forbidden", fmt::format("user {} ({}) may not push telemetry; operators and agents only",
+                                                         who->user, ToString(who->role)));
+      } else if (access != Access::kTelemetry && method != "GET" && who && who->role == Role::kAgent) {
+        reply = ErrorReply(403, "Forbidden",
+                           fmt::format("user {} is a node agent: it may read and push telemetry, nothing else", who->user));
       } else {
         reply = handler(req, params, who.value_or(Principal{"anonymous", Role::kMember, ""}));
       }
@@ -500,10 +512,10 @@ struct ApiServer::Impl {
     if (!j.is_object() || !j.contains("user") || !j["user"].is_string() || !j.contains("role") ||
         !j["role"].is_string() || (j.contains("project") && !j["project"].is_string())) {
       return Error(absl::InvalidArgumentError(
-          "body must be {\"user\": \"...\", \"role\": \"operator|member\", \"project\": \"...\"}"));
+          "body must be {\"user\": \"...\", \"role\": \"operator|member|agent\", \"project\": \"...\"}"));
     }
     std::optional<Role> role = ParseRole(j["role"].get<std::string>());
-    if (!role) return Error(absl::InvalidArgumentError("role: must be operator or member"));
+    if (!role) return Error(absl::InvalidArgumentError("role: must be operator, member or agent"));
     auto created = auth->Create(j["user"], *role, j.value("project", ""), who.user);
     if (!created.ok()) return Error(created.status());
     nlohmann::json out = TokenJson(created->second);
@@ -601,6 +613,17 @@ struct ApiServer::Impl {
       out += fmt::format("gpuaas_fleet_devices{{model=\"{}\",profile=\"{}\",state=\"free\"}} {}\n",
                          key.first, key.second, d.free());
     }
+    out += "# HELP gpuaas_fleet_gpu_health Physical GPUs by model and health (unhealthy ones are out of allocation).\n";
+    out += "# TYPE gpuaas_fleet_gpu_health gauge\n";
+    for (const auto& [m, c] : s->by_model) {
+      out += fmt::format("gpuaas_fleet_gpu_health{{model=\"{}\",health=\"healthy\"}} {}\n", m, c.gpus - c.unhealthy);
+      out += fmt::format("gpuaas_fleet_gpu_health{{model=\"{}\",health=\"unhealthy\"}} {}\n", m, c.unhealthy);
+    }
+    out += "# HELP gpuaas_fleet_devices_total Logical devices over all models and profiles, by state.\n";
+    out += "# TYPE gpuaas_fleet_devices_total gauge\n";
+    out += fmt::format("gpuaas_fleet_devices_total{{state=\"allocated\"}} {}\n", s->logical_total.allocated);
+    out += fmt::format("gpuaas_fleet_devices_total{{state=\"free\"}} {}\n", s->logical_total.free());
+    if (telemetry) telemetry->AppendMetrics(out);
     out += "# HELP gpuaas_store_revision Last store revision applied to the read cache.\n";
     out += "# TYPE gpuaas_store_revision gauge\n";
     out += fmt::format("gpuaas_store_revision {}\n", cache.Revision());
@@ -654,6 +677,12 @@ struct ApiServer::Impl {
     Add("/api/v1/tokens", "POST", [this](R r, P p, W w) { return CreateToken(r, p, w); }, Access::kOperator);
     Add("/api/v1/tokens/{id}", "DELETE", [this](R r, P p, W w) { return RevokeToken(r, p, w); },
         Access::kOperator);
+    if (telemetry) {
+      Add("/api/v1/telemetry", "POST", [this](R r, P, W w) { return telemetry->Ingest(r, w); }, Access::kTelemetry);
+      Add("/api/v1/metrics/query", "GET", [this](R r, P, W w) { return telemetry->Query(r, w); });
+      Add("/api/v1/alerts", "GET", [this](R r, P, W w) { return telemetry->Alerts(r, w); }, Access::kOperator);
+      Add("/api/v1/assessment", "GET", [this](R r, P, W w) { return telemetry->Assessment(r, w); });
+    }
     Add("/api/v1/whoami", "GET", [](R, P, W w) {
       nlohmann::json j = {{"user", w.user}, {"role", ToString(w.role)}, {"project", w.project}};
       return Reply{200, std::string(kJson), j.dump(), {}};
@@ -662,8 +691,8 @@ struct ApiServer::Impl {
 };
 
 ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools,
-                     Authenticator* auth)
-    : impl_(std::make_unique<Impl>(std::move(options), cache, pools, auth)) {
+                     Authenticator* auth, telemetry::Hub* telemetry)
+    : impl_(std::make_unique<Impl>(std::move(options), cache, pools, auth, telemetry)) {
   impl_->Routes();
   std::vector<std::string> patterns;
   for (const Route& r : impl_->routes) patterns.push_back(r.pattern);

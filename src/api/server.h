@@ -14,6 +14,10 @@
 #include "service/pools.h"
 #include "store/cache.h"
 
+namespace gpuaas::telemetry {
+class Hub;
+}
+
 namespace gpuaas::api {
 
 struct ServerOptions {
@@ -37,9 +41,10 @@ const std::vector<ResourceType>& ResourceTypes();
 class ApiServer {
  public:
   // `pools` may be null: the pool routes then answer 501. `auth` null: no authentication, every
-  // caller is an operator (tests; `gpuaas server --insecure-no-auth`). Not owned.
+  // caller is an operator (tests; `gpuaas server --insecure-no-auth`). `telemetry` null: no
+  // telemetry routes (404). Not owned.
   ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools = nullptr,
-            Authenticator* auth = nullptr);
+            Authenticator* auth = nullptr, telemetry::Hub* telemetry = nullptr);
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;

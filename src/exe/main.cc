@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "agent/agent.h"
 #include "cli/commands.h"
 #include "cli/sim.h"
 #include "exe/server_main.h"
@@ -47,6 +48,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   server->add_option("--token-auth-file", sf.token_auth_file,
                      "static bearer tokens, one a line: token,user,role[,project]");
+  server->add_option("--scrape", sf.scrape, "a dcgm-exporter /metrics URL to scrape (repeatable)");
+  server->add_option("--scrape-interval", sf.scrape_interval_s, "seconds between scrapes")->capture_default_str();
+  server->add_flag("--simulate-telemetry", sf.simulate_telemetry,
+                   "feed simulated agent readings for every simulated GPU (implied by --demo)");
+  server->add_option("--telemetry-interval", sf.telemetry_interval_s,
+                     "seconds between simulated readings")->capture_default_str();
   server->add_flag("--insecure-no-auth", sf.no_auth,
                    "serve without authentication: every caller is an operator (loopback only)");
 
@@ -169,12 +176,35 @@ int main(int argc, char** argv) {
   sim->add_option("--mig-model", so.mig_model, "the MIG model of --mode mig")->capture_default_str();
   sim->add_option("--jobs", so.jobs, "threads (0: one per core)")->capture_default_str();
 
+  gpuaas::agent::AgentOptions ao;
+  if (const char* env = std::getenv("GPUAAS_TOKEN")) ao.token = env;
+  CLI::App* agent = app.add_subcommand(
+      "agent", "the node agent: read GPUs through NVML (or simulate them), push to the server, serve /metrics");
+  agent->add_flag("--simulate", ao.simulate, "simulate GPUs instead of reading NVML");
+  agent->add_option("--gpus", ao.simulated_gpus, "simulated H200 GPUs when not taken from --server")
+      ->capture_default_str();
+  agent->add_option("--inject", ao.faults,
+                    "simulated fault, repeatable: xid=79@GPU, dbe@GPU, hot@GPU, remap-fail@GPU, reset@GPU "
+                    "(GPU: UUID or index; +30s delays it)");
+  agent->add_option("--node", ao.node, "node name (default: the host name; simulating from --server: "
+                                       "that node's GPUs, all nodes when empty)");
+  agent->add_option("--server,-s", ao.server, "gpuaas server URL to push to (none: do not push)");
+  agent->add_option("--token", ao.token, "agent or operator token (env GPUAAS_TOKEN)");
+  agent->add_option("--interval", ao.interval_s, "seconds between readings")->capture_default_str();
+  agent->add_option("--listen", ao.listen, "HOST:PORT to serve dcgm-exporter-format /metrics on");
+  agent->add_flag("--once", ao.once, "read once, print the report and exit");
+  agent->add_option("-o,--output", ao.output, "with --once: json or text (dcgm-exporter format)")
+      ->capture_default_str();
+  agent->add_option("--nvml-library", ao.nvml_library, "path of libnvidia-ml.so.1 (default: the loader's search)");
+  agent->add_option("--seed", ao.seed, "seed of the simulation")->capture_default_str();
+
   CLI::App* version = app.add_subcommand("version", "client and server versions");
   add_client_flags(version, false);
 
   CLI11_PARSE(app, argc, argv);
 
   if (server->parsed()) return gpuaas::exe::RunServer(sf, GPUAAS_VERSION);
+  if (agent->parsed()) return gpuaas::agent::RunAgent(ao, std::cout, std::cerr);
   if (get->parsed()) return gpuaas::cli::Get(client, what, name, std::cout, std::cerr);
   if (summary->parsed()) return gpuaas::cli::Summary(client, std::cout, std::cerr);
   if (models->parsed()) return gpuaas::cli::CatalogModels(catalog_output, std::cout, std::cerr);

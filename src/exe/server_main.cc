@@ -10,7 +10,13 @@
 
 #include "api/auth.h"
 #include "api/server.h"
+#include "agent/agent.h"
+#include "agent/simulator.h"
 #include "cluster/simulated/fleet.h"
+#include "httplib.h"
+#include "telemetry/controller.h"
+#include "telemetry/hub.h"
+#include "telemetry/scraper.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -138,7 +144,16 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
       return 2;
     }
   }
-  api::ApiServer server(opts, cache, &pools, flags.no_auth ? nullptr : &auth);
+  // Telemetry: the hub holds the series; its controller restores the persisted rollups now and
+  // writes health into the inventory every pass.
+  telemetry::Hub hub;
+  telemetry::TelemetryController telemetry_controller(db, hub, RealClock::Get());
+  if (absl::StatusOr<size_t> n = telemetry_controller.Restore(); !n.ok()) {
+    log::Warn("telemetry rollups not restored: {}", n.status().ToString());
+  } else if (*n > 0) {
+    log::Info("telemetry: {} rollup buckets restored", *n);
+  }
+  api::ApiServer server(opts, cache, &pools, flags.no_auth ? nullptr : &auth, &hub);
   if (absl::Status s = server.Start(); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 1;
@@ -185,6 +200,10 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     std::unique_lock<std::mutex> lock(mu);
     while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; })) {
       lock.unlock();
+      // Health first, so that a GPU that just failed is not handed out in this pass.
+      if (absl::StatusOr<telemetry::TelemetryPassStats> t = telemetry_controller.RunOnce(); !t.ok()) {
+        log::Error("telemetry controller: {}", t.status().ToString());
+      }
       absl::StatusOr<controller::PassStats> pass = pool_controller.RunOnce();
       if (!pass.ok()) log::Error("pool controller: {}", pass.status().ToString());
       if (absl::StatusOr<controller::WorkloadStats> w = workload_controller.RunOnce(); !w.ok()) {
@@ -199,6 +218,73 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     }
   });
 
+  // Telemetry sources in the server itself: dcgm-exporter endpoints to scrape, and with
+  // --simulate-telemetry (--demo) a simulated node agent for every simulated GPU.
+  telemetry::Scraper scraper(hub, flags.scrape, [](const std::string& url) -> absl::StatusOr<std::string> {
+    const size_t path_at = url.find('/', url.find("://") == std::string::npos ? 0 : url.find("://") + 3);
+    httplib::Client c(url.substr(0, path_at));
+    c.set_connection_timeout(5);
+    c.set_read_timeout(10);
+    auto res = c.Get(path_at == std::string::npos ? "/metrics" : url.substr(path_at));
+    if (!res) return absl::UnavailableError(httplib::to_string(res.error()));
+    if (res->status != 200) return absl::UnavailableError(fmt::format("HTTP {}", res->status));
+    return res->body;
+  });
+  std::map<std::string, std::unique_ptr<agent::Simulator>> simulated;  // by node
+  auto refresh_simulated = [&] {
+    std::string body = "{\"items\":[";
+    bool first = true;
+    for (const auto& obj : cache.Snapshot(std::string(model::GpuCapacity::kKind))->items) {
+      body += (first ? "" : ",") + obj->json;
+      first = false;
+    }
+    body += "]}";
+    auto nodes = agent::SimGpusFromInventory(body, "");
+    if (!nodes.ok()) return;
+    for (auto& [node, gpus] : *nodes) {
+      auto& sim = simulated[node];
+      if (sim) {
+        sim->SetGpus(std::move(gpus));
+      } else {
+        sim = std::make_unique<agent::Simulator>(node, std::move(gpus), std::vector<agent::Fault>{},
+                                                 std::hash<std::string>{}(node));
+      }
+    }
+  };
+  const bool simulate_telemetry = flags.simulate_telemetry || flags.demo;
+  std::thread telemetry_sources;
+  if (simulate_telemetry || !flags.scrape.empty()) {
+    telemetry_sources = std::thread([&] {
+      auto next_scrape = std::chrono::steady_clock::now();
+      auto next_sim = next_scrape;
+      int ticks = 0;
+      std::unique_lock<std::mutex> lock(mu);
+      while (!cv.wait_until(lock, std::min(next_scrape, next_sim), [&] { return stopping; })) {
+        lock.unlock();
+        const auto now = std::chrono::steady_clock::now();
+        const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch()).count();
+        if (!flags.scrape.empty() && now >= next_scrape) {
+          scraper.ScrapeAll(now_ms);
+          for (const auto& [url, t] : scraper.targets()) {
+            if (!t.up) log::Warn("scrape {}: {}", url, t.last_error);
+          }
+          next_scrape = now + std::chrono::seconds(std::max(1, flags.scrape_interval_s));
+        }
+        if (simulate_telemetry && now >= next_sim) {
+          if (ticks++ % 6 == 0) refresh_simulated();  // follow MIG layout changes
+          for (auto& [node, sim] : simulated) {
+            if (auto r = sim->Read(now_ms); r.ok()) (void)hub.IngestReport(*r, now_ms, /*simulated=*/true);
+          }
+          next_sim = now + std::chrono::seconds(std::max(1, flags.telemetry_interval_s));
+        }
+        if (!simulate_telemetry) next_sim = next_scrape;
+        if (flags.scrape.empty()) next_scrape = next_sim;
+        lock.lock();
+      }
+    });
+  }
+
   int sig = 0;
   sigwait(&stop_signals, &sig);
   log::Info("received signal {}, shutting down", sig);
@@ -208,6 +294,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   }
   cv.notify_all();
   syncer.join();
+  if (telemetry_sources.joinable()) telemetry_sources.join();
   server.Stop();
   cache.Stop();
   return 0;

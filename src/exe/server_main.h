@@ -3,6 +3,7 @@
 #define GPUAAS_EXE_SERVER_MAIN_H_
 
 #include <string>
+#include <vector>
 
 namespace gpuaas::exe {
 
@@ -18,6 +19,10 @@ struct ServerFlags {
   std::string token_auth_file;  // static tokens: token,user,role[,project]
   bool no_auth = false;         // serve without authentication (loopback only)
   std::string log_level = "info";
+  std::vector<std::string> scrape;  // dcgm-exporter /metrics URLs to scrape
+  int scrape_interval_s = 15;
+  bool simulate_telemetry = false;  // play a node agent for every simulated GPU (on with --demo)
+  int telemetry_interval_s = 10;
 };
 
 // Runs the server until SIGINT or SIGTERM. Returns the exit code.

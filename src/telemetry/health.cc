@@ -100,6 +100,8 @@ void HealthTracker::Reset(GpuState& g, int64_t t_ms) {
   g.convenient_xid.reset();
   g.dbe_volatile = 0;
   g.remap_pending = false;
+  // The lifetime counter keeps its count; what it had before the reset is history now.
+  if (g.dbe_aggregate_base) g.dbe_aggregate_base = g.dbe_aggregate;
   if (had) {
     Raise({0, t_ms, Severity::kInfo, uuid, -1, "Reset", "", "GpuReset",
            "the GPU was reset or its driver reloaded (energy or volatile ECC counters restarted)", "none", false, t_ms});

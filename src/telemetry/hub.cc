@@ -82,7 +82,7 @@ void Hub::NoteGpu(const std::string& uuid, IngestResult& res) {
   res.unmatched_gpus.push_back(uuid);
 }
 
-void Hub::Apply(const Resolved& r, double value, int64_t t_ms, std::vector<Sample>& batch, IngestResult& res) {
+void Hub::Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, IngestResult& res) {
   ++res.samples;
   if (!r.keep) {
     ++res.ignored;
@@ -92,18 +92,25 @@ void Hub::Apply(const Resolved& r, double value, int64_t t_ms, std::vector<Sampl
     ++res.blank;
     return;
   }
-  if (r.has_id) batch.push_back({r.id, t_ms, value});
-  if (r.health != nullptr) health_.Observe(r.health, r.gi, r.field, value, t_ms);
+  if (r.has_id) batch.samples.push_back({r.id, t_ms, value});
+  if (r.health != nullptr) batch.health.push_back({r.health, r.gi, r.field, value, t_ms});
 }
 
-absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t now_ms) {
+bool Hub::HasRealSource(std::string_view gpu_uuid) const {
+  absl::MutexLock l(&mu_);
+  return real_sources_.count(gpu_uuid) > 0;
+}
+
+absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t now_ms, bool simulated) {
   IngestResult res;
-  std::vector<Sample> batch;
+  Batch batch;
   const int64_t t = report.time_ms > 0 ? report.time_ms : now_ms;
   {
     absl::MutexLock l(&mu_);
     const int64_t xids_before = health_.xid_events();
     for (const GpuReport& g : report.gpus) {
+      if (simulated && real_sources_.count(g.uuid)) continue;
+      if (!simulated) real_sources_.insert(g.uuid);
       NoteGpu(g.uuid, res);
       auto add = [&](int gi, const Readings& readings) {
         for (const auto& [f, v] : readings) {
@@ -126,6 +133,8 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
         known[i.gi] = {i.gi, i.profile, i.start, i.uuid};
         add(i.gi, i.readings);
       }
+      for (const HealthReading& h : batch.health) health_.Observe(h.gpu, h.gi, h.field, h.value, h.t_ms);
+      batch.health.clear();
       for (const XidEvent& x : g.xid_events) {
         // Pushes are retried after failures: an event counts once.
         if (!seen_xids_.insert({g.uuid, x.gi, x.xid, x.time_ms}).second) continue;
@@ -136,14 +145,14 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
     res.xid_events = health_.xid_events() - xids_before;
     samples_total_ += res.samples;
   }
-  res.stored = static_cast<int64_t>(series_.Append(batch));
+  res.stored = static_cast<int64_t>(series_.Append(batch.samples));
   return res;
 }
 
 absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_ms) {
   class Sink final : public PromSink {
    public:
-    Sink(Hub& hub, int64_t now_ms, IngestResult& res, std::vector<Sample>& batch)
+    Sink(Hub& hub, int64_t now_ms, IngestResult& res, Batch& batch)
         : hub_(hub), now_ms_(now_ms), res_(res), batch_(batch) {}
     absl::Status OnSample(const PromSample& s) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
       const Digest key = DigestOf(s.series);
@@ -177,6 +186,7 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
       r.field = *f;
       r.keep = true;
       r.health = IsHealthField(*f) ? hub_.health_.Track(gpu) : nullptr;
+      hub_.real_sources_.insert(gpu);
       // A GPU-level field on a MIG row belongs to the GPU: every row repeats it.
       const std::optional<SeriesId> id = hub_.series_.Intern(DeviceName(uuid, Info(*f).per_instance ? gi : -1), *f);
       r.has_id = id.has_value();
@@ -193,21 +203,22 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
     Hub& hub_;
     int64_t now_ms_;
     IngestResult& res_;
-    std::vector<Sample>& batch_;
+    Batch& batch_;
   };
 
   IngestResult res;
-  std::vector<Sample> batch;
-  batch.reserve(text.size() / 120);
+  Batch batch;
+  batch.samples.reserve(text.size() / 120);
   {
     absl::MutexLock l(&mu_);
     const int64_t xids_before = health_.xid_events();
     Sink sink(*this, now_ms, res, batch);
     if (absl::Status s = ParsePromText(text, sink); !s.ok()) return s;
+    for (const HealthReading& h : batch.health) health_.Observe(h.gpu, h.gi, h.field, h.value, h.t_ms);
     res.xid_events = health_.xid_events() - xids_before;
     samples_total_ += res.samples;
   }
-  res.stored = static_cast<int64_t>(series_.Append(batch));
+  res.stored = static_cast<int64_t>(series_.Append(batch.samples));
   return res;
 }
 
@@ -235,6 +246,7 @@ std::vector<InstanceInfo> Hub::Instances(std::string_view gpu_uuid) const {
 
 std::optional<double> Hub::DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,
                                       std::vector<Bucket>& out) const {
+  if (d.gi < -1) return std::nullopt;  // a MIG instance no reading has named
   const std::string dev = DeviceName(d.gpu_uuid, d.gi);
   for (Field f : {Field::kSmActive, Field::kGrEngineActive, Field::kGpuUtil}) {
     if (f == Field::kGpuUtil && d.gi >= 0) break;  // GPU utilization does not exist per MIG instance

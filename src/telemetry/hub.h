@@ -50,7 +50,7 @@ struct InstanceInfo {
 // compute slices / 7 for a MIG instance).
 struct DeviceRef {
   std::string gpu_uuid;
-  int gi = -1;
+  int gi = -1;  // MIG GPU instance id; -1 for a whole GPU; -2 for an instance without readings
   double weight = 1;
 };
 
@@ -66,7 +66,9 @@ class Hub {
  public:
   explicit Hub(SeriesLimits limits = {});
 
-  absl::StatusOr<IngestResult> IngestReport(const NodeReport& report, int64_t now_ms);
+  // `simulated`: from the server's own simulation (demo), which yields to real sources: GPUs any
+  // other report or scrape has named are left out of simulated reports.
+  absl::StatusOr<IngestResult> IngestReport(const NodeReport& report, int64_t now_ms, bool simulated = false);
   // dcgm-exporter text. `hostname` names the source in errors only. Parse errors carry the line.
   absl::StatusOr<IngestResult> IngestText(std::string_view text, int64_t now_ms);
 
@@ -89,6 +91,8 @@ class Hub {
   SeriesStore& series() { return series_; }
   const SeriesStore& series() const { return series_; }
   int64_t samples_total() const;
+  // Whether a report or scrape other than the simulation has named this GPU.
+  bool HasRealSource(std::string_view gpu_uuid) const;
 
  private:
   // Kept small: one is read per sample.
@@ -112,7 +116,19 @@ class Hub {
     }
   };
   static Digest DigestOf(std::string_view text);
-  void Apply(const Resolved& r, double value, int64_t t_ms, std::vector<Sample>& batch, IngestResult& res)
+  // A health reading held back until the whole input has parsed: a refused scrape changes nothing.
+  struct HealthReading {
+    HealthTracker::GpuState* gpu;
+    int gi;
+    Field field;
+    double value;
+    int64_t t_ms;
+  };
+  struct Batch {
+    std::vector<Sample> samples;
+    std::vector<HealthReading> health;
+  };
+  void Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, IngestResult& res)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteGpu(const std::string& uuid, IngestResult& res) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<double> DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,
@@ -123,6 +139,7 @@ class Hub {
   HealthTracker health_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<int, InstanceInfo>, std::less<>> instances_ ABSL_GUARDED_BY(mu_);
   std::set<std::string, std::less<>> known_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string, std::less<>> real_sources_ ABSL_GUARDED_BY(mu_);
   std::set<std::tuple<std::string, int, int, int64_t>> seen_xids_ ABSL_GUARDED_BY(mu_);
   // dcgm-exporter series text -> what it resolved to.
   absl::flat_hash_map<Digest, Resolved> text_cache_ ABSL_GUARDED_BY(mu_);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "telemetry/scraper.h"
 
 namespace gpuaas::telemetry {
 namespace {
@@ -154,6 +155,47 @@ TEST(Hub, BadReportsAreRefusedWithTheField) {
     ASSERT_FALSE(r.ok()) << c.json;
     EXPECT_NE(std::string(r.status().message()).find(c.want), std::string::npos) << r.status();
   }
+}
+
+TEST(Scraper, TargetsFailAloneAndSayWhy) {
+  Hub hub;
+  Scraper s(hub, {"http://a:9400/metrics", "http://b:9400/metrics", "http://c:9400/metrics"},
+            [](const std::string& url) -> absl::StatusOr<std::string> {
+              if (url.starts_with("http://a")) return std::string("DCGM_FI_DEV_POWER_USAGE{UUID=\"GPU-a\"} 300\n");
+              if (url.starts_with("http://b")) return absl::UnavailableError("connection refused");
+              return std::string("DCGM_FI_DEV_POWER_USAGE{UUID=\"GPU-c\"} 300");  // no final newline
+            });
+  s.ScrapeAll(kNowMs);
+  EXPECT_TRUE(s.targets().at("http://a:9400/metrics").up);
+  EXPECT_EQ(s.targets().at("http://a:9400/metrics").samples, 1);
+  EXPECT_FALSE(s.targets().at("http://b:9400/metrics").up);
+  EXPECT_EQ(s.targets().at("http://b:9400/metrics").last_error, "connection refused");
+  EXPECT_NE(s.targets().at("http://c:9400/metrics").last_error.find("line 1"), std::string::npos);
+  EXPECT_TRUE(hub.series().Latest("GPU-a", Field::kPowerW));
+  EXPECT_FALSE(hub.series().Latest("GPU-c", Field::kPowerW));  // a bad scrape stores nothing
+}
+
+}  // namespace
+}  // namespace gpuaas::telemetry
+
+namespace gpuaas::telemetry {
+namespace {
+
+TEST(Hub, TheSimulationYieldsToRealSources) {
+  Hub hub;
+  NodeReport sim{"n", "", kNowMs, {{"GPU-1", 0, "", 0, false, {{Field::kPowerW, 100}}, {}, {}}}};
+  ASSERT_TRUE(hub.IngestReport(sim, kNowMs, /*simulated=*/true).ok());
+  EXPECT_FALSE(hub.HasRealSource("GPU-1"));
+  NodeReport real = sim;
+  real.time_ms += 1000;
+  real.gpus[0].readings[Field::kPowerW] = 500;
+  ASSERT_TRUE(hub.IngestReport(real, kNowMs).ok());
+  EXPECT_TRUE(hub.HasRealSource("GPU-1"));
+  sim.time_ms += 2000;
+  absl::StatusOr<IngestResult> r = hub.IngestReport(sim, kNowMs, /*simulated=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stored, 0);
+  EXPECT_EQ(hub.series().Latest("GPU-1", Field::kPowerW)->second, 500);
 }
 
 }  // namespace

@@ -130,11 +130,14 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view text) {
   return r;
 }
 
-std::string RenderDcgmText(const NodeReport& r) {
+std::string RenderDcgmText(const NodeReport& r) { return RenderDcgmText(std::vector<NodeReport>{r}); }
+
+std::string RenderDcgmText(const std::vector<NodeReport>& reports) {
   std::string out;
   out.reserve(4096);
   for (const FieldInfo& f : AllFields()) {
     std::string rows;
+    for (const NodeReport& r : reports) {
     for (const GpuReport& g : r.gpus) {
       const std::string base = fmt::format(
           "gpu=\"{}\",UUID=\"{}\",device=\"nvidia{}\",modelName=\"{}\",Hostname=\"{}\"", g.index,
@@ -162,6 +165,7 @@ std::string RenderDcgmText(const NodeReport& r) {
         const Readings& src = f.per_instance ? i.readings : g.readings;
         if (auto it = src.find(f.field); it != src.end()) row(labels, it->second);
       }
+    }
     }
     if (rows.empty()) continue;
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.dcgm, f.help, f.dcgm, f.counter ? "counter" : "gauge");

@@ -71,7 +71,9 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view json);
 // dcgm-exporter's exposition of the report: HELP and TYPE per family, labels gpu, UUID,
 // device, modelName, Hostname (and GPU_I_PROFILE, GPU_I_ID on instance rows; GPU-level fields
 // repeat on every instance row, as dcgm-exporter does), err_code on XID rows.
+// Several reports (an agent that plays many nodes) render with each family's HELP and TYPE once.
 std::string RenderDcgmText(const NodeReport& r);
+std::string RenderDcgmText(const std::vector<NodeReport>& reports);
 
 }  // namespace gpuaas::telemetry
 

@@ -10,7 +10,7 @@ namespace {
 
 struct RawPoint {
   uint32_t t;  // unix seconds
-  float v;
+  double v;    // full precision: energy counters in mJ run past what a float holds
 };
 
 struct AggPoint {
@@ -113,7 +113,7 @@ size_t SeriesStore::Append(const std::vector<Sample>& samples) {
     s->last_value = smp.value;
     const int64_t t = smp.t_ms / 1000;
     const float v = static_cast<float>(smp.value);
-    s->raw.Push({static_cast<uint32_t>(t), v}, static_cast<size_t>(limits_.raw_points));
+    s->raw.Push({static_cast<uint32_t>(t), smp.value}, static_cast<size_t>(limits_.raw_points));
     auto roll = [&](Acc& acc, Ring<AggPoint>& ring, int64_t step, size_t cap) {
       const int64_t b = t / step;
       if (b != acc.bucket) {

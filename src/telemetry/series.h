@@ -1,10 +1,11 @@
 // The in-memory series store: one series per (device, field), each kept at three resolutions in
 // ring buffers of fixed capacity, so memory is bounded by the number of series whatever the
 // sampling rate:
-//   raw     the last `raw_points` samples (720: an hour at a 5 s interval),
+//   raw     the last `raw_points` samples (720: an hour at a 5 s interval), as doubles,
 //   minute  1-minute mean and max for `minute_points` minutes (1,440: a day),
 //   hour    1-hour mean and max for `hour_points` hours (720: 30 days).
-// A series costs at most 720×8 + 1,440×12 + 720×12 bytes ≈ 31 KiB plus its key; rings grow as
+//   (rollups as floats: 7 significant digits are plenty for a mean)
+// A series costs at most 720×16 + 1,440×12 + 720×12 bytes ≈ 36 KiB plus its key; rings grow as
 // history arrives, so a young series costs less. Closed minute and hour buckets are handed out
 // (TakeClosedRollups) to be persisted, and loaded back at start (LoadRollups), so a restart
 // keeps the rollups (raw samples of the last hour are not kept).

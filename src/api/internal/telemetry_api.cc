@@ -1,0 +1,429 @@
+#include "api/internal/telemetry_api.h"
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "api/problem.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "model/codec.h"
+#include "model/fleet.h"
+#include "model/pool.h"
+#include "nlohmann/json.hpp"
+#include "service/pools.h"
+#include "telemetry/assessment.h"
+#include "telemetry/prom_text.h"
+
+namespace gpuaas::api::internal {
+namespace {
+
+using nlohmann::json;
+using telemetry::DeviceRef;
+
+constexpr std::string_view kJson = "application/json";
+constexpr int64_t kMaxPoints = 11000;  // as Prometheus's query_range
+
+HttpResponse Error(const absl::Status& s) {
+  Problem p = ProblemFor(s);
+  return {p.status, std::string(kProblemContentType), ProblemJson(p), {}};
+}
+
+HttpResponse Reply(const json& j) { return {200, std::string(kJson), j.dump(), {}}; }
+
+// Unix seconds (with a fraction) or RFC 3339.
+absl::StatusOr<int64_t> ParseInstant(std::string_view name, std::string_view v) {
+  double secs = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
+  if (ec == std::errc() && end == v.data() + v.size() && std::isfinite(secs)) return static_cast<int64_t>(secs);
+  if (std::optional<Time> t = ParseTime(v)) {
+    return std::chrono::duration_cast<std::chrono::seconds>(t->time_since_epoch()).count();
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("{}: \"{}\" is neither unix seconds nor an RFC 3339 time", name, v));
+}
+
+struct Range {
+  int64_t from, to, step;
+};
+
+absl::StatusOr<Range> ParseRange(const HttpRequest& req, int64_t now, int64_t default_span, int64_t default_step) {
+  Range r{now - default_span, now, default_step};
+  if (req.HasParam("to")) {
+    absl::StatusOr<int64_t> v = ParseInstant("to", req.Param("to"));
+    if (!v.ok()) return v.status();
+    r.to = *v;
+  }
+  r.from = r.to - default_span;
+  if (req.HasParam("from")) {
+    absl::StatusOr<int64_t> v = ParseInstant("from", req.Param("from"));
+    if (!v.ok()) return v.status();
+    r.from = *v;
+  }
+  if (req.HasParam("step")) {
+    const std::string s = req.Param("step");
+    int64_t step = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), step);
+    if (ec != std::errc() || end != s.data() + s.size() || step <= 0) {
+      return absl::InvalidArgumentError(fmt::format("step: \"{}\" must be a positive number of seconds", s));
+    }
+    r.step = step;
+  }
+  if (r.from >= r.to) return absl::InvalidArgumentError("from must be before to");
+  if ((r.to - r.from) / r.step > kMaxPoints) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} points exceed the maximum of {} per series; increase step", (r.to - r.from) / r.step, kMaxPoints));
+  }
+  return r;
+}
+
+template <typename T>
+std::vector<T> DecodeAll(store::ObjectCache& cache, std::string_view ns = {}) {
+  std::vector<T> out;
+  for (const auto& obj : cache.Snapshot(std::string(T::kKind))->items) {
+    if (!ns.empty() && obj->ns != ns) continue;
+    absl::StatusOr<T> v = model::Decode<T>(obj->json);
+    if (v.ok()) out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+template <typename T>
+std::optional<T> DecodeOne(store::ObjectCache& cache, std::string_view ns, std::string_view name) {
+  std::shared_ptr<const store::CachedObject> obj = cache.Get(T::kKind, ns, name);
+  if (!obj) return std::nullopt;
+  absl::StatusOr<T> v = model::Decode<T>(obj->json);
+  if (!v.ok()) return std::nullopt;
+  return *v;
+}
+
+bool Sees(const Principal& who, std::string_view project) { return who.operator_() || who.project == project; }
+
+// An allocated device as the hub knows it: GPU UUID, GPU instance id and weight.
+telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::AllocatedDevice& d,
+                                   const std::map<std::string, model::GpuCapacity>& gpus) {
+  auto g = gpus.find(d.gpu_uuid);
+  const std::string model = g == gpus.end() ? "" : g->second.spec.model;
+  DeviceRef ref{d.gpu_uuid, -1, telemetry::DeviceWeight(model, d.profile)};
+  if (d.profile != "full") {
+    // An instance no reading has named yet (gi -2) counts as allocated, without readings.
+    ref.gi = hub.FindInstance(d.gpu_uuid, static_cast<int>(d.start), d.instance_uuid).value_or(-2);
+  }
+  return {ref, model, d.profile};
+}
+
+std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, const model::GpuPool& pool,
+                                                   const std::map<std::string, model::GpuCapacity>& gpus) {
+  std::vector<telemetry::AssessedDevice> out;
+  for (const model::AllocatedDevice& d : pool.status.allocation) out.push_back(DeviceOf(hub, d, gpus));
+  return out;
+}
+
+std::map<std::string, model::GpuCapacity> GpusByUuid(store::ObjectCache& cache) {
+  std::map<std::string, model::GpuCapacity> out;
+  for (model::GpuCapacity& g : DecodeAll<model::GpuCapacity>(cache)) out.emplace(g.spec.uuid, std::move(g));
+  return out;
+}
+
+int64_t Seconds(Time t) { return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count(); }
+
+// Rollups are floats: print what the float holds (412.25), not its double expansion.
+json Nullable(double v, bool has) {
+  if (!has) return nullptr;
+  if (std::abs(v) < 1e7) v = std::round(v * 1e4) / 1e4;
+  return v;
+}
+
+}  // namespace
+
+HttpResponse TelemetryApi::Ingest(const HttpRequest& req, const Principal&) {
+  const std::string ct = ToLower(req.Header("Content-Type"));
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch()).count();
+  absl::StatusOr<telemetry::IngestResult> r;
+  if (ct.starts_with("application/json")) {
+    absl::StatusOr<telemetry::NodeReport> report = telemetry::DecodeReport(req.body);
+    if (!report.ok()) return Error(report.status());
+    r = hub_.IngestReport(*report, now_ms);
+  } else if (ct.starts_with("text/plain")) {
+    r = hub_.IngestText(req.body, now_ms);
+    if (!r.ok()) {
+      return Error(absl::InvalidArgumentError(fmt::format("Prometheus text: {}", std::string(r.status().message()))));
+    }
+  } else {
+    Problem p{415, "UnsupportedMediaType",
+              fmt::format("Content-Type \"{}\": send application/json (an agent report) or text/plain "
+                          "(dcgm-exporter's Prometheus text)",
+                          ct)};
+    return {415, std::string(kProblemContentType), ProblemJson(p), {}};
+  }
+  if (!r.ok()) return Error(r.status());
+  return Reply({{"samples", r->samples},
+                {"stored", r->stored},
+                {"blank", r->blank},
+                {"ignored", r->ignored},
+                {"xidEvents", r->xid_events},
+                {"unmatchedGpus", r->unmatched_gpus}});
+}
+
+HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
+  const std::string series = req.Param("series");
+  const size_t a = series.find(':'), b = series.rfind(':');
+  if (series.empty() || a == std::string::npos || a == b) {
+    return Error(absl::InvalidArgumentError(
+        "series: must be SCOPE:ID:METRIC, e.g. gpu:GPU-…:power_w, pool:PROJECT/POOL:utilization, "
+        "cluster:NAME:used_gpus"));
+  }
+  const std::string scope = series.substr(0, a), id = series.substr(a + 1, b - a - 1), metric = series.substr(b + 1);
+  const int64_t now = Seconds(clock_.Now());
+  absl::StatusOr<Range> range = ParseRange(req, now, 3600, 60);
+  if (!range.ok()) return Error(range.status());
+  const bool aggregate_metric = metric == "utilization" || metric == "allocated_gpus" || metric == "used_gpus";
+  std::optional<telemetry::Field> field = telemetry::FieldFromSeries(metric);
+  if (!aggregate_metric && !field && metric != "power_w") {
+    std::string names;
+    for (const telemetry::FieldInfo& f : telemetry::AllFields()) names += std::string(f.series) + ", ";
+    return Error(absl::InvalidArgumentError(fmt::format(
+        "metric \"{}\": use utilization, allocated_gpus or used_gpus, or a reading: {}", metric, names.substr(0, names.size() - 2))));
+  }
+
+  std::vector<DeviceRef> devices;
+  std::string unit = field ? "" : "GPUs";
+  if (scope == "gpu" || scope == "mig") {
+    if (!who.operator_()) return Error(absl::PermissionDeniedError("GPU and MIG series are for operators"));
+    std::string gpu = id;
+    int gi = -1;
+    if (scope == "mig") {
+      if (id.starts_with("MIG-")) {
+        for (const model::GpuCapacity& g : DecodeAll<model::GpuCapacity>(cache_)) {
+          for (const model::MigInstance& m : g.status.mig_instances) {
+            if (m.uuid == id) {
+              gpu = g.spec.uuid;
+              gi = hub_.FindInstance(gpu, static_cast<int>(m.start), m.uuid).value_or(-1);
+            }
+          }
+        }
+      } else if (size_t slash = id.find('/'); slash != std::string::npos) {
+        gpu = id.substr(0, slash);
+        const std::string g = id.substr(slash + 1);
+        auto [end, ec] = std::from_chars(g.data(), g.data() + g.size(), gi);
+        if (ec != std::errc() || end != g.data() + g.size()) gi = -1;
+      }
+      if (gi < 0) {
+        return Error(absl::NotFoundError(fmt::format(
+            "MIG instance {}: no readings name it; use GPU-…/<GPU instance id> or a MIG UUID an agent reported", id)));
+      }
+    }
+    if (std::optional<model::GpuCapacity> g = DecodeOne<model::GpuCapacity>(cache_, "", ToLower(gpu))) {
+      gpu = g->spec.uuid;  // the inventory's spelling
+    }
+    devices.push_back({gpu, gi, 1});
+    if (field) {
+      const telemetry::FieldInfo& info = telemetry::Info(*field);
+      const std::string dev = info.per_instance && gi >= 0 ? fmt::format("{}/{}", gpu, gi) : gpu;
+      if (!hub_.series().Find(dev, *field)) {
+        return Error(absl::NotFoundError(fmt::format("no {} readings for {} {}", metric, scope, id)));
+      }
+      json points = json::array();
+      for (const telemetry::Bucket& bk : hub_.series().Query(dev, *field, range->from, range->to, range->step, now)) {
+        points.push_back({{"t", bk.t}, {"value", Nullable(bk.mean, bk.count > 0)}, {"max", Nullable(bk.max, bk.count > 0)}});
+      }
+      return Reply({{"series", series}, {"scope", scope}, {"id", id}, {"metric", metric}, {"from", range->from},
+                    {"to", range->to}, {"step", range->step}, {"points", points}});
+    }
+  } else if (scope == "pool" || scope == "project" || scope == "workload" || scope == "cluster") {
+    if (field) {
+      return Error(absl::InvalidArgumentError(fmt::format(
+          "metric \"{}\" is per device; for a {} use utilization, allocated_gpus, used_gpus or power_w", metric, scope)));
+    }
+    const auto gpus = GpusByUuid(cache_);
+    std::vector<model::GpuPool> pools;
+    std::string project;
+    if (scope == "pool" || scope == "workload") {
+      const size_t slash = id.find('/');
+      if (slash == std::string::npos) {
+        return Error(absl::InvalidArgumentError(fmt::format("{} id \"{}\": must be PROJECT/NAME", scope, id)));
+      }
+      project = id.substr(0, slash);
+      const std::string name = id.substr(slash + 1);
+      if (!Sees(who, project)) return Error(absl::NotFoundError(fmt::format("{} {} not found", scope, id)));
+      if (scope == "pool") {
+        std::optional<model::GpuPool> p = DecodeOne<model::GpuPool>(cache_, project, name);
+        if (!p) return Error(absl::NotFoundError(fmt::format("pool {} not found", id)));
+        pools.push_back(std::move(*p));
+      } else {
+        std::optional<model::Workload> w = DecodeOne<model::Workload>(cache_, project, name);
+        if (!w) return Error(absl::NotFoundError(fmt::format("workload {} not found", id)));
+        std::optional<model::GpuPool> p = DecodeOne<model::GpuPool>(cache_, project, w->spec.pool);
+        for (const model::WorkloadDevice& d : w->status.devices) {
+          if (!p) break;
+          for (const model::AllocatedDevice& x : p->status.allocation) {
+            const bool same = x.gpu_uuid == d.gpu_uuid &&
+                              (d.instance_uuid.empty() ? x.profile == "full" : x.instance_uuid == d.instance_uuid);
+            if (same) devices.push_back(DeviceOf(hub_, x, gpus).ref);
+          }
+        }
+      }
+    } else if (scope == "project") {
+      if (!Sees(who, id)) return Error(absl::NotFoundError(fmt::format("project {} not found", id)));
+      if (!cache_.Get(model::Project::kKind, "", id)) return Error(absl::NotFoundError(fmt::format("project {} not found", id)));
+      pools = DecodeAll<model::GpuPool>(cache_, id);
+    } else {
+      if (!who.operator_()) return Error(absl::PermissionDeniedError("cluster series are for operators"));
+      if (!cache_.Get(model::Cluster::kKind, "", id)) return Error(absl::NotFoundError(fmt::format("cluster {} not found", id)));
+      for (model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
+        if (p.spec.cluster == id) pools.push_back(std::move(p));
+      }
+    }
+    for (const model::GpuPool& p : pools) {
+      if (!service::PoolIsLive(p)) continue;
+      for (const telemetry::AssessedDevice& d : PoolDevices(hub_, p, gpus)) devices.push_back(d.ref);
+    }
+  } else {
+    return Error(absl::InvalidArgumentError(
+        fmt::format("scope \"{}\": use gpu, mig, workload, pool, project or cluster", scope)));
+  }
+
+  json points = json::array();
+  if (metric == "power_w") {
+    // GPU-level power attributed by each device's share of its GPU: an estimate under MIG.
+    std::vector<double> sum(static_cast<size_t>((range->to - range->from + range->step - 1) / range->step), 0);
+    std::vector<bool> has(sum.size(), false);
+    for (const DeviceRef& d : devices) {
+      auto q = hub_.series().Query(d.gpu_uuid, telemetry::Field::kPowerW, range->from, range->to, range->step, now);
+      for (size_t i = 0; i < q.size() && i < sum.size(); ++i) {
+        if (q[i].count == 0) continue;
+        sum[i] += q[i].mean * d.weight;
+        has[i] = true;
+      }
+    }
+    for (size_t i = 0; i < sum.size(); ++i) {
+      points.push_back({{"t", range->from + static_cast<int64_t>(i) * range->step}, {"value", Nullable(sum[i], has[i])}});
+    }
+    unit = "W";
+  } else {
+    for (const telemetry::UtilizationPoint& p : hub_.Utilization(devices, range->from, range->to, range->step, now)) {
+      const bool has = p.covered_gpus > 0;
+      double v = p.allocated_gpus;
+      if (metric == "utilization") v = p.utilization();
+      if (metric == "used_gpus") v = p.used_gpus;
+      points.push_back({{"t", p.t}, {"value", Nullable(v, metric == "allocated_gpus" || has)}});
+    }
+    if (metric == "utilization") unit = "ratio";
+  }
+  return Reply({{"series", series}, {"scope", scope}, {"id", id}, {"metric", metric}, {"unit", unit},
+                {"from", range->from}, {"to", range->to}, {"step", range->step}, {"devices", devices.size()},
+                {"points", points}});
+}
+
+HttpResponse TelemetryApi::Alerts(const HttpRequest& req, const Principal&) {
+  const std::string active = req.Param("active");
+  if (!active.empty() && active != "true" && active != "false") {
+    return Error(absl::InvalidArgumentError("active: must be true or false"));
+  }
+  std::map<std::string, std::pair<std::string, std::string>> where;  // uuid -> (cluster, node)
+  for (const model::GpuCapacity& g : DecodeAll<model::GpuCapacity>(cache_)) where[g.spec.uuid] = {g.spec.cluster, g.spec.node};
+  json items = json::array();
+  for (const telemetry::Alert& a : hub_.Alerts(active == "true")) {
+    auto w = where.find(a.gpu_uuid);
+    json j = {{"id", a.id},
+              {"time", FormatTime(Time(std::chrono::milliseconds(a.t_ms)))},
+              {"severity", telemetry::ToString(a.severity)},
+              {"gpu", a.gpu_uuid},
+              {"cluster", w == where.end() ? "" : w->second.first},
+              {"node", w == where.end() ? "" : w->second.second},
+              {"source", a.source},
+              {"condition", a.condition},
+              {"reason", a.reason},
+              {"message", a.message},
+              {"action", a.action},
+              {"active", a.active}};
+    if (a.gpu_instance >= 0) j["gpuInstance"] = a.gpu_instance;
+    if (a.resolved_ms > 0) j["resolved"] = FormatTime(Time(std::chrono::milliseconds(a.resolved_ms)));
+    items.push_back(std::move(j));
+  }
+  return Reply({{"items", items}});
+}
+
+HttpResponse TelemetryApi::Assessment(const HttpRequest& req, const Principal& who) {
+  const int64_t now = Seconds(clock_.Now());
+  absl::StatusOr<Range> range = ParseRange(req, now, 86400, 60);
+  if (!range.ok()) return Error(range.status());
+  telemetry::AssessmentOptions opt;
+  if (req.HasParam("idleBelow")) {
+    const std::string v = req.Param("idleBelow");
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), opt.idle_below);
+    if (ec != std::errc() || end != v.data() + v.size() || opt.idle_below < 0 || opt.idle_below > 1) {
+      return Error(absl::InvalidArgumentError("idleBelow: a utilization between 0 and 1, e.g. 0.05"));
+    }
+  }
+  if (req.HasParam("idleFor")) {
+    const std::string v = req.Param("idleFor");
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), opt.idle_for_s);
+    if (ec != std::errc() || end != v.data() + v.size() || opt.idle_for_s <= 0) {
+      return Error(absl::InvalidArgumentError("idleFor: a positive number of seconds"));
+    }
+  }
+  const auto gpus = GpusByUuid(cache_);
+  json pools = json::array();
+  struct ProjectSum {
+    double allocated = 0, used = 0, covered = 0;
+    int idle = 0, pools = 0;
+  };
+  std::map<std::string, ProjectSum> projects;
+  for (const model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
+    if (!service::PoolIsLive(p) || p.status.allocation.empty() || !Sees(who, p.metadata.ns)) continue;
+    telemetry::PoolUsage u{p.metadata.ns, p.metadata.name, 0, PoolDevices(hub_, p, gpus)};
+    if (const model::Condition* c = model::FindCondition(p.status.conditions, model::kAllocated)) {
+      u.allocated_since = Seconds(c->last_transition_time);
+    }
+    const telemetry::PoolAssessment a = telemetry::AssessPool(hub_, u, range->from, range->to, now, opt);
+    pools.push_back({{"project", a.ns},
+                     {"pool", a.name},
+                     {"allocatedGpus", a.allocated_gpus},
+                     {"allocatedGpuHours", a.allocated_gpu_hours},
+                     {"usedGpuHours", a.used_gpu_hours},
+                     {"measuredGpuHours", a.covered_gpu_hours},
+                     {"utilization", a.utilization},
+                     {"idle", a.idle},
+                     {"idleSeconds", a.idle_seconds},
+                     {"peakFbUsedMiB", a.peak_fb_used_mib},
+                     {"peakSmGpuFraction", a.peak_sm_gpu_fraction},
+                     {"suggestion", a.suggestion}});
+    ProjectSum& s = projects[a.ns];
+    s.allocated += a.allocated_gpu_hours;
+    s.used += a.used_gpu_hours;
+    s.covered += a.covered_gpu_hours;
+    s.idle += a.idle ? 1 : 0;
+    ++s.pools;
+  }
+  json by_project = json::array();
+  for (const auto& [name, s] : projects) {
+    by_project.push_back({{"project", name},
+                          {"pools", s.pools},
+                          {"idlePools", s.idle},
+                          {"allocatedGpuHours", s.allocated},
+                          {"usedGpuHours", s.used},
+                          {"utilization", s.covered > 0 ? s.used / s.covered : 0}});
+  }
+  return Reply({{"from", range->from}, {"to", range->to}, {"idleBelow", opt.idle_below},
+                {"idleFor", opt.idle_for_s}, {"pools", pools}, {"projects", by_project}});
+}
+
+void TelemetryApi::AppendMetrics(std::string& out) {
+  out += "# HELP gpuaas_telemetry_samples_total Readings received from agents and dcgm-exporter.\n";
+  out += "# TYPE gpuaas_telemetry_samples_total counter\n";
+  out += fmt::format("gpuaas_telemetry_samples_total {}\n", hub_.samples_total());
+  out += "# HELP gpuaas_telemetry_series Series held in memory.\n# TYPE gpuaas_telemetry_series gauge\n";
+  out += fmt::format("gpuaas_telemetry_series {}\n", hub_.series().series_count());
+  out += "# HELP gpuaas_telemetry_memory_bytes Memory held by the series.\n";
+  out += "# TYPE gpuaas_telemetry_memory_bytes gauge\n";
+  out += fmt::format("gpuaas_telemetry_memory_bytes {}\n", hub_.series().MemoryBytes());
+  std::map<std::string_view, int> active = {{"critical", 0}, {"warning", 0}, {"info", 0}};
+  for (const telemetry::Alert& a : hub_.Alerts(true)) ++active[telemetry::ToString(a.severity)];
+  out += "# HELP gpuaas_alerts_active Active GPU health alerts by severity.\n# TYPE gpuaas_alerts_active gauge\n";
+  for (const auto& [sev, n] : active) out += fmt::format("gpuaas_alerts_active{{severity=\"{}\"}} {}\n", sev, n);
+}
+
+}  // namespace gpuaas::api::internal

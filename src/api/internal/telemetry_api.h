@@ -1,0 +1,41 @@
+// The telemetry routes of the API server (docs/monitoring.md):
+//   POST /api/v1/telemetry          agent reports (JSON) or dcgm-exporter text (text/plain)
+//   GET  /api/v1/metrics/query      series of a GPU, MIG instance, workload, pool, project, cluster
+//   GET  /api/v1/alerts             health alerts, newest first
+//   GET  /api/v1/assessment         allocated vs used GPU-hours, idle pools, right-size suggestions
+// and the telemetry gauges of /metrics. Handlers read the inventory and pools from the
+// ObjectCache's snapshots and the readings from the Hub; members see their own project only.
+#ifndef GPUAAS_API_INTERNAL_TELEMETRY_API_H_
+#define GPUAAS_API_INTERNAL_TELEMETRY_API_H_
+
+#include <string>
+
+#include "api/auth.h"
+#include "api/http.h"
+#include "common/clock.h"
+#include "store/cache.h"
+#include "telemetry/hub.h"
+
+namespace gpuaas::api::internal {
+
+class TelemetryApi {
+ public:
+  TelemetryApi(telemetry::Hub& hub, store::ObjectCache& cache, const Clock& clock)
+      : hub_(hub), cache_(cache), clock_(clock) {}
+
+  HttpResponse Ingest(const HttpRequest& req, const Principal& who);
+  HttpResponse Query(const HttpRequest& req, const Principal& who);
+  HttpResponse Alerts(const HttpRequest& req, const Principal& who);
+  HttpResponse Assessment(const HttpRequest& req, const Principal& who);
+  // Appends the hub's own gauges (samples, series, memory, active alerts) to a /metrics body.
+  void AppendMetrics(std::string& out);
+
+ private:
+  telemetry::Hub& hub_;
+  store::ObjectCache& cache_;
+  const Clock& clock_;
+};
+
+}  // namespace gpuaas::api::internal
+
+#endif  // GPUAAS_API_INTERNAL_TELEMETRY_API_H_
