@@ -16,6 +16,7 @@ packages=(
   libsqlite3-dev sqlite3                 # embedded store
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and micro-benchmarks
   wrk nginx curl python3                  # API benchmark (load generator and baseline)
+  prometheus                             # test: a real Prometheus scrapes gpuaas and the agent
 )
 
 missing=()

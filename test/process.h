@@ -108,6 +108,62 @@ class ServerProcess {
   std::string log_path_;
 };
 
+// Any long-running child (`gpuaas agent`, `prometheus`): started through the shell with output to
+// a log, ready once the log matches `ready` (its first group, if any, is kept: a port).
+class Background {
+ public:
+  bool Start(const std::string& cmd, const std::string& log_path, const std::string& ready, int timeout_s = 30) {
+    log_path_ = log_path;
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_path.c_str(), "w");
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+      setpgid(0, 0);
+      const std::string c = "exec " + cmd;
+      execl("/bin/sh", "sh", "-c", c.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    const std::regex re(ready);
+    for (int i = 0; i < timeout_s * 20; ++i) {
+      std::smatch m;
+      const std::string text = Log();
+      if (std::regex_search(text, m, re)) {
+        if (m.size() > 1) match_ = m[1];
+        return true;
+      }
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  int Stop(int sig = SIGTERM) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+  ~Background() { Stop(SIGKILL); }
+  const std::string& match() const { return match_; }
+  std::string Log() const {
+    std::ifstream in(log_path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+  std::string match_;
+};
+
 }  // namespace gpuaas::testing
 
 #endif  // GPUAAS_TEST_PROCESS_H_

@@ -216,11 +216,17 @@ int RunAgent(const AgentOptions& o, std::ostream& out, std::ostream& err) {
     });
     exporter.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
     const std::string host = o.listen.substr(0, colon);
-    const int port = std::atoi(o.listen.c_str() + colon + 1);
-    if (!exporter.bind_to_port(host, port)) {
+    int port = std::atoi(o.listen.c_str() + colon + 1);
+    if (port == 0) {
+      port = exporter.bind_to_any_port(host);
+    } else if (!exporter.bind_to_port(host, port)) {
+      port = -1;
+    }
+    if (port <= 0) {
       err << "cannot listen on " << o.listen << "\n";
       return 1;
     }
+    err << "agent: serving dcgm-exporter metrics on http://" << host << ":" << port << "/metrics" << std::endl;
     serving = std::thread([&] { exporter.listen_after_bind(); });
   }
   std::signal(SIGINT, OnSignal);

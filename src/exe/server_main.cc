@@ -181,6 +181,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
                 << std::flush;
     }
   }
+  (void)telemetry_controller.RunOnce();  // the hub learns the inventory before the first push
   server.SetReady(true);
   log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated cluster(s), revision {})",
             version, host, server.port(), flags.db, drivers.size(), db.Revision());

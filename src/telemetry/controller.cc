@@ -46,10 +46,14 @@ absl::StatusOr<TelemetryPassStats> TelemetryController::RunOnce() {
   std::set<std::string> changed = hub_.TakeChangedHealth();
   const bool resync = passes_ % resync_ == 1 || resync_ <= 1;
   if (resync) changed.insert(tracked_.begin(), tracked_.end());
+  // The known GPUs follow the inventory: listed again whenever the store moved on.
+  const int64_t revision = store_.Revision();
+  const bool relist = resync || revision != known_revision_;
 
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     stats.gpus_updated = 0;
-    if (resync) {
+    if (relist) {
+      known_revision_ = revision;
       ASSIGN_OR_RETURN(std::vector<model::GpuCapacity> all, store::ListObjects<model::GpuCapacity>(tx));
       std::set<std::string> uuids;
       for (const model::GpuCapacity& g : all) uuids.insert(g.spec.uuid);

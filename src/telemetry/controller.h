@@ -40,6 +40,7 @@ class TelemetryController {
   const Clock& clock_;
   int resync_;
   int64_t passes_ = 0;
+  int64_t known_revision_ = -1;  // store revision of the last known-GPU list
   std::set<std::string> tracked_;  // GPUs with a verdict written at least once
 };
 

@@ -74,12 +74,14 @@ void Hub::SetKnownGpus(std::set<std::string> uuids) {
   known_ = std::set<std::string, std::less<>>(uuids.begin(), uuids.end());
 }
 
-void Hub::NoteGpu(const std::string& uuid, IngestResult& res) {
-  if (known_.empty() || known_.count(uuid)) return;
-  for (const std::string& u : res.unmatched_gpus) {
-    if (u == uuid) return;
+void Hub::NoteUnmatched(Batch& batch, IngestResult& res) {
+  if (known_.empty()) return;  // no inventory yet: nothing to match against
+  std::sort(batch.gpus.begin(), batch.gpus.end());
+  batch.gpus.erase(std::unique(batch.gpus.begin(), batch.gpus.end()), batch.gpus.end());
+  for (const HealthTracker::GpuState* g : batch.gpus) {
+    if (!known_.count(g->uuid)) res.unmatched_gpus.push_back(g->uuid);
   }
-  res.unmatched_gpus.push_back(uuid);
+  std::sort(res.unmatched_gpus.begin(), res.unmatched_gpus.end());
 }
 
 void Hub::Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, IngestResult& res) {
@@ -92,8 +94,9 @@ void Hub::Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, Ing
     ++res.blank;
     return;
   }
+  if (batch.gpus.empty() || batch.gpus.back() != r.gpu) batch.gpus.push_back(r.gpu);
   if (r.has_id) batch.samples.push_back({r.id, t_ms, value});
-  if (r.health != nullptr) batch.health.push_back({r.health, r.gi, r.field, value, t_ms});
+  if (r.health) batch.health.push_back({r.gpu, r.gi, r.field, value, t_ms});
 }
 
 bool Hub::HasRealSource(std::string_view gpu_uuid) const {
@@ -111,15 +114,16 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
     for (const GpuReport& g : report.gpus) {
       if (simulated && real_sources_.count(g.uuid)) continue;
       if (!simulated) real_sources_.insert(g.uuid);
-      NoteGpu(g.uuid, res);
+      HealthTracker::GpuState* gpu = health_.Track(g.uuid);
+      batch.gpus.push_back(gpu);
       auto add = [&](int gi, const Readings& readings) {
         for (const auto& [f, v] : readings) {
           Resolved r;
           r.gi = gi;
           r.field = f;
           r.keep = true;
-          // XIDs come as events here.
-          r.health = IsHealthField(f) && f != Field::kXid ? health_.Track(g.uuid) : nullptr;
+          r.gpu = gpu;
+          r.health = IsHealthField(f) && f != Field::kXid;  // XIDs come as events here
           const std::optional<SeriesId> id = series_.Intern(DeviceName(g.uuid, Info(f).per_instance ? gi : -1), f);
           r.has_id = id.has_value();
           r.id = id.value_or(0);
@@ -144,6 +148,7 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
     }
     res.xid_events = health_.xid_events() - xids_before;
     samples_total_ += res.samples;
+    NoteUnmatched(batch, res);
   }
   res.stored = static_cast<int64_t>(series_.Append(batch.samples));
   return res;
@@ -185,13 +190,13 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
       r.gi = gi;
       r.field = *f;
       r.keep = true;
-      r.health = IsHealthField(*f) ? hub_.health_.Track(gpu) : nullptr;
+      r.gpu = hub_.health_.Track(gpu);
+      r.health = IsHealthField(*f);
       hub_.real_sources_.insert(gpu);
       // A GPU-level field on a MIG row belongs to the GPU: every row repeats it.
       const std::optional<SeriesId> id = hub_.series_.Intern(DeviceName(uuid, Info(*f).per_instance ? gi : -1), *f);
       r.has_id = id.has_value();
       r.id = id.value_or(0);
-      hub_.NoteGpu(gpu, res_);
       if (gi >= 0) {
         InstanceInfo& ii = hub_.instances_[gpu][gi];
         ii.gi = gi;
@@ -215,6 +220,7 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
     Sink sink(*this, now_ms, res, batch);
     if (absl::Status s = ParsePromText(text, sink); !s.ok()) return s;
     for (const HealthReading& h : batch.health) health_.Observe(h.gpu, h.gi, h.field, h.value, h.t_ms);
+    NoteUnmatched(batch, res);
     res.xid_events = health_.xid_events() - xids_before;
     samples_total_ += res.samples;
   }

@@ -97,7 +97,8 @@ class Hub {
  private:
   // Kept small: one is read per sample.
   struct Resolved {
-    HealthTracker::GpuState* health = nullptr;  // for the fields the health rules read
+    HealthTracker::GpuState* gpu = nullptr;  // its GPU (also for matching against the inventory)
+    bool health = false;                     // a field the health rules read
     SeriesId id = 0;
     bool has_id = false;
     bool keep = false;
@@ -127,10 +128,11 @@ class Hub {
   struct Batch {
     std::vector<Sample> samples;
     std::vector<HealthReading> health;
+    std::vector<const HealthTracker::GpuState*> gpus;  // GPUs named, in order of first sight
   };
+  void NoteUnmatched(Batch& batch, IngestResult& res) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, IngestResult& res)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteGpu(const std::string& uuid, IngestResult& res) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<double> DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,
                                    std::vector<Bucket>& out) const;
 

@@ -222,7 +222,7 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
     if (field) {
       const telemetry::FieldInfo& info = telemetry::Info(*field);
       const std::string dev = info.per_instance && gi >= 0 ? fmt::format("{}/{}", gpu, gi) : gpu;
-      if (!hub_.series().Find(dev, *field)) {
+      if (!hub_.series().Latest(dev, *field)) {
         return Error(absl::NotFoundError(fmt::format("no {} readings for {} {}", metric, scope, id)));
       }
       json points = json::array();

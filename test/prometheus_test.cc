@@ -1,0 +1,105 @@
+// A real Prometheus (Debian's package, installed by scripts/install-deps.sh) scrapes gpuaas's
+// /metrics and a simulated agent's dcgm-exporter endpoint; the values come back through
+// Prometheus's HTTP API.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+
+namespace gpuaas::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string FindPrometheus() {
+  for (const char* p : {"/usr/bin/prometheus", "/usr/local/bin/prometheus"}) {
+    if (fs::exists(p)) return p;
+  }
+  return "";
+}
+
+// A port that was free a moment ago (Prometheus takes no port 0).
+int FreePort() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+TEST(Prometheus, ScrapesGpuaasAndTheAgent) {
+  const std::string prometheus = FindPrometheus();
+  if (prometheus.empty()) GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh installs it)";
+  char tmpl[] = "/tmp/gpuaas-prom-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+
+  ServerProcess server;
+  ASSERT_TRUE(server.Start("--demo --insecure-no-auth --db sqlite::memory: --telemetry-interval 1", dir + "/server.log"))
+      << server.Log();
+  Background agent;
+  ASSERT_TRUE(agent.Start(Bin() + " agent --simulate --gpus 2 --node prom-node --interval 1 --listen 127.0.0.1:0",
+                          dir + "/agent.log", R"(serving dcgm-exporter metrics on http://127\.0\.0\.1:(\d+)/metrics)"))
+      << agent.Log();
+  const std::string server_target = server.Url().substr(std::string("http://").size());
+  std::ofstream(dir + "/prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                                         << "scrape_configs:\n"
+                                         << "  - job_name: gpuaas\n    static_configs:\n      - targets: ['"
+                                         << server_target << "']\n"
+                                         << "  - job_name: agent\n    static_configs:\n      - targets: ['127.0.0.1:"
+                                         << agent.match() << "']\n";
+  const int port = FreePort();
+  Background prom;
+  ASSERT_TRUE(prom.Start(prometheus + " --config.file=" + dir + "/prometheus.yml --storage.tsdb.path=" + dir +
+                             "/data --web.listen-address=127.0.0.1:" + std::to_string(port),
+                         dir + "/prometheus.log", "Server is ready to receive web requests", 60))
+      << prom.Log();
+
+  httplib::Client c("127.0.0.1", port);
+  auto query = [&](const std::string& q) {
+    auto r = c.Get("/api/v1/query", httplib::Params{{"query", q}}, httplib::Headers{});
+    if (!r || r->status != 200) return json();
+    json j = json::parse(r->body, nullptr, false);
+    return j.is_object() && j["status"] == "success" ? j["data"]["result"] : json();
+  };
+  json healthy, power, up;
+  for (int i = 0; i < 300; ++i) {
+    healthy = query("sum(gpuaas_fleet_gpu_health{health=\"healthy\"})");
+    power = query("DCGM_FI_DEV_POWER_USAGE{Hostname=\"prom-node\"}");
+    up = query("sum(up)");
+    if (healthy.size() == 1 && power.size() == 2 && up.size() == 1 && up[0]["value"][1] == "2") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(healthy.size(), 1u) << prom.Log();
+  EXPECT_EQ(healthy[0]["value"][1], "144");  // the demo fleet, all healthy
+  ASSERT_EQ(power.size(), 2u) << prom.Log();
+  for (const json& s : power) {
+    const double w = std::stod(s["value"][1].get<std::string>());
+    EXPECT_GE(w, 70);
+    EXPECT_LE(w, 700);
+    EXPECT_EQ(s["metric"]["UUID"].get<std::string>().rfind("GPU-", 0), 0u);
+  }
+  EXPECT_EQ(up[0]["value"][1], "2");
+  // gpuaas's own samples counter is scraped too: the demo feeds simulated readings.
+  json samples = query("gpuaas_telemetry_samples_total");
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_GT(std::stod(samples[0]["value"][1].get<std::string>()), 0);
+
+  EXPECT_EQ(prom.Stop(), 0) << prom.Log();
+  EXPECT_EQ(agent.Stop(), 0);
+  EXPECT_EQ(server.Stop(), 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpuaas::testing
