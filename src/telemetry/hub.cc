@@ -214,6 +214,8 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
   IngestResult res;
   Batch batch;
   batch.samples.reserve(text.size() / 120);
+  batch.health.reserve(text.size() / 600);
+  batch.gpus.reserve(64);
   {
     absl::MutexLock l(&mu_);
     const int64_t xids_before = health_.xid_events();
