@@ -17,6 +17,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and micro-benchmarks
   wrk nginx curl python3                  # API benchmark (load generator and baseline)
   prometheus                             # test: a real Prometheus scrapes gpuaas and the agent
+  libtinyxml2-dev                        # nvidia-smi -q -x reports (the agent's second source)
 )
 
 missing=()

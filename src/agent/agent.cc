@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "agent/nvidia_smi_source.h"
 #include "agent/nvml.h"
 #include "catalog/catalog.h"
 #include "common/log.h"
@@ -135,6 +136,10 @@ int RunAgent(const AgentOptions& o, std::ostream& out, std::ostream& err) {
     }
     faults.push_back(*parsed);
   }
+  if (o.simulate && (o.nvidia_smi || !o.nvidia_smi_xml.empty())) {
+    err << "--simulate and --nvidia-smi are two different sources: choose one\n";
+    return 2;
+  }
   if (!faults.empty() && !o.simulate) {
     err << "--inject needs --simulate: faults are injected into the simulation only\n";
     return 2;
@@ -167,6 +172,8 @@ int RunAgent(const AgentOptions& o, std::ostream& out, std::ostream& err) {
     } else {
       sources.push_back(std::make_unique<Simulator>(node, SyntheticGpus(node, o.simulated_gpus), faults, o.seed));
     }
+  } else if (o.nvidia_smi || !o.nvidia_smi_xml.empty()) {
+    sources.push_back(MakeNvidiaSmiSource(node, o.nvidia_smi_xml));
   } else {
     absl::StatusOr<std::unique_ptr<GpuSource>> nvml = OpenNvml(node, o.nvml_library);
     if (!nvml.ok()) {

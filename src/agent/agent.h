@@ -26,6 +26,8 @@ struct AgentOptions {
   bool once = false;                 // one report to stdout, then exit
   std::string output = "json";       // with --once: json or text (dcgm-exporter format)
   std::string nvml_library;          // default libnvidia-ml.so.1
+  bool nvidia_smi = false;           // read `nvidia-smi -q -x` instead of NVML
+  std::string nvidia_smi_xml;        // ... or a saved capture of it
   uint64_t seed = 1;
 };
 

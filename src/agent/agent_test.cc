@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include <algorithm>
+#include <fstream>
 #include <sstream>
 
 #include "agent/nvml.h"
@@ -174,6 +176,32 @@ TEST(Nvml, ReadsThroughTheLibraryWithUnitsConverted) {
   telemetry::Hub hub;
   ASSERT_TRUE(hub.IngestText(out.str(), kT0).ok()) << out.str();
   EXPECT_DOUBLE_EQ(hub.series().Latest("GPU-fake-1/2", Field::kFbUsedMib)->second, 10240);
+}
+
+TEST(NvidiaSmiSource, ACaptureBecomesDcgmExporterText) {
+  const std::string capture = "../shared/fixtures/nvidia-k8s-test-infra_nvidia-smi-q-x_hardware_qx-h100.xml";
+  std::ostringstream out, err;
+  AgentOptions o;
+  o.once = true;
+  o.output = "text";
+  o.node = "h100-node";
+  o.nvidia_smi_xml = capture;
+  if (!std::ifstream(capture)) GTEST_SKIP() << "../shared is not beside the checkout";
+  ASSERT_EQ(RunAgent(o, out, err), 0) << err.str();
+  telemetry::Hub hub;
+  absl::StatusOr<telemetry::IngestResult> r = hub.IngestText(out.str(), kT0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string text = out.str();
+  EXPECT_GT(std::count(text.begin(), text.end(), '\n'), 8 * 5);
+  EXPECT_NE(out.str().find("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-00000000-0000-0000-0000-000000000000\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"h100-node\"} 68.57"),
+            std::string::npos)
+      << out.str().substr(0, 2000);
+  o.nvidia_smi_xml = "/nonexistent.xml";
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunAgent(o, out2, err2), 1);
+  EXPECT_NE(err2.str().find("cannot read /nonexistent.xml"), std::string::npos);
+  o.simulate = true;
+  EXPECT_EQ(RunAgent(o, out2, err2), 2);
 }
 
 }  // namespace

@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   std::string token_user, token_role, token_project, token_id;
   CLI::App* token_create = token->add_subcommand("create", "create a token; it is shown once");
   token_create->add_option("--user", token_user, "who the token is for")->required();
-  token_create->add_option("--role", token_role, "operator or member")->required();
+  token_create->add_option("--role", token_role, "operator, member or agent (node agents: push telemetry only)")->required();
   token_create->add_option("--project", token_project, "the member's project");
   add_client_flags(token_create, true);
   CLI::App* token_list = token->add_subcommand("list", "list tokens (never their secrets)");
@@ -197,6 +197,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   agent->add_option("--nvml-library", ao.nvml_library, "path of libnvidia-ml.so.1 (default: the loader's search)");
   agent->add_option("--seed", ao.seed, "seed of the simulation")->capture_default_str();
+  agent->add_flag("--nvidia-smi", ao.nvidia_smi, "read `nvidia-smi -q -x` instead of loading NVML");
+  agent->add_option("--nvidia-smi-xml", ao.nvidia_smi_xml, "read a saved `nvidia-smi -q -x` capture");
 
   CLI::App* version = app.add_subcommand("version", "client and server versions");
   add_client_flags(version, false);

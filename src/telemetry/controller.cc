@@ -50,7 +50,9 @@ absl::StatusOr<TelemetryPassStats> TelemetryController::RunOnce() {
   const int64_t revision = store_.Revision();
   const bool relist = resync || revision != known_revision_;
 
-  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+  changed.insert(retry_.begin(), retry_.end());
+  retry_.clear();
+  absl::Status written = store_.Transact([&](store::Txn& tx) -> absl::Status {
     stats.gpus_updated = 0;
     if (relist) {
       known_revision_ = revision;
@@ -74,7 +76,13 @@ absl::StatusOr<TelemetryPassStats> TelemetryController::RunOnce() {
       ++stats.gpus_updated;
     }
     return absl::OkStatus();
-  }));
+  });
+  if (!written.ok()) {
+    // A conflict with the inventory's write, say: the verdicts are written on the next pass.
+    retry_ = std::move(changed);
+    known_revision_ = -1;
+    return written;
+  }
 
   std::vector<RollupRow> closed = hub_.series().TakeClosedRollups();
   if (!closed.empty()) {

@@ -42,6 +42,7 @@ class TelemetryController {
   int64_t passes_ = 0;
   int64_t known_revision_ = -1;  // store revision of the last known-GPU list
   std::set<std::string> tracked_;  // GPUs with a verdict written at least once
+  std::set<std::string> retry_;    // verdicts a failed pass could not write
 };
 
 }  // namespace gpuaas::telemetry
