@@ -116,6 +116,10 @@ TEST_F(MonitoringTest, AgentFaultsBecomeConditionsAlertsExclusionAndSeries) {
   EXPECT_EQ(xid79, 1) << alerts.dump(2);
   EXPECT_GE(ecc, 1) << alerts.dump(2);
   Get("/api/v1/alerts", kMemberToken, 403);
+  RunResult cli_alerts = RunGpuaas("alerts --server " + server_.Url());
+  ASSERT_EQ(cli_alerts.code, 0) << cli_alerts.out;
+  EXPECT_NE(cli_alerts.out.find("XID 79"), std::string::npos) << cli_alerts.out;
+  EXPECT_NE(cli_alerts.out.find("reboot the node"), std::string::npos) << cli_alerts.out;
 
   // Exclusion: all eight GPUs cannot be had, six can, and never the two failed ones.
   ASSERT_EQ(RunGpuaas("project create vision --quota-full H200-SXM-141GB=16 --server " + server_.Url()).code, 0);
@@ -151,6 +155,11 @@ TEST_F(MonitoringTest, AgentFaultsBecomeConditionsAlertsExclusionAndSeries) {
     EXPECT_LE(p["value"].get<double>(), 700);
   }
   EXPECT_GT(with_data, 0) << power.dump();
+  RunResult cli_power = RunGpuaas("metrics gpu:" + z + ":power_w --since 5m --step 5 --server " + server_.Url());
+  ASSERT_EQ(cli_power.code, 0) << cli_power.out;
+  EXPECT_GT(Lines(cli_power.out).size(), 1u) << cli_power.out;
+  EXPECT_EQ(Lines(cli_power.out)[0].rfind("TIME", 0), 0u) << cli_power.out;
+  EXPECT_EQ(RunGpuaas("metrics gpu:" + z + ":power_w --since soon --server " + server_.Url()).code, 1);
   json util;
   for (int i = 0; i < 100; ++i) {
     util = Get("/api/v1/metrics/query?series=pool:vision/six:utilization&from=" + from + "&step=5", kMemberToken);

@@ -77,6 +77,12 @@ int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::s
 int TokenListCmd(const ClientOptions& o, std::ostream& out, std::ostream& err);
 int TokenRevokeCmd(const ClientOptions& o, const std::string& id, std::ostream& out, std::ostream& err);
 
+// gpuaas alerts [--all]: GPU health alerts, active ones unless --all.
+int AlertsCmd(const ClientOptions& o, bool all, std::ostream& out, std::ostream& err);
+// gpuaas metrics SERIES [--since 1h] [--step 60]: one series (SCOPE:ID:METRIC, docs/monitoring.md).
+int MetricsCmd(const ClientOptions& o, const std::string& series, const std::string& since, int64_t step,
+               std::ostream& out, std::ostream& err);
+
 }  // namespace gpuaas::cli
 
 #endif  // GPUAAS_CLI_COMMANDS_H_

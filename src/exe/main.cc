@@ -176,6 +176,20 @@ int main(int argc, char** argv) {
   sim->add_option("--mig-model", so.mig_model, "the MIG model of --mode mig")->capture_default_str();
   sim->add_option("--jobs", so.jobs, "threads (0: one per core)")->capture_default_str();
 
+  bool alerts_all = false;
+  CLI::App* alerts = app.add_subcommand("alerts", "GPU health alerts with NVIDIA's recommended action");
+  alerts->add_flag("--all", alerts_all, "include resolved and informational alerts");
+  add_client_flags(alerts, true);
+  std::string series, since = "1h";
+  int64_t step = 60;
+  CLI::App* metrics = app.add_subcommand("metrics", "one series: SCOPE:ID:METRIC, e.g. pool:vision/train:utilization");
+  metrics->add_option("series", series, "gpu:GPU-…:power_w, mig:GPU-…/1:sm_active, pool:PROJECT/POOL:utilization, "
+                                        "project:NAME:used_gpus, cluster:NAME:allocated_gpus, workload:PROJECT/NAME:utilization")
+      ->required();
+  metrics->add_option("--since", since, "how far back: 30m, 6h, 7d")->capture_default_str();
+  metrics->add_option("--step", step, "seconds a point")->capture_default_str();
+  add_client_flags(metrics, true);
+
   gpuaas::agent::AgentOptions ao;
   if (const char* env = std::getenv("GPUAAS_TOKEN")) ao.token = env;
   CLI::App* agent = app.add_subcommand(
@@ -207,6 +221,8 @@ int main(int argc, char** argv) {
 
   if (server->parsed()) return gpuaas::exe::RunServer(sf, GPUAAS_VERSION);
   if (agent->parsed()) return gpuaas::agent::RunAgent(ao, std::cout, std::cerr);
+  if (alerts->parsed()) return gpuaas::cli::AlertsCmd(client, alerts_all, std::cout, std::cerr);
+  if (metrics->parsed()) return gpuaas::cli::MetricsCmd(client, series, since, step, std::cout, std::cerr);
   if (get->parsed()) return gpuaas::cli::Get(client, what, name, std::cout, std::cerr);
   if (summary->parsed()) return gpuaas::cli::Summary(client, std::cout, std::cerr);
   if (models->parsed()) return gpuaas::cli::CatalogModels(catalog_output, std::cout, std::cerr);

@@ -158,9 +158,11 @@ std::vector<Bucket> SeriesStore::Query(std::string_view device, Field field, int
     sums[i] += mean * static_cast<double>(weight);
     b.count += weight;
   };
-  // The finest resolution whose retention reaches back to `from`.
+  // The finest resolution that still holds `from`: raw within the last hour, unless its ring is
+  // full and has already dropped samples after `from` (a fast sampler) that the minutes still hold.
+  const bool raw_full = s.raw.size() >= static_cast<size_t>(limits_.raw_points);
   const int64_t raw_oldest = s.raw.empty() ? now : s.raw.at(0).t;
-  if (from >= now - 3600 && from >= raw_oldest - step) {
+  if (from >= now - 3600 && (!raw_full || raw_oldest <= from + step)) {
     for (size_t i = 0; i < s.raw.size(); ++i) add(s.raw.at(i).t, s.raw.at(i).v, s.raw.at(i).v, 1);
   } else {
     const bool minute = from >= now - 86400 && step < 3600;

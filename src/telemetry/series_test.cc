@@ -83,6 +83,17 @@ TEST(SeriesStore, RollupsSurviveAReload) {
   EXPECT_FLOAT_EQ(q[1].mean, 300);
 }
 
+TEST(SeriesStore, AYoungSeriesAnswersFromItsRawSamples) {
+  SeriesStore st;
+  SeriesId id = *st.Intern("GPU-a", Field::kTempC);
+  st.Append({{id, (kT0 + 290) * 1000, 40}, {id, (kT0 + 295) * 1000, 42}});
+  // Five minutes asked, ten seconds of history: the raw samples, at the step asked for.
+  auto b = st.Query("GPU-a", Field::kTempC, kT0, kT0 + 300, 10, kT0 + 300);
+  ASSERT_EQ(b.size(), 30u);
+  EXPECT_EQ(b[29].count, 2);
+  EXPECT_EQ(b[29].mean, 41);
+}
+
 TEST(SeriesStore, SeriesLimitIsEnforced) {
   SeriesLimits lim;
   lim.max_series = 2;
