@@ -1,5 +1,7 @@
 #include "telemetry/health.h"
 
+#include <optional>
+
 #include "fmt/format.h"
 
 namespace gpuaas::telemetry {
@@ -18,6 +20,12 @@ std::string_view RecoveryActionName(int a) {
     case 4: return "drain and reset";
     default: return "unknown";
   }
+}
+
+// An XID or enum reading as an int; nullopt for what cannot be one (fractions, huge values).
+std::optional<int> SmallInt(double v) {
+  if (!(v >= 0 && v <= 1e6) || v != static_cast<double>(static_cast<int>(v))) return std::nullopt;
+  return static_cast<int>(v);
 }
 
 }  // namespace
@@ -161,7 +169,7 @@ void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t
       auto [x, fresh] = g.xid_gauge.try_emplace(gi, v);
       if (!fresh && x->second == v) return;
       x->second = v;
-      if (v > 0) Xid(uuid, gi, static_cast<int>(v), t_ms);
+      if (std::optional<int> xid = SmallInt(v); xid && *xid > 0) Xid(uuid, gi, *xid, t_ms);
       return;
     }
     case Field::kEnergyMj: {
@@ -213,7 +221,9 @@ void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t
       break;
     }
     case Field::kRecoveryAction: {
-      const int a = static_cast<int>(v);
+      const std::optional<int> action = SmallInt(v);
+      if (!action) return;  // not one of NVML's values
+      const int a = *action;
       if (a == g.recovery_action) return;
       if (a != 0) {
         Raise({0, t_ms, Severity::kCritical, uuid, -1, "RecoveryAction", std::string(kResetRequired),

@@ -105,7 +105,8 @@ absl::StatusOr<NodeReport> ParseNvidiaSmiXml(std::string_view xml, const std::st
   int index = 0;
   for (const XMLElement* g = root->FirstChildElement("gpu"); g != nullptr; g = g->NextSiblingElement("gpu")) {
     GpuReport gr;
-    gr.index = static_cast<int>(Number(g->FirstChildElement("minor_number")).value_or(index));
+    const double minor = Number(g->FirstChildElement("minor_number")).value_or(index);
+    gr.index = minor >= 0 && minor < 1e6 ? static_cast<int>(minor) : index;
     ++index;
     gr.uuid = Text(g->FirstChildElement("uuid"));
     if (!gr.uuid.starts_with("GPU-")) {
@@ -150,7 +151,7 @@ absl::StatusOr<NodeReport> ParseNvidiaSmiXml(std::string_view xml, const std::st
       for (const XMLElement* m = migs->FirstChildElement("mig_device"); m != nullptr;
            m = m->NextSiblingElement("mig_device")) {
         std::optional<double> gi = Number(m->FirstChildElement("gpu_instance_id"));
-        if (!gi) continue;
+        if (!gi || *gi < 0 || *gi > 1e6) continue;
         InstanceReport in;
         in.gi = static_cast<int>(*gi);
         in.start = -1;

@@ -1,6 +1,8 @@
 #include "telemetry/report.h"
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -36,8 +38,16 @@ absl::Status Get(const json& o, const char* key, std::string_view where, T& out,
   if (it == o.end()) {
     return required ? absl::InvalidArgumentError(fmt::format("{}.{}: required", where, key)) : absl::OkStatus();
   }
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // Only integers in range: converting 1e23 to an int is undefined behaviour, not an error.
+    const bool fits = it->is_number_integer() &&
+                      (it->is_number_unsigned() ? it->template get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                                : it->template get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                                      it->template get<int64_t>() <= std::numeric_limits<T>::max());
+    if (!fits) return absl::InvalidArgumentError(fmt::format("{}.{}: must be an integer in range", where, key));
+  }
   try {
-    out = it->get<T>();
+    out = it->template get<T>();
   } catch (const json::exception&) {
     return absl::InvalidArgumentError(fmt::format("{}.{}: wrong type", where, key));
   }
@@ -151,7 +161,9 @@ std::string RenderDcgmText(const std::vector<NodeReport>& reports) {
         // The last XID seen, as dcgm-exporter's gauge shows it, with its err_code label.
         int last = 0;
         for (const XidEvent& x : g.xid_events) last = x.xid;
-        if (auto it = g.readings.find(Field::kXid); it != g.readings.end()) last = static_cast<int>(it->second);
+        if (auto it = g.readings.find(Field::kXid); it != g.readings.end() && it->second >= 0 && it->second <= 1e6) {
+          last = static_cast<int>(it->second);
+        }
         row(fmt::format("{},err_code=\"{}\"", base, last), last);
         continue;
       }

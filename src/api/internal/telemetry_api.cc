@@ -36,7 +36,10 @@ HttpResponse Reply(const json& j) { return {200, std::string(kJson), j.dump(), {
 absl::StatusOr<int64_t> ParseInstant(std::string_view name, std::string_view v) {
   double secs = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
-  if (ec == std::errc() && end == v.data() + v.size() && std::isfinite(secs)) return static_cast<int64_t>(secs);
+  if (ec == std::errc() && end == v.data() + v.size() && std::isfinite(secs)) {
+    if (secs < 0 || secs > 1e11) return absl::InvalidArgumentError(fmt::format("{}: {} is out of range", name, v));
+    return static_cast<int64_t>(secs);
+  }
   if (std::optional<Time> t = ParseTime(v)) {
     return std::chrono::duration_cast<std::chrono::seconds>(t->time_since_epoch()).count();
   }
