@@ -10,8 +10,7 @@
 
 #include "api/auth.h"
 #include "api/server.h"
-#include "agent/agent.h"
-#include "agent/simulator.h"
+#include "agent/fleet_simulation.h"
 #include "cluster/simulated/fleet.h"
 #include "httplib.h"
 #include "telemetry/controller.h"
@@ -231,7 +230,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     if (res->status != 200) return absl::UnavailableError(fmt::format("HTTP {}", res->status));
     return res->body;
   });
-  std::map<std::string, std::unique_ptr<agent::Simulator>> simulated;  // by node
+  agent::FleetSimulation simulated(hub);
   auto refresh_simulated = [&] {
     std::string body = "{\"items\":[";
     bool first = true;
@@ -240,17 +239,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
       first = false;
     }
     body += "]}";
-    auto nodes = agent::SimGpusFromInventory(body, "");
-    if (!nodes.ok()) return;
-    for (auto& [node, gpus] : *nodes) {
-      auto& sim = simulated[node];
-      if (sim) {
-        sim->SetGpus(std::move(gpus));
-      } else {
-        sim = std::make_unique<agent::Simulator>(node, std::move(gpus), std::vector<agent::Fault>{},
-                                                 std::hash<std::string>{}(node));
-      }
-    }
+    if (absl::Status s = simulated.Refresh(body); !s.ok()) log::Warn("simulated telemetry: {}", s.ToString());
   };
   const bool simulate_telemetry = flags.simulate_telemetry || flags.demo;
   std::thread telemetry_sources;
@@ -274,9 +263,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
         }
         if (simulate_telemetry && now >= next_sim) {
           if (ticks++ % 6 == 0) refresh_simulated();  // follow MIG layout changes
-          for (auto& [node, sim] : simulated) {
-            if (auto r = sim->Read(now_ms); r.ok()) (void)hub.IngestReport(*r, now_ms, /*simulated=*/true);
-          }
+          simulated.Tick(now_ms);
           next_sim = now + std::chrono::seconds(std::max(1, flags.telemetry_interval_s));
         }
         if (!simulate_telemetry) next_sim = next_scrape;

@@ -1,0 +1,36 @@
+// Simulated node agents for every GPU of a simulated fleet, run inside the server (`gpuaas server
+// --demo` or `--simulate-telemetry`), so that a demo has readings without running agents. Each
+// node gets a Simulator; the fleet follows the inventory (new GPUs, changed MIG layouts) while
+// every GPU keeps its counters. Readings go to the hub marked as simulated: a GPU that a real agent
+// or a scrape reports is left to that source. Thread-compatible.
+#ifndef GPUAAS_AGENT_FLEET_SIMULATION_H_
+#define GPUAAS_AGENT_FLEET_SIMULATION_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "agent/simulator.h"
+#include "telemetry/hub.h"
+
+namespace gpuaas::agent {
+
+class FleetSimulation {
+ public:
+  explicit FleetSimulation(telemetry::Hub& hub) : hub_(hub) {}
+  // Follows the inventory: the server's GpuCapacity list (`{"items": [...]}`).
+  absl::Status Refresh(std::string_view gpucapacities_json);
+  // One reading of every simulated node into the hub.
+  void Tick(int64_t now_ms);
+  size_t nodes() const { return nodes_.size(); }
+
+ private:
+  telemetry::Hub& hub_;
+  std::map<std::string, std::unique_ptr<Simulator>> nodes_;
+};
+
+}  // namespace gpuaas::agent
+
+#endif  // GPUAAS_AGENT_FLEET_SIMULATION_H_
