@@ -36,6 +36,24 @@ absl::StatusOr<size_t> TelemetryController::Restore() {
                     static_cast<float>(r.max)});
   }
   hub_.series().LoadRollups(back);
+
+  std::vector<model::GpuCapacity> gpus;
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(gpus, store::ListObjects<model::GpuCapacity>(tx));
+    return absl::OkStatus();
+  }));
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch()).count();
+  for (const model::GpuCapacity& g : gpus) {
+    auto active = [&](std::string_view type) -> std::optional<ConditionVerdict> {
+      const Condition* c = model::FindCondition(g.status.conditions, type);
+      if (c == nullptr || c->status != ConditionStatus::kTrue) return std::nullopt;
+      return ConditionVerdict{true, c->reason, c->message};
+    };
+    std::optional<ConditionVerdict> memory = active(model::kGpuMemoryErrors), reset = active(model::kGpuResetRequired);
+    if (!memory && !reset) continue;
+    hub_.RestoreHealth(g.spec.uuid, memory, reset, now_ms);
+    tracked_.insert(g.spec.uuid);
+  }
   return back.size();
 }
 

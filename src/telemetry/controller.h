@@ -30,7 +30,9 @@ class TelemetryController {
   TelemetryController(store::Store& store, Hub& hub, const Clock& clock, int resync = 30)
       : store_(store), hub_(hub), clock_(clock), resync_(resync) {}
 
-  // Loads persisted rollups of the retention window into the hub (call once, at start).
+  // Call once, at start: loads persisted rollups of the retention window into the hub, and the
+  // health verdicts a previous run wrote (GPUs with MemoryErrors or ResetRequired True stay failed
+  // until a reset is seen). Returns the rollup buckets loaded.
   absl::StatusOr<size_t> Restore();
   absl::StatusOr<TelemetryPassStats> RunOnce();
 

@@ -90,6 +90,38 @@ TEST_F(TelemetryControllerTest, VerdictsBecomeGpuConditionsAndHealth) {
   EXPECT_EQ(Read("GPU-A").status.health, model::Health::kHealthy);
 }
 
+TEST_F(TelemetryControllerTest, AFailedGpuStaysFailedAcrossARestartUntilAReset) {
+  {
+    Hub hub;
+    TelemetryController c(*store_, hub, clock_);
+    ASSERT_TRUE(c.RunOnce().ok());
+    NodeReport r{"n", "", kT0 * 1000, {{"GPU-A", 0, "", 0, false, {{Field::kEnergyMj, 5e9}}, {}, {{79, -1, kT0 * 1000}}}}};
+    ASSERT_TRUE(hub.IngestReport(r, 0).ok());
+    ASSERT_TRUE(c.RunOnce().ok());
+    ASSERT_EQ(Read("GPU-A").status.health, model::Health::kUnhealthy);
+  }
+  // The server restarts: a fresh hub knows nothing of the XID, the store does.
+  Hub hub;
+  TelemetryController c(*store_, hub, clock_);
+  ASSERT_TRUE(c.Restore().ok());
+  EXPECT_EQ(hub.Verdict("GPU-A").reset_required.reason, "Xid79");
+  ASSERT_EQ(hub.Alerts(true).size(), 1u);
+  EXPECT_EQ(hub.Alerts(true)[0].source, "Restored");
+  // Readings that change something else (temperature) do not heal it.
+  NodeReport r{"n", "", (kT0 + 10) * 1000, {{"GPU-A", 0, "", 0, false, {{Field::kEnergyMj, 6e9}, {Field::kTempC, 95}}, {}, {}}}};
+  ASSERT_TRUE(hub.IngestReport(r, 0).ok());
+  ASSERT_TRUE(c.RunOnce().ok());
+  EXPECT_EQ(Read("GPU-A").status.health, model::Health::kUnhealthy);
+  EXPECT_EQ(model::FindCondition(Read("GPU-A").status.conditions, model::kGpuResetRequired)->reason, "Xid79");
+  // A reset does.
+  r.time_ms += 10'000;
+  r.gpus[0].readings = {{Field::kEnergyMj, 1000}, {Field::kTempC, 40}};
+  ASSERT_TRUE(hub.IngestReport(r, 0).ok());
+  ASSERT_TRUE(c.RunOnce().ok());
+  EXPECT_EQ(Read("GPU-A").status.health, model::Health::kHealthy);
+  EXPECT_TRUE(hub.Alerts(true).empty());
+}
+
 TEST_F(TelemetryControllerTest, RollupsArePersistedAndRestored) {
   {
     Hub hub;

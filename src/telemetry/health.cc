@@ -102,10 +102,13 @@ void HealthTracker::Resolve(const std::string& uuid, std::string_view condition,
 
 void HealthTracker::Reset(GpuState& g, int64_t t_ms) {
   const std::string& uuid = g.uuid;
-  const bool had = g.reset_xid || g.memory_xid || g.convenient_xid || g.dbe_volatile > 0;
+  const bool had = g.reset_xid || g.memory_xid || g.convenient_xid || g.dbe_volatile > 0 || g.restored_memory ||
+                   g.restored_reset;
   g.reset_xid.reset();
   g.memory_xid.reset();
   g.convenient_xid.reset();
+  g.restored_memory.reset();
+  g.restored_reset.reset();
   g.dbe_volatile = 0;
   g.remap_pending = false;
   // The lifetime counter keeps its count; what it had before the reset is history now.
@@ -123,6 +126,20 @@ HealthTracker::GpuState* HealthTracker::Track(std::string_view gpu_uuid) {
     it->second.uuid = it->first;
   }
   return &it->second;
+}
+
+void HealthTracker::Restore(std::string_view gpu_uuid, std::optional<ConditionVerdict> memory_errors,
+                            std::optional<ConditionVerdict> reset_required, int64_t t_ms) {
+  GpuState& g = *Track(gpu_uuid);
+  g.restored_memory = std::move(memory_errors);
+  g.restored_reset = std::move(reset_required);
+  for (const auto* v : {&g.restored_memory, &g.restored_reset}) {
+    if (!*v) continue;
+    Raise({0, t_ms, Severity::kCritical, g.uuid, -1, "Restored",
+           std::string(v == &g.restored_memory ? kMemoryErrors : kResetRequired), (*v)->reason,
+           (*v)->message + " (as recorded before gpuaas restarted)", "see the message; a GPU reset clears it", true, 0});
+  }
+  last_verdict_[g.uuid] = Compute(g);
 }
 
 void HealthTracker::Xid(std::string_view gpu_uuid, int gi, int xid, int64_t t_ms) {
@@ -276,6 +293,8 @@ GpuVerdict HealthTracker::Compute(const GpuState& g) const {
     v.memory_errors = {true, "DoubleBitEccErrors",
                        fmt::format("{} volatile double-bit ECC error(s); reset the GPU, then run field diagnostics",
                                    g.dbe_volatile)};
+  } else if (g.restored_memory) {
+    v.memory_errors = *g.restored_memory;
   } else {
     v.memory_errors = {false, "NoUncorrectableErrors", ""};
   }
@@ -287,6 +306,8 @@ GpuVerdict HealthTracker::Compute(const GpuState& g) const {
                         fmt::format("the driver asks for a {}", RecoveryActionName(g.recovery_action))};
   } else if (g.memory_xid || g.dbe_volatile > 0) {
     v.reset_required = {true, "DoubleBitEccErrors", "a GPU reset or node reboot clears the double-bit ECC error"};
+  } else if (g.restored_reset) {
+    v.reset_required = *g.restored_reset;
   } else if (g.convenient_xid || g.remap_pending) {
     v.reset_required = {false, "ResetWhenConvenient",
                         g.convenient_xid ? "XID 94 (contained memory error): reset the GPU when convenient"

@@ -113,12 +113,19 @@ class HealthTracker {
     bool hot = false;
     std::optional<double> energy_mj;
     std::map<int, double> xid_gauge;  // by GPU instance: the last value seen
+    // Verdicts a previous run wrote into the GpuCapacity, restored at start: they hold until a
+    // reset, as the faults behind them would have.
+    std::optional<ConditionVerdict> restored_memory, restored_reset;
   };
   GpuState* Track(std::string_view gpu_uuid);
   void Observe(GpuState* gpu, int gpu_instance, Field field, double value, int64_t t_ms);
 
   // A reading of a GPU (gpu_instance -1) or MIG instance. Blank values must be dropped before.
   void Observe(std::string_view gpu_uuid, int gpu_instance, Field field, double value, int64_t t_ms);
+  // Restores what a previous run concluded (the GpuCapacity's MemoryErrors and ResetRequired when
+  // True), so that a restart does not make a failed GPU healthy; raises the matching alerts.
+  void Restore(std::string_view gpu_uuid, std::optional<ConditionVerdict> memory_errors,
+               std::optional<ConditionVerdict> reset_required, int64_t t_ms);
   // An XID event (from NVML events or a change of the XID gauge).
   void Xid(std::string_view gpu_uuid, int gpu_instance, int xid, int64_t t_ms);
 

@@ -291,6 +291,12 @@ GpuVerdict Hub::Verdict(std::string_view gpu_uuid) const {
   return health_.Verdict(gpu_uuid);
 }
 
+void Hub::RestoreHealth(std::string_view gpu_uuid, std::optional<ConditionVerdict> memory_errors,
+                        std::optional<ConditionVerdict> reset_required, int64_t t_ms) {
+  absl::MutexLock l(&mu_);
+  health_.Restore(gpu_uuid, std::move(memory_errors), std::move(reset_required), t_ms);
+}
+
 std::set<std::string> Hub::TakeChangedHealth() {
   absl::MutexLock l(&mu_);
   return health_.TakeChanged();

@@ -85,6 +85,9 @@ class Hub {
                                             int64_t step, int64_t now) const;
 
   GpuVerdict Verdict(std::string_view gpu_uuid) const;
+  // See HealthTracker::Restore.
+  void RestoreHealth(std::string_view gpu_uuid, std::optional<ConditionVerdict> memory_errors,
+                     std::optional<ConditionVerdict> reset_required, int64_t t_ms);
   std::set<std::string> TakeChangedHealth();
   std::vector<Alert> Alerts(bool active_only) const;
 
