@@ -69,7 +69,8 @@ class Hub {
   // `simulated`: from the server's own simulation (demo), which yields to real sources: GPUs any
   // other report or scrape has named are left out of simulated reports.
   absl::StatusOr<IngestResult> IngestReport(const NodeReport& report, int64_t now_ms, bool simulated = false);
-  // dcgm-exporter text. `hostname` names the source in errors only. Parse errors carry the line.
+  // dcgm-exporter text. Malformed text is refused whole (InvalidArgument with the line) and
+  // changes nothing.
   absl::StatusOr<IngestResult> IngestText(std::string_view text, int64_t now_ms);
 
   // The GPUs the inventory knows (for matching); replaced as a whole.
