@@ -177,6 +177,18 @@ TEST_F(MonitoringTest, AgentFaultsBecomeConditionsAlertsExclusionAndSeries) {
     EXPECT_LE(p["value"].get<double>(), 1);
   }
   EXPECT_TRUE(any) << util.dump();
+  // A workload's series follows its runs (Profiles): the device it runs on, from its start.
+  ASSERT_EQ(RunGpuaas("workload run w -p vision --pool six --resource nvidia.com/gpu=1 --server " + server_.Url()).code, 0);
+  json wl;
+  bool wl_data = false;
+  for (int i = 0; i < 100 && !wl_data; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    wl = Get("/api/v1/metrics/query?series=workload:vision/w:utilization&from=" + from + "&step=5", kMemberToken);
+    for (const json& p : wl["points"]) wl_data |= !p["value"].is_null();
+  }
+  EXPECT_TRUE(wl_data) << wl.dump();
+  EXPECT_EQ(wl["devices"], 1);
+  EXPECT_TRUE(wl["points"][0]["value"].is_null()) << "before the run started: " << wl.dump();
   json allocated = Get("/api/v1/metrics/query?series=project:vision:allocated_gpus&from=" + from + "&step=30");
   EXPECT_EQ(allocated["points"].back()["value"], 6.0) << allocated.dump();
   Get("/api/v1/metrics/query?series=gpu:" + z + ":power_w", kMemberToken, 403);

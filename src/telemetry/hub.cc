@@ -274,11 +274,15 @@ std::vector<UtilizationPoint> Hub::Utilization(const std::vector<DeviceRef>& dev
   for (size_t i = 0; i < n; ++i) out[i].t = from + static_cast<int64_t>(i) * step;
   std::vector<Bucket> b;
   for (const DeviceRef& d : devices) {
-    for (UtilizationPoint& p : out) p.allocated_gpus += d.weight;
+    // A step counts for a device when it overlaps the device's window.
+    auto in_window = [&](int64_t t) { return t + step > d.from_s && t < d.to_s; };
+    for (UtilizationPoint& p : out) {
+      if (in_window(p.t)) p.allocated_gpus += d.weight;
+    }
     std::optional<double> scale = DeviceUtil(d, from, to, step, now, b);
     if (!scale) continue;
     for (size_t i = 0; i < n && i < b.size(); ++i) {
-      if (b[i].count == 0) continue;
+      if (b[i].count == 0 || !in_window(out[i].t)) continue;
       out[i].covered_gpus += d.weight;
       out[i].used_gpus += d.weight * std::clamp(b[i].mean * *scale, 0.0, 1.0);
     }

@@ -12,6 +12,7 @@
 #define GPUAAS_TELEMETRY_HUB_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +53,9 @@ struct DeviceRef {
   std::string gpu_uuid;
   int gi = -1;  // MIG GPU instance id; -1 for a whole GPU; -2 for an instance without readings
   double weight = 1;
+  // When the device counted (a workload's run on it), unix seconds; steps outside are skipped.
+  int64_t from_s = std::numeric_limits<int64_t>::min();
+  int64_t to_s = std::numeric_limits<int64_t>::max();
 };
 
 struct UtilizationPoint {

@@ -66,6 +66,27 @@ TEST(Hub, GpuLevelReadingsOnMigRowsAreNotSummedAndBlanksDropped) {
   EXPECT_NEAR(u[0].utilization(), 0.375, 1e-9);
 }
 
+TEST(Hub, DevicesCountOnlyWithinTheirWindow) {
+  Hub hub;
+  const int64_t t0 = kNowMs / 1000;
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(hub.IngestText("DCGM_FI_PROF_SM_ACTIVE{UUID=\"GPU-x\"} 0.5 " + std::to_string((t0 + i * 10) * 1000) + "\n", 0).ok());
+  }
+  // A run on the GPU from t0+20 to t0+40: two of the six 10-second steps.
+  DeviceRef run{"GPU-x", -1, 1, t0 + 20, t0 + 40};
+  std::vector<UtilizationPoint> u = hub.Utilization({run}, t0, t0 + 60, 10, t0 + 60);
+  ASSERT_EQ(u.size(), 6u);
+  double allocated = 0, used = 0;
+  for (const UtilizationPoint& p : u) {
+    allocated += p.allocated_gpus;
+    used += p.used_gpus;
+  }
+  EXPECT_DOUBLE_EQ(allocated, 2);
+  EXPECT_DOUBLE_EQ(used, 1);
+  EXPECT_EQ(u[0].allocated_gpus, 0);
+  EXPECT_EQ(u[2].utilization(), 0.5);
+}
+
 TEST(Hub, XidGaugeRepeatsCountOnceAcrossScrapes) {
   Hub hub;
   for (int i = 0; i < 5; ++i) {

@@ -116,6 +116,22 @@ telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::Alloc
   return {ref, model, d.profile};
 }
 
+// A device a workload ran on, from the inventory: a whole GPU, or the MIG instance with that UUID.
+DeviceRef WorkloadDeviceRef(const telemetry::Hub& hub, const model::WorkloadDevice& d,
+                            const std::map<std::string, model::GpuCapacity>& gpus) {
+  DeviceRef ref{d.gpu_uuid, -1, 1};
+  if (d.instance_uuid.empty()) return ref;
+  ref.gi = hub.FindInstance(d.gpu_uuid, -1, d.instance_uuid).value_or(-2);
+  if (auto g = gpus.find(d.gpu_uuid); g != gpus.end()) {
+    for (const model::MigInstance& m : g->second.status.mig_instances) {
+      if (m.uuid != d.instance_uuid) continue;
+      ref.weight = telemetry::DeviceWeight(g->second.spec.model, m.profile);
+      if (ref.gi < -1) ref.gi = hub.FindInstance(d.gpu_uuid, static_cast<int>(m.start), m.uuid).value_or(-2);
+    }
+  }
+  return ref;
+}
+
 std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, const model::GpuPool& pool,
                                                    const std::map<std::string, model::GpuCapacity>& gpus) {
   std::vector<telemetry::AssessedDevice> out;
@@ -256,15 +272,18 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
         if (!p) return Error(absl::NotFoundError(fmt::format("pool {} not found", id)));
         pools.push_back(std::move(*p));
       } else {
-        std::optional<model::Workload> w = DecodeOne<model::Workload>(cache_, project, name);
-        if (!w) return Error(absl::NotFoundError(fmt::format("workload {} not found", id)));
-        std::optional<model::GpuPool> p = DecodeOne<model::GpuPool>(cache_, project, w->spec.pool);
-        for (const model::WorkloadDevice& d : w->status.devices) {
-          if (!p) break;
-          for (const model::AllocatedDevice& x : p->status.allocation) {
-            const bool same = x.gpu_uuid == d.gpu_uuid &&
-                              (d.instance_uuid.empty() ? x.profile == "full" : x.instance_uuid == d.instance_uuid);
-            if (same) devices.push_back(DeviceOf(hub_, x, gpus).ref);
+        // A workload is its runs: every Profile of it, each device counted from the run's start
+        // to its end, so that finished and preempted runs still show.
+        if (!DecodeOne<model::Workload>(cache_, project, name)) {
+          return Error(absl::NotFoundError(fmt::format("workload {} not found", id)));
+        }
+        for (const model::Profile& run : DecodeAll<model::Profile>(cache_, project)) {
+          if (run.spec.pod != name) continue;
+          for (const model::WorkloadDevice& d : run.spec.devices) {
+            DeviceRef ref = WorkloadDeviceRef(hub_, d, gpus);
+            ref.from_s = Seconds(run.spec.start);
+            if (run.spec.end) ref.to_s = Seconds(*run.spec.end);
+            devices.push_back(std::move(ref));
           }
         }
       }
