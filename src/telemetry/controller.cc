@@ -64,9 +64,12 @@ absl::StatusOr<TelemetryPassStats> TelemetryController::RunOnce() {
   std::set<std::string> changed = hub_.TakeChangedHealth();
   const bool resync = passes_ % resync_ == 1 || resync_ <= 1;
   if (resync) changed.insert(tracked_.begin(), tracked_.end());
-  // The known GPUs follow the inventory: listed again whenever the store moved on.
+  // The known GPUs follow the inventory: listed again when the store moved on, at most every
+  // tenth pass (they only say which pushed GPUs the inventory does not know), or at once while
+  // none are known yet.
   const int64_t revision = store_.Revision();
-  const bool relist = resync || revision != known_revision_;
+  const bool relist = resync || known_revision_ < 0 ||
+                      (revision != known_revision_ && passes_ - known_pass_ >= 10);
 
   changed.insert(retry_.begin(), retry_.end());
   retry_.clear();
@@ -74,9 +77,11 @@ absl::StatusOr<TelemetryPassStats> TelemetryController::RunOnce() {
     stats.gpus_updated = 0;
     if (relist) {
       known_revision_ = revision;
+      known_pass_ = passes_;
       ASSIGN_OR_RETURN(std::vector<model::GpuCapacity> all, store::ListObjects<model::GpuCapacity>(tx));
       std::set<std::string> uuids;
       for (const model::GpuCapacity& g : all) uuids.insert(g.spec.uuid);
+      if (uuids.empty()) known_revision_ = -1;  // no inventory yet: look again next pass
       hub_.SetKnownGpus(std::move(uuids));
     }
     for (const std::string& uuid : changed) {

@@ -43,6 +43,7 @@ class TelemetryController {
   int resync_;
   int64_t passes_ = 0;
   int64_t known_revision_ = -1;  // store revision of the last known-GPU list
+  int64_t known_pass_ = 0;       // the pass that listed it
   std::set<std::string> tracked_;  // GPUs with a verdict written at least once
   std::set<std::string> retry_;    // verdicts a failed pass could not write
 };
