@@ -49,67 +49,9 @@ inline std::vector<std::string> Lines(const std::string& s) {
   return out;
 }
 
-// A `gpuaas server` child process on a free port.
-class ServerProcess {
- public:
-  // Starts the server with `args` (plus --listen 127.0.0.1:0) and waits until it serves.
-  bool Start(const std::string& args, const std::string& log_path) {
-    log_path_ = log_path;
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = std::fopen(log_path.c_str(), "w");
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-      std::string cmd = "exec " + Bin() + " server --listen 127.0.0.1:0 " + args;
-      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    const std::regex serving(R"(serving http://127\.0\.0\.1:(\d+))");
-    for (int i = 0; i < 600; ++i) {
-      std::ifstream in(log_path);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      std::smatch m;
-      std::string text = ss.str();
-      if (std::regex_search(text, m, serving)) {
-        port_ = std::stoi(m[1]);
-        return true;
-      }
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-  // Sends `sig` and returns the exit status (or -signal).
-  int Stop(int sig = SIGTERM) {
-    if (pid_ <= 0) return -1;
-    kill(pid_, sig);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  }
-  ~ServerProcess() { Stop(SIGKILL); }
-  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  std::string Log() const {
-    std::ifstream in(log_path_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  std::string log_path_;
-};
-
-// Any long-running child (`gpuaas agent`, `prometheus`): started through the shell with output to
-// a log, ready once the log matches `ready` (its first group, if any, is kept: a port).
+// Any long-running child (`gpuaas server`, `gpuaas agent`, `prometheus`): started through the
+// shell with output to a log, ready once the log matches `ready` (its first group, if any, is
+// kept: a port).
 class Background {
  public:
   bool Start(const std::string& cmd, const std::string& log_path, const std::string& ready, int timeout_s = 30) {
@@ -119,7 +61,6 @@ class Background {
       FILE* f = std::fopen(log_path.c_str(), "w");
       dup2(fileno(f), 1);
       dup2(fileno(f), 2);
-      setpgid(0, 0);
       const std::string c = "exec " + cmd;
       execl("/bin/sh", "sh", "-c", c.c_str(), static_cast<char*>(nullptr));
       _exit(127);
@@ -162,6 +103,28 @@ class Background {
   pid_t pid_ = -1;
   std::string log_path_;
   std::string match_;
+};
+
+// A `gpuaas server` child process on a free port.
+class ServerProcess {
+ public:
+  // Starts the server with `args` (plus --listen 127.0.0.1:0) and waits until it serves.
+  bool Start(const std::string& args, const std::string& log_path) {
+    if (!child_.Start(Bin() + " server --listen 127.0.0.1:0 " + args, log_path,
+                      R"(serving http://127\.0\.0\.1:(\d+))")) {
+      return false;
+    }
+    port_ = std::stoi(child_.match());
+    return true;
+  }
+  // Sends `sig` and returns the exit status (or -signal).
+  int Stop(int sig = SIGTERM) { return child_.Stop(sig); }
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string Log() const { return child_.Log(); }
+
+ private:
+  Background child_;
+  int port_ = 0;
 };
 
 }  // namespace gpuaas::testing

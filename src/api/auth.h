@@ -28,6 +28,8 @@ struct Principal {
   Role role = Role::kMember;
   std::string project;  // members only: the one project they belong to
   bool operator_() const { return role == Role::kOperator; }
+  // Members see only their own project; anything else looks absent, so names do not leak.
+  bool Sees(std::string_view p) const { return operator_() || project == p; }
 };
 
 struct TokenInfo {

@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/status.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "telemetry/prom_text.h"
@@ -54,12 +55,6 @@ absl::Status Get(const json& o, const char* key, std::string_view where, T& out,
   return absl::OkStatus();
 }
 
-#define GPUAAS_RETURN_IF(expr)        \
-  do {                                \
-    absl::Status s_ = (expr);         \
-    if (!s_.ok()) return s_;          \
-  } while (0)
-
 }  // namespace
 
 std::string EncodeReport(const NodeReport& r, bool pretty) {
@@ -85,10 +80,10 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view text) {
   if (j.is_discarded()) return absl::InvalidArgumentError("the body is not valid JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("the report must be a JSON object");
   NodeReport r;
-  GPUAAS_RETURN_IF(Get(j, "node", "report", r.node, true));
+  RETURN_IF_ERROR(Get(j, "node", "report", r.node, true));
   if (r.node.empty()) return absl::InvalidArgumentError("report.node: must not be empty");
-  GPUAAS_RETURN_IF(Get(j, "driver_version", "report", r.driver_version, false));
-  GPUAAS_RETURN_IF(Get(j, "time_ms", "report", r.time_ms, false));
+  RETURN_IF_ERROR(Get(j, "driver_version", "report", r.driver_version, false));
+  RETURN_IF_ERROR(Get(j, "time_ms", "report", r.time_ms, false));
   auto gpus = j.find("gpus");
   if (gpus == j.end() || !gpus->is_array()) return absl::InvalidArgumentError("report.gpus: required, an array");
   for (size_t n = 0; n < gpus->size(); ++n) {
@@ -96,15 +91,15 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view text) {
     const std::string where = fmt::format("gpus[{}]", n);
     if (!g.is_object()) return absl::InvalidArgumentError(fmt::format("{}: must be an object", where));
     GpuReport gr;
-    GPUAAS_RETURN_IF(Get(g, "uuid", where, gr.uuid, true));
+    RETURN_IF_ERROR(Get(g, "uuid", where, gr.uuid, true));
     if (!gr.uuid.starts_with("GPU-")) {
       return absl::InvalidArgumentError(fmt::format("{}.uuid: \"{}\" is not a GPU UUID (GPU-…)", where, gr.uuid));
     }
-    GPUAAS_RETURN_IF(Get(g, "index", where, gr.index, false));
-    GPUAAS_RETURN_IF(Get(g, "name", where, gr.name, false));
-    GPUAAS_RETURN_IF(Get(g, "memory_mib", where, gr.memory_mib, false));
-    GPUAAS_RETURN_IF(Get(g, "mig_enabled", where, gr.mig_enabled, false));
-    if (auto rd = g.find("readings"); rd != g.end()) GPUAAS_RETURN_IF(ReadReadings(*rd, where, gr.readings));
+    RETURN_IF_ERROR(Get(g, "index", where, gr.index, false));
+    RETURN_IF_ERROR(Get(g, "name", where, gr.name, false));
+    RETURN_IF_ERROR(Get(g, "memory_mib", where, gr.memory_mib, false));
+    RETURN_IF_ERROR(Get(g, "mig_enabled", where, gr.mig_enabled, false));
+    if (auto rd = g.find("readings"); rd != g.end()) RETURN_IF_ERROR(ReadReadings(*rd, where, gr.readings));
     if (auto is = g.find("instances"); is != g.end()) {
       if (!is->is_array()) return absl::InvalidArgumentError(fmt::format("{}.instances: must be an array", where));
       for (size_t k = 0; k < is->size(); ++k) {
@@ -112,12 +107,12 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view text) {
         const std::string iw = fmt::format("{}.instances[{}]", where, k);
         if (!i.is_object()) return absl::InvalidArgumentError(fmt::format("{}: must be an object", iw));
         InstanceReport ir;
-        GPUAAS_RETURN_IF(Get(i, "gi", iw, ir.gi, true));
-        GPUAAS_RETURN_IF(Get(i, "profile", iw, ir.profile, false));
-        GPUAAS_RETURN_IF(Get(i, "start", iw, ir.start, false));
-        GPUAAS_RETURN_IF(Get(i, "size", iw, ir.size, false));
-        GPUAAS_RETURN_IF(Get(i, "uuid", iw, ir.uuid, false));
-        if (auto rd = i.find("readings"); rd != i.end()) GPUAAS_RETURN_IF(ReadReadings(*rd, iw, ir.readings));
+        RETURN_IF_ERROR(Get(i, "gi", iw, ir.gi, true));
+        RETURN_IF_ERROR(Get(i, "profile", iw, ir.profile, false));
+        RETURN_IF_ERROR(Get(i, "start", iw, ir.start, false));
+        RETURN_IF_ERROR(Get(i, "size", iw, ir.size, false));
+        RETURN_IF_ERROR(Get(i, "uuid", iw, ir.uuid, false));
+        if (auto rd = i.find("readings"); rd != i.end()) RETURN_IF_ERROR(ReadReadings(*rd, iw, ir.readings));
         gr.instances.push_back(std::move(ir));
       }
     }
@@ -128,9 +123,9 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view text) {
         const std::string xw = fmt::format("{}.xid_events[{}]", where, k);
         if (!x.is_object()) return absl::InvalidArgumentError(fmt::format("{}: must be an object", xw));
         XidEvent e;
-        GPUAAS_RETURN_IF(Get(x, "xid", xw, e.xid, true));
-        GPUAAS_RETURN_IF(Get(x, "gi", xw, e.gi, false));
-        GPUAAS_RETURN_IF(Get(x, "time_ms", xw, e.time_ms, false));
+        RETURN_IF_ERROR(Get(x, "xid", xw, e.xid, true));
+        RETURN_IF_ERROR(Get(x, "gi", xw, e.gi, false));
+        RETURN_IF_ERROR(Get(x, "time_ms", xw, e.time_ms, false));
         if (e.xid <= 0) return absl::InvalidArgumentError(fmt::format("{}.xid: must be positive", xw));
         gr.xid_events.push_back(e);
       }

@@ -120,7 +120,7 @@ size_t SeriesStore::Append(const std::vector<Sample>& samples) {
         if (acc.n > 0) {
           const AggPoint p{static_cast<int32_t>(acc.bucket), static_cast<float>(acc.sum / acc.n), acc.max};
           ring.Push(p, cap);
-          if (keep_closed_) closed_.push_back({smp.series, static_cast<int32_t>(step), p.bucket, p.mean, p.max});
+          closed_.push_back({smp.series, static_cast<int32_t>(step), p.bucket, p.mean, p.max});
         }
         acc = Acc{b, 0, v, 0};
       }

@@ -107,7 +107,6 @@ class SeriesStore {
     float mean, max;
   };
   std::vector<Closed> closed_ ABSL_GUARDED_BY(mu_);  // names are filled in when taken
-  bool keep_closed_ = true;
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
