@@ -100,8 +100,26 @@ TEST_F(MonitoringTest, AgentFaultsBecomeConditionsAlertsExclusionAndSeries) {
   EXPECT_EQ(Cond(Get("/apis/gpuaas.io/v1/gpucapacities/" + std::string(gpus[0]["metadata"]["name"])), "Healthy"),
             "True/Healthy");
 
-  // Alerts: one XID 79 however many reports repeat the GPU's state, with NVIDIA's action.
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // Alerts: one XID 79 however many reports repeat the GPU's state, with NVIDIA's action. Two
+  // more reports arrive first (the samples counter moves twice).
+  auto samples = [&] {
+    auto r = client_->Get("/metrics");
+    const std::string key = "\ngpuaas_telemetry_samples_total ";
+    const size_t at = r ? r->body.find(key) : std::string::npos;
+    return at == std::string::npos ? int64_t{-1} : std::stoll(r->body.substr(at + key.size()));
+  };
+  int64_t seen = samples();
+  int reports = 0;
+  for (int i = 0; i < 300 && reports < 2; ++i) {  // up to 15 s
+    const int64_t now = samples();
+    if (now > seen) {
+      ++reports;
+      seen = now;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ASSERT_EQ(reports, 2) << agent.Log();
   json alerts = Get("/api/v1/alerts?active=true")["items"];
   int xid79 = 0, ecc = 0;
   for (const json& a : alerts) {
@@ -276,8 +294,7 @@ TEST_F(MonitoringTest, RollupsSurviveARestart) {
                            "text/plain");
     ASSERT_TRUE(r && r->status == 200);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // a controller pass persists them
-  ASSERT_EQ(server_.Stop(), 0);
+  ASSERT_EQ(server_.Stop(), 0);  // a graceful stop writes the closed rollups
   ServerProcess again;
   ASSERT_TRUE(again.Start("--token-auth-file " + dir_ + "/tokens --fleet " + dir_ + "/fleet.yaml --db sqlite:" + dir_ +
                               "/g.db",

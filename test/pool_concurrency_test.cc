@@ -10,8 +10,7 @@
 
 #include "api/server.h"
 #include "cluster/simulated/fleet.h"
-#include "controller/inventory.h"
-#include "controller/pools.h"
+#include "controller/control_plane.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "service/pools.h"
@@ -30,12 +29,15 @@ TEST(PoolConcurrency, FiftyClientsNeverShareADevice) {
       cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet());
   std::map<std::string, cluster::ClusterDriver*> by_cluster;
   for (auto& d : drivers) by_cluster[std::string(d->ClusterName())] = d.get();
-  controller::InventoryController inventory(*db, RealClock::Get());
-  for (auto& d : drivers) ASSERT_TRUE(inventory.Sync(*d).ok());
   store::ObjectCache cache(*db);
   std::vector<std::string> kinds;
   for (const api::ResourceType& t : api::ResourceTypes()) kinds.push_back(t.kind);
   ASSERT_TRUE(cache.Start(kinds).ok());
+  telemetry::Hub hub;
+  controller::ControlPlane cp(*db, cache, RealClock::Get(), by_cluster, hub);
+  cp.Start();  // the controllers run on their own threads while the clients work
+  ASSERT_TRUE(cp.inventory().WaitObserved(std::chrono::seconds(60)));
+  ASSERT_TRUE(cache.WaitFor(db->Revision(), std::chrono::seconds(30)));
   service::PoolService pools(*db, RealClock::Get(), [] {
     return std::map<std::string, int64_t>{{"H200-SXM-141GB", 48}, {"H100-SXM5-80GB", 64}, {"A100-80GB", 32}};
   });
@@ -43,17 +45,6 @@ TEST(PoolConcurrency, FiftyClientsNeverShareADevice) {
   o.port = 0;
   api::ApiServer server(o, cache, &pools);
   ASSERT_TRUE(server.Start().ok());
-
-  std::atomic<bool> stop{false};
-  controller::PoolController ctl(*db, RealClock::Get(), by_cluster);
-  std::thread controllers([&] {
-    while (!stop) {
-      absl::StatusOr<controller::PassStats> s = ctl.RunOnce();
-      EXPECT_TRUE(s.ok()) << s.status();
-      for (auto& d : drivers) EXPECT_TRUE(inventory.Sync(*d).ok());
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
 
   constexpr int kClients = 50;
   const char* profiles[][2] = {{"H200-SXM-141GB", "1g.18gb"}, {"H200-SXM-141GB", "3g.71gb"},
@@ -106,8 +97,7 @@ TEST(PoolConcurrency, FiftyClientsNeverShareADevice) {
     if (settled == kClients) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  stop = true;
-  controllers.join();
+  cp.Stop();
   server.Stop();
   cache.Stop();
 

@@ -1,16 +1,13 @@
-// The pool lifecycle in one process: simulated clusters, the inventory and pool controllers, the
-// pool service, and the store, driven pass by pass.
+// The pool lifecycle in one process: simulated clusters, the control plane's controllers, the
+// pool service, and the store, run until idle with a fake clock (deterministic, no threads).
 #include <set>
 
 #include "cluster/simulated/fleet.h"
-#include "controller/inventory.h"
-#include "controller/pools.h"
-#include "controller/workloads.h"
+#include "controller/control_plane.h"
 #include "gtest/gtest.h"
 #include "service/pools.h"
 #include "store/objects.h"
 #include "store/sqlite_store.h"
-#include "telemetry/controller.h"
 #include "telemetry/hub.h"
 
 namespace gpuaas {
@@ -27,8 +24,7 @@ class PoolLifecycle : public ::testing::Test {
       sims_.push_back(std::make_unique<cluster::simulated::SimulatedCluster>(c));
       drivers_[c.name] = sims_.back().get();
     }
-    inventory_ = std::make_unique<controller::InventoryController>(*store_, clock_);
-    pools_ = std::make_unique<controller::PoolController>(*store_, clock_, drivers_);
+    StartControlPlane();
     service_ = std::make_unique<service::PoolService>(*store_, clock_, [] {
       return std::map<std::string, int64_t>{{"H200-SXM-141GB", 48}, {"H100-SXM5-80GB", 64}, {"A100-80GB", 32}};
     });
@@ -37,15 +33,18 @@ class PoolLifecycle : public ::testing::Test {
     p.metadata.name = "vision";
     ASSERT_TRUE(service_->CreateProject(p, "ops").ok());
   }
-  void Sync() {
-    for (auto& s : sims_) ASSERT_TRUE(inventory_->Sync(*s).ok());
+  // A fresh control plane on the same store and drivers: a (re)started server.
+  void StartControlPlane() {
+    cp_.reset();
+    cache_ = std::make_unique<store::ObjectCache>(*store_);
+    ASSERT_TRUE(cache_->Load(controller::ControlPlaneKinds()).ok());
+    cp_ = std::make_unique<controller::ControlPlane>(*store_, *cache_, clock_, drivers_, hub_);
   }
-  // Runs controller passes (with an inventory sync between) until `done` or `passes` run out.
-  void Converge(int passes = 10) {
-    for (int i = 0; i < passes; ++i) {
-      absl::StatusOr<controller::PassStats> st = pools_->RunOnce();
-      ASSERT_TRUE(st.ok()) << st.status();
-      Sync();
+  void Sync() { cp_->RunUntilIdle(); }
+  // Runs the controllers until idle, `seconds` times, a second of the fake clock apart.
+  void Converge(int seconds = 10) {
+    for (int i = 0; i < seconds; ++i) {
+      cp_->RunUntilIdle();
       clock_.Advance(std::chrono::seconds(1));
     }
   }
@@ -78,8 +77,9 @@ class PoolLifecycle : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   std::vector<std::unique_ptr<cluster::simulated::SimulatedCluster>> sims_;
   std::map<std::string, cluster::ClusterDriver*> drivers_;
-  std::unique_ptr<controller::InventoryController> inventory_;
-  std::unique_ptr<controller::PoolController> pools_;
+  telemetry::Hub hub_;
+  std::unique_ptr<store::ObjectCache> cache_;
+  std::unique_ptr<controller::ControlPlane> cp_;
   std::unique_ptr<service::PoolService> service_;
 };
 
@@ -101,9 +101,7 @@ TEST_F(PoolLifecycle, ReconfiguresIdleGpusThenReleaseAndReuse) {
   Converge(1);
   GpuPool p = Get("big");
   EXPECT_EQ(Cond(p, "Allocated"), "True/Allocated");
-  EXPECT_EQ(Cond(p, "Ready"), "False/Provisioning");
-  Converge(3);
-  p = Get("big");
+  EXPECT_EQ(cp_->miglayouts().applied(), 2);  // two GPUs asked for new layouts, once each
   ASSERT_EQ(Cond(p, "Ready"), "True/Ready") << Cond(p, "Provisioned");
   std::set<std::string> devices;
   for (const auto& d : p.status.allocation) {
@@ -135,6 +133,23 @@ TEST_F(PoolLifecycle, ReconfiguresIdleGpusThenReleaseAndReuse) {
   EXPECT_EQ(Cond(Get("again"), "Ready"), "True/Ready");
 }
 
+TEST_F(PoolLifecycle, AWaitingPoolIsAllocatedByTheReleaseThatFreesItsCapacity) {
+  Request("all", {{"H200-SXM-141GB", "full", 48}});  // every H200 of cluster alpha
+  Converge(1);
+  ASSERT_EQ(Cond(Get("all"), "Ready"), "True/Ready") << Cond(Get("all"), "Allocated");
+  Request("next", {{"H200-SXM-141GB", "full", 1}});
+  Converge(1);
+  EXPECT_EQ(Cond(Get("next"), "Allocated"), "False/Unschedulable");
+  // Nothing changes: the waiting pool is looked at after its backoff, not every second.
+  const int64_t tries = cp_->pools().stats().unschedulable;
+  Converge(3);
+  EXPECT_EQ(cp_->pools().stats().unschedulable, tries);
+  // The release queues it at once: no clock moves between the two.
+  ASSERT_TRUE(service_->Release("vision", "all", "alice").ok());
+  cp_->RunUntilIdle();
+  EXPECT_EQ(Cond(Get("next"), "Ready"), "True/Ready") << Cond(Get("next"), "Allocated");
+}
+
 TEST_F(PoolLifecycle, UnplaceableAndRejectedPoolsSayWhy) {
   Request("rejected", {{"H200-SXM-141GB", "full", 1}}, /*approve=*/false);
   ASSERT_TRUE(service_->Approve("vision", "rejected", false, "use the shared pool", "ops").ok());
@@ -158,11 +173,11 @@ TEST_F(PoolLifecycle, UnplaceableAndRejectedPoolsSayWhy) {
 TEST_F(PoolLifecycle, MigFailuresRetryWithBackoffAndRestartsConverge) {
   sims_[0]->FailNextMigChanges(1);
   Request("big", {{"H200-SXM-141GB", "4g.71gb", 5}});
-  Converge(3);  // allocate; request the layout; see it fail
+  Converge(1);  // allocate; request the layout; see it fail (the retry is due in 2 s)
   GpuPool p = Get("big");
   EXPECT_EQ(Cond(p, "Provisioned"), "False/MigLayoutFailed") << Cond(p, "Provisioned");
-  // A new controller (a restarted server) picks up where the old one stopped.
-  pools_ = std::make_unique<controller::PoolController>(*store_, clock_, drivers_);
+  // A new control plane (a restarted server) picks up where the old one stopped.
+  StartControlPlane();
   clock_.Advance(std::chrono::seconds(30));
   Converge(4);
   p = Get("big");
@@ -187,10 +202,7 @@ class WorkloadLifecycle : public PoolLifecycle {
     ASSERT_TRUE(service_->CreateWorkload(w, "alice").ok());
     clock_.Advance(std::chrono::seconds(1));
   }
-  void Admit() {
-    controller::WorkloadController wc(*store_, clock_);
-    ASSERT_TRUE(wc.RunOnce().ok());
-  }
+  void Admit() { cp_->RunUntilIdle(); }
   model::Workload W(const std::string& name) {
     std::optional<model::Workload> w;
     EXPECT_TRUE(store_->Transact([&](store::Txn& tx) {
@@ -309,15 +321,12 @@ TEST_F(WorkloadLifecycle, AFailedGpuIsReplacedAndItsRunQueuesAgain) {
   ASSERT_EQ(W("job").status.phase, model::WorkloadPhase::kRunning);
   ASSERT_EQ(W("job").status.devices[0].gpu_uuid, failed);
 
-  // The node agent reports XID 79 on that GPU; the telemetry controller marks it.
-  telemetry::Hub hub;
-  telemetry::TelemetryController tc(*store_, hub, clock_);
+  // The node agent reports XID 79 on that GPU; the health controller marks it, the pool
+  // controller replaces the device and the workload controller moves the run, all from events.
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch()).count();
   telemetry::NodeReport r{"n", "", now_ms, {{failed, 0, "NVIDIA H200", 0, false, {}, {}, {{79, -1, now_ms}}}}};
-  ASSERT_TRUE(hub.IngestReport(r, now_ms).ok());
-  ASSERT_TRUE(tc.RunOnce().ok());
-  Sync();  // the inventory keeps the telemetry's verdict
-  Converge(3);
+  ASSERT_TRUE(hub_.IngestReport(r, now_ms).ok());
+  Sync();
 
   p = Get("train");
   ASSERT_EQ(p.status.allocation.size(), 1u);

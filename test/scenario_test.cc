@@ -5,9 +5,7 @@
 #include <set>
 
 #include "cluster/simulated/fleet.h"
-#include "controller/inventory.h"
-#include "controller/pools.h"
-#include "controller/workloads.h"
+#include "controller/control_plane.h"
 #include "gtest/gtest.h"
 #include "service/pools.h"
 #include "store/objects.h"
@@ -75,13 +73,12 @@ TEST_P(Scenario, Runs) {
     drivers[c.name] = sims.back().get();
     for (const auto& np : c.node_pools) gpus_by_model[np.model] += np.count * np.gpus_per_node;
   }
-  controller::InventoryController inventory(*store_, clock_);
-  controller::PoolController pools(*store_, clock_, drivers);
-  controller::WorkloadController workloads(*store_, clock_);
+  store::ObjectCache cache(*store_);
+  ASSERT_TRUE(cache.Load(controller::ControlPlaneKinds()).ok());
+  telemetry::Hub hub;
+  controller::ControlPlane cp(*store_, cache, clock_, drivers, hub);
   service::PoolService svc(*store_, clock_, [&] { return gpus_by_model; });
-  auto sync = [&] {
-    for (auto& s : sims) ASSERT_TRUE(inventory.Sync(*s).ok());
-  };
+  auto sync = [&] { cp.RunUntilIdle(); };
   sync();
   for (const YAML::Node& p : doc["projects"]) {
     model::Project project;
@@ -136,10 +133,8 @@ TEST_P(Scenario, Runs) {
       const std::string name = r.as<std::string>();
       ASSERT_TRUE(svc.Release(Pool(name)->metadata.ns, name, "alice").ok());
     } else if (kind == "converge") {
-      for (int i = 0; i < r.as<int>(); ++i) {
-        ASSERT_TRUE(pools.RunOnce().ok());
-        ASSERT_TRUE(workloads.RunOnce().ok());
-        sync();
+      for (int i = 0; i < r.as<int>(); ++i) {  // seconds of the fake clock
+        cp.RunUntilIdle();
         clock_.Advance(std::chrono::seconds(1));
       }
     } else if (kind == "pods") {
@@ -228,7 +223,7 @@ TEST_P(Scenario, Runs) {
   // Whatever happened, no device belongs to two live pools and every layout is legal.
   std::set<std::string> devices;
   for (const model::GpuPool& p : All<model::GpuPool>()) {
-    if (!service::PoolIsLive(p)) continue;
+    if (!model::PoolIsLive(p)) continue;
     for (const auto& d : p.status.allocation) {
       EXPECT_TRUE(devices.insert(d.gpu_uuid + "@" + (d.profile == "full" ? "full" : std::to_string(d.start))).second);
     }

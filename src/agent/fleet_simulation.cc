@@ -3,6 +3,8 @@
 #include <functional>
 
 #include "agent/agent.h"
+#include "common/status.h"
+#include "model/codec.h"
 
 namespace gpuaas::agent {
 
@@ -17,6 +19,20 @@ absl::Status FleetSimulation::Refresh(std::string_view gpucapacities_json) {
       sim = std::make_unique<Simulator>(node, std::move(gpus), std::vector<Fault>{}, std::hash<std::string>{}(node));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status FleetSimulation::Follow(int64_t revision,
+                                     const std::vector<std::shared_ptr<const model::GpuCapacity>>& gpus) {
+  if (revision == followed_) return absl::OkStatus();
+  std::string body = "{\"items\":[";
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (i > 0) body += ',';
+    body += model::Encode(*gpus[i]);
+  }
+  body += "]}";
+  RETURN_IF_ERROR(Refresh(body));
+  followed_ = revision;
   return absl::OkStatus();
 }
 

@@ -6,13 +6,16 @@
 #ifndef GPUAAS_AGENT_FLEET_SIMULATION_H_
 #define GPUAAS_AGENT_FLEET_SIMULATION_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "agent/simulator.h"
+#include "model/fleet.h"
 #include "telemetry/hub.h"
 
 namespace gpuaas::agent {
@@ -22,6 +25,9 @@ class FleetSimulation {
   explicit FleetSimulation(telemetry::Hub& hub) : hub_(hub) {}
   // Follows the inventory: the server's GpuCapacity list (`{"items": [...]}`).
   absl::Status Refresh(std::string_view gpucapacities_json);
+  // The same from the objects themselves, skipped when `revision` (the GpuCapacity informer's)
+  // is the one already followed.
+  absl::Status Follow(int64_t revision, const std::vector<std::shared_ptr<const model::GpuCapacity>>& gpus);
   // One reading of every simulated node into the hub.
   void Tick(int64_t now_ms);
   size_t nodes() const { return nodes_.size(); }
@@ -29,6 +35,7 @@ class FleetSimulation {
  private:
   telemetry::Hub& hub_;
   std::map<std::string, std::unique_ptr<Simulator>> nodes_;
+  int64_t followed_ = -1;
 };
 
 }  // namespace gpuaas::agent

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "fmt/format.h"
+
 namespace gpuaas::allocator {
 
 bool GpuState::Idle() const {
@@ -21,15 +23,29 @@ FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity> gpus,
                             std::span<const model::NodeCapacity> nodes,
                             const std::map<std::string, std::string>& owners,
                             const std::set<std::string>& busy) {
-  std::map<std::string, bool> schedulable;
-  for (const model::NodeCapacity& n : nodes) schedulable[n.metadata.name] = n.spec.schedulable;
+  std::vector<const model::GpuCapacity*> g;
+  g.reserve(gpus.size());
+  for (const model::GpuCapacity& x : gpus) g.push_back(&x);
+  std::vector<const model::NodeCapacity*> n;
+  n.reserve(nodes.size());
+  for (const model::NodeCapacity& x : nodes) n.push_back(&x);
+  return BuildSnapshot(g, n, owners, busy);
+}
+
+FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity* const> gpus,
+                            std::span<const model::NodeCapacity* const> nodes,
+                            const std::map<std::string, std::string>& owners,
+                            const std::set<std::string>& busy) {
+  std::map<std::string_view, bool> schedulable;
+  for (const model::NodeCapacity* n : nodes) schedulable[n->metadata.name] = n->spec.schedulable;
   auto owner_of = [&](const std::string& uuid) {
     auto it = owners.find(uuid);
     return it == owners.end() ? std::string() : it->second;
   };
   FleetSnapshot f;
   f.gpus.reserve(gpus.size());
-  for (const model::GpuCapacity& g : gpus) {
+  for (const model::GpuCapacity* gp : gpus) {
+    const model::GpuCapacity& g = *gp;
     GpuState s;
     s.uuid = g.spec.uuid;
     s.cluster = g.spec.cluster;
@@ -57,6 +73,54 @@ FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity> gpus,
     return std::tie(a.cluster, a.node, a.index) < std::tie(b.cluster, b.node, b.index);
   });
   return f;
+}
+
+std::string DeviceKey(std::string_view gpu_uuid, std::string_view profile, int64_t start) {
+  if (profile == catalog::kFullProfile) return std::string(gpu_uuid);
+  return fmt::format("{}@{}", gpu_uuid, start);
+}
+
+std::string PoolKey(const model::GpuPool& pool) { return pool.metadata.ns + "/" + pool.metadata.name; }
+
+std::map<std::string, std::string> DeviceOwners(std::span<const model::GpuPool* const> pools) {
+  std::map<std::string, std::string> owners;
+  for (const model::GpuPool* p : pools) {
+    if (!model::PoolIsLive(*p)) continue;
+    for (const model::AllocatedDevice& d : p->status.allocation) {
+      owners[DeviceKey(d.gpu_uuid, d.profile, d.start)] = PoolKey(*p);
+    }
+  }
+  return owners;
+}
+
+FleetSnapshot BuildPoolSnapshot(std::span<const model::GpuCapacity* const> gpus,
+                                std::span<const model::NodeCapacity* const> nodes,
+                                std::span<const model::MigLayout* const> layouts,
+                                const std::map<std::string, std::string>& owners) {
+  std::map<std::string_view, const model::MigLayout*> desired;
+  for (const model::MigLayout* l : layouts) desired[l->spec.gpu_uuid] = l;
+  FleetSnapshot fleet = BuildSnapshot(gpus, nodes, {}, {});
+  for (GpuState& g : fleet.gpus) {
+    if (auto d = desired.find(g.uuid); d != desired.end() && g.model != nullptr) {
+      std::vector<InstanceState> insts;
+      for (const model::MigLayout::Instance& i : d->second->spec.instances) {
+        const catalog::MigProfile* p = catalog::FindProfile(*g.model, i.profile);
+        if (p == nullptr) continue;
+        InstanceState st{p, static_cast<int>(i.start), "", "", false};
+        for (const InstanceState& o : g.instances) {
+          if (o.profile == p && o.start == i.start) st = o;
+        }
+        insts.push_back(st);
+      }
+      g.mig_enabled = d->second->spec.mig_enabled;
+      g.instances = std::move(insts);
+    }
+    if (auto o = owners.find(g.uuid); o != owners.end() && !g.mig_enabled) g.owner = o->second;
+    for (InstanceState& i : g.instances) {
+      if (auto o = owners.find(DeviceKey(g.uuid, "mig", i.start)); o != owners.end()) i.owner = o->second;
+    }
+  }
+  return fleet;
 }
 
 }  // namespace gpuaas::allocator

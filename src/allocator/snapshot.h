@@ -12,6 +12,7 @@
 
 #include "catalog/catalog.h"
 #include "model/fleet.h"
+#include "model/pool.h"
 
 namespace gpuaas::allocator {
 
@@ -53,6 +54,28 @@ FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity> gpus,
                             std::span<const model::NodeCapacity> nodes,
                             const std::map<std::string, std::string>& owners,
                             const std::set<std::string>& busy);
+// The same over shared objects (an informer's), copying nothing but the snapshot itself.
+FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity* const> gpus,
+                            std::span<const model::NodeCapacity* const> nodes,
+                            const std::map<std::string, std::string>& owners,
+                            const std::set<std::string>& busy);
+
+// A device's identity for dedication: the GPU UUID for a whole GPU, "UUID@start" for a MIG
+// instance (its placement, which exists before the instance and its UUID do).
+std::string DeviceKey(std::string_view gpu_uuid, std::string_view profile, int64_t start);
+// "namespace/name": how pools are named as owners.
+std::string PoolKey(const model::GpuPool& pool);
+
+// Which live pool holds which device (DeviceKey -> PoolKey), from the pools' allocations.
+std::map<std::string, std::string> DeviceOwners(std::span<const model::GpuPool* const> pools);
+
+// The fleet as the pool allocator sees it: the inventory, with the devices of every live pool
+// owned (`owners`, from DeviceOwners), and every GPU that has a MigLayout planned on the layout
+// gpuaas asked for, even before the GPU reached it (instances that exist keep their state).
+FleetSnapshot BuildPoolSnapshot(std::span<const model::GpuCapacity* const> gpus,
+                                std::span<const model::NodeCapacity* const> nodes,
+                                std::span<const model::MigLayout* const> layouts,
+                                const std::map<std::string, std::string>& owners);
 
 }  // namespace gpuaas::allocator
 

@@ -211,10 +211,6 @@ struct ApiServer::Impl {
                                                     ToString(who.role)));
   }
 
-  // Members may touch only their own project; anything else looks absent, so names do not leak.
-  static bool Sees(const Principal& who, std::string_view project) {
-    return who.operator_() || who.project == project;
-  }
 
   HttpResponse Dispatch(const HttpRequest& req) {
     const auto start = std::chrono::steady_clock::now();
@@ -276,7 +272,7 @@ struct ApiServer::Impl {
     if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
     if (!who.operator_()) {
       // Members list their own project's objects only; another project looks empty-handed.
-      if (!ns.empty() && !Sees(who, ns)) {
+      if (!ns.empty() && !who.Sees(ns)) {
         return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
       }
       if (type->namespaced) ns = who.project;
@@ -348,8 +344,8 @@ struct ApiServer::Impl {
     const std::string_view ns = p.at("namespace");
     if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
     if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
-    const bool hidden = (type->namespaced && !Sees(who, ns)) ||
-                        (type->kind == model::Project::kKind && !Sees(who, p.at("name")));
+    const bool hidden = (type->namespaced && !who.Sees(ns)) ||
+                        (type->kind == model::Project::kKind && !who.Sees(p.at("name")));
     if (hidden) {
       return ErrorReply(404, "NotFound", fmt::format("{} \"{}\" not found", type->plural, p.at("name")));
     }
@@ -403,7 +399,7 @@ struct ApiServer::Impl {
     absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(req.body);
     if (!p.ok()) return Error(p.status());
     const std::string ns(params.at("namespace"));
-    if (!Sees(who, ns)) return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
+    if (!who.Sees(ns)) return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
     if (!p->metadata.ns.empty() && p->metadata.ns != ns) {
       return Error(absl::InvalidArgumentError(fmt::format(
           "metadata.namespace \"{}\" does not match the project in the path ({})", p->metadata.ns, ns)));
@@ -416,7 +412,7 @@ struct ApiServer::Impl {
     if (!pools) return NoPools();
     if (auto bad = NeedJson(req)) return *bad;
     const std::string ns(params.at("namespace"));
-    if (!Sees(who, ns)) return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
+    if (!who.Sees(ns)) return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
     absl::StatusOr<model::Workload> w = model::Decode<model::Workload>(req.body);
     if (!w.ok()) return Error(w.status());
     if (!w->metadata.ns.empty() && w->metadata.ns != ns) {
@@ -428,7 +424,7 @@ struct ApiServer::Impl {
 
   Reply DeleteWorkload(const HttpRequest&, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
-    if (!Sees(who, params.at("namespace"))) {
+    if (!who.Sees(params.at("namespace"))) {
       return ErrorReply(404, "NotFound", fmt::format("workloads \"{}\" not found", params.at("name")));
     }
     return Written(pools->DeleteWorkload(std::string(params.at("namespace")), std::string(params.at("name")), who.user),
@@ -437,7 +433,7 @@ struct ApiServer::Impl {
 
   Reply Approval(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
-    if (!Sees(who, params.at("namespace"))) {
+    if (!who.Sees(params.at("namespace"))) {
       return ErrorReply(404, "NotFound", fmt::format("gpupools \"{}\" not found", params.at("name")));
     }
     if (!who.operator_()) return Forbidden(who);
@@ -462,7 +458,7 @@ struct ApiServer::Impl {
 
   Reply ReleasePool(const HttpRequest&, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
-    if (!Sees(who, params.at("namespace"))) {
+    if (!who.Sees(params.at("namespace"))) {
       return ErrorReply(404, "NotFound", fmt::format("gpupools \"{}\" not found", params.at("name")));
     }
     return Written(pools->Release(std::string(params.at("namespace")), std::string(params.at("name")),
@@ -624,6 +620,7 @@ struct ApiServer::Impl {
     out += fmt::format("gpuaas_fleet_devices_total{{state=\"allocated\"}} {}\n", s->logical_total.allocated);
     out += fmt::format("gpuaas_fleet_devices_total{{state=\"free\"}} {}\n", s->logical_total.free());
     if (telemetry) telemetry->AppendMetrics(out);
+    if (options.more_metrics) options.more_metrics(out);
     out += "# HELP gpuaas_store_revision Last store revision applied to the read cache.\n";
     out += "# TYPE gpuaas_store_revision gauge\n";
     out += fmt::format("gpuaas_store_revision {}\n", cache.Revision());

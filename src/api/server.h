@@ -6,6 +6,7 @@
 #define GPUAAS_API_SERVER_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,9 @@ struct ServerOptions {
   int threads = 2;
   size_t max_body_bytes = 1 << 20;
   std::string version;
+  // Appends more metrics to /metrics (the controllers'); called on an I/O thread, must be
+  // thread-safe. Optional.
+  std::function<void(std::string&)> more_metrics;
 };
 
 // The resource kinds the API serves, by plural ("gpucapacities" -> "GpuCapacity").

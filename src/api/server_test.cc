@@ -5,7 +5,7 @@
 #include <set>
 
 #include "cluster/simulated/fleet.h"
-#include "controller/inventory.h"
+#include "controller/control_plane.h"
 #include "gtest/gtest.h"
 #include "model/codec.h"
 #include "nlohmann/json.hpp"
@@ -20,10 +20,8 @@ class ApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     store_ = std::move(*store::OpenStore("sqlite::memory:")).release();
-    controller::InventoryController inv(*store_, RealClock::Get());
-    for (auto& d : cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet())) {
-      ASSERT_TRUE(inv.Sync(*d).ok());
-    }
+    auto drivers = cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet());
+    ASSERT_TRUE(controller::ObserveOnce(*store_, {drivers[0].get(), drivers[1].get()}, RealClock::Get()).ok());
     cache_ = new store::ObjectCache(*store_);
     std::vector<std::string> kinds;
     for (const ResourceType& t : ResourceTypes()) kinds.push_back(t.kind);
@@ -270,10 +268,8 @@ class PoolApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = std::move(*store::OpenStore("sqlite::memory:"));
-    controller::InventoryController inv(*store_, RealClock::Get());
-    for (auto& d : cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet())) {
-      ASSERT_TRUE(inv.Sync(*d).ok());
-    }
+    auto drivers = cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet());
+    ASSERT_TRUE(controller::ObserveOnce(*store_, {drivers[0].get(), drivers[1].get()}, RealClock::Get()).ok());
     cache_ = std::make_unique<store::ObjectCache>(*store_);
     std::vector<std::string> kinds;
     for (const ResourceType& t : ResourceTypes()) kinds.push_back(t.kind);

@@ -6,6 +6,7 @@
 #define GPUAAS_CLUSTER_DRIVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -59,6 +60,14 @@ class ClusterDriver {
   // A fresh observation of the whole cluster. Unavailable when the cluster cannot be reached.
   // Thread-safe.
   virtual absl::StatusOr<ObservedCluster> Observe() = 0;
+
+  // Asks to be told when the next Observe may show something new: `on_change` is then called
+  // (from any thread, with no lock of the driver held; it must be quick). Returns false for a
+  // driver that cannot tell, which is then observed periodically. Call once.
+  virtual bool Watch(std::function<void()> on_change) {
+    (void)on_change;
+    return false;
+  }
 
   // Asks the cluster to bring one GPU to a MIG layout: MIG disabled when `mig_enabled` is false,
   // else exactly `instances` (profile and start each). Asynchronous, as the GPU Operator's MIG

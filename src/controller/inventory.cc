@@ -43,49 +43,78 @@ void AdoptStored(T& desired, const T& stored) {
   }
 }
 
-// The telemetry controller's conditions (MemoryErrors, ResetRequired, Overheating) are not the
-// inventory's to drop: they are carried over and the Healthy summary is made from both views.
-void KeepTelemetryConditions(model::GpuCapacity& desired, const model::GpuCapacity& stored, Time now) {
-  const bool driver_healthy = model::DriverReportedHealthy(desired);
+// The health controller's fields (status.health and its conditions) are not the inventory's
+// to change: they are carried over as stored.
+void KeepHealth(model::GpuCapacity& desired, const model::GpuCapacity& stored) {
+  desired.status.health = stored.status.health;
   for (const Condition& c : stored.status.conditions) {
-    if (c.type == model::kGpuMemoryErrors || c.type == model::kGpuResetRequired || c.type == model::kGpuOverheating) {
-      model::SetCondition(desired.status.conditions, c);
-    }
+    if (c.type != model::kGpuDriverHealthy) model::SetCondition(desired.status.conditions, c);
   }
-  model::SummarizeGpuHealth(desired, driver_healthy, now);
 }
 
-// Makes the store's objects of kind T in `cluster` equal to `desired`.
-template <typename T, typename ClusterOf>
-absl::Status Reconcile(store::Txn& tx, std::vector<T>& desired, std::string_view cluster,
-                       ClusterOf cluster_of, Time now, SyncStats& stats) {
-  ASSIGN_OR_RETURN(std::vector<T> stored, store::ListObjects<T>(tx));
-  std::map<std::string, const T*> by_name;
-  for (const T& s : stored) {
-    if (cluster_of(s) == cluster) by_name[s.metadata.name] = &s;
-  }
-  for (T& d : desired) {
-    auto it = by_name.find(d.metadata.name);
+// One kind's difference for one cluster: what to create, update (at the stored version) and
+// delete (likewise).
+template <typename T>
+struct Diff {
+  std::vector<T*> create;
+  std::vector<T*> update;
+  std::vector<std::shared_ptr<const T>> remove;
+};
+
+template <typename T>
+Diff<T> Compare(std::vector<T>& desired, const std::vector<std::shared_ptr<const T>>& stored, SyncStats& stats) {
+  Diff<T> d;
+  std::map<std::string_view, const std::shared_ptr<const T>*> by_name;
+  for (const auto& s : stored) by_name[s->metadata.name] = &s;
+  for (T& want : desired) {
+    auto it = by_name.find(want.metadata.name);
     if (it == by_name.end()) {
-      RETURN_IF_ERROR(store::CreateObject(tx, d, now));
-      ++stats.created;
+      d.create.push_back(&want);
       continue;
     }
-    if constexpr (std::is_same_v<T, model::GpuCapacity>) KeepTelemetryConditions(d, *it->second, now);
-    AdoptStored(d, *it->second);
-    if (model::Encode(d) == model::Encode(*it->second)) {
+    const T& have = **it->second;
+    if constexpr (std::is_same_v<T, model::GpuCapacity>) KeepHealth(want, have);
+    AdoptStored(want, have);
+    if (want == have) {
       ++stats.unchanged;
     } else {
-      RETURN_IF_ERROR(store::UpdateObject(tx, d));
-      ++stats.updated;
+      d.update.push_back(&want);
     }
     by_name.erase(it);
   }
-  for (const auto& [name, obj] : by_name) {
-    RETURN_IF_ERROR(store::DeleteObject<T>(tx, "", name, obj->metadata.resource_version));
+  for (const auto& [name, obj] : by_name) d.remove.push_back(*obj);
+  return d;
+}
+
+template <typename T>
+absl::Status Write(store::Txn& tx, const Diff<T>& d, Time now, SyncStats& stats) {
+  for (T* c : d.create) {
+    RETURN_IF_ERROR(store::CreateObject(tx, *c, now));
+    ++stats.created;
+  }
+  for (T* u : d.update) {
+    RETURN_IF_ERROR(store::UpdateObject(tx, *u));
+    ++stats.updated;
+  }
+  for (const auto& r : d.remove) {
+    RETURN_IF_ERROR(store::DeleteObject<T>(tx, "", r->metadata.name, r->metadata.resource_version));
     ++stats.deleted;
   }
   return absl::OkStatus();
+}
+
+template <typename T>
+size_t Size(const Diff<T>& d) {
+  return d.create.size() + d.update.size() + d.remove.size();
+}
+
+template <typename T>
+std::vector<std::string> ClusterIndex(const T& obj) {
+  if constexpr (std::is_same_v<T, model::Cluster>) {
+    return {obj.metadata.name};
+  } else {
+    return {obj.spec.cluster};
+  }
 }
 
 }  // namespace
@@ -127,7 +156,8 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
       g.spec = {oc.name, node.metadata.name, og.uuid, og.index, model_name, on.gpu_product,
                 og.memory_mib, m != nullptr && m->mig_capable};
       g.status.mig_mode = og.mig_enabled ? model::MigMode::kEnabled : model::MigMode::kDisabled;
-      model::SummarizeGpuHealth(g, og.healthy, now);
+      g.status.health = model::Health::kUnknown;  // the health controller's to judge
+      model::SetDriverHealth(g, og.healthy, now);
       node.status.physical_gpus += 1;
       node.status.physical_gpu_memory_mib += og.memory_mib;
       if (og.mig_enabled) {
@@ -171,40 +201,94 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
   return inv;
 }
 
+InventoryController::InventoryController(store::Store& store, runtime::Manager& manager,
+                                         std::map<std::string, cluster::ClusterDriver*> drivers, Duration resync)
+    : store_(store),
+      manager_(manager),
+      drivers_(std::move(drivers)),
+      resync_(resync),
+      clusters_(manager.informers().For<model::Cluster>()),
+      nodes_(manager.informers().For<model::NodeCapacity>()),
+      gpus_(manager.informers().For<model::GpuCapacity>()),
+      specs_(manager.informers().For<model::SpecAndCount>()) {
+  clusters_.AddIndex("cluster", ClusterIndex<model::Cluster>);
+  nodes_.AddIndex("cluster", ClusterIndex<model::NodeCapacity>);
+  gpus_.AddIndex("cluster", ClusterIndex<model::GpuCapacity>);
+  specs_.AddIndex("cluster", ClusterIndex<model::SpecAndCount>);
+  runtime::WorkQueue& queue = manager.Add("inventory", *this);
+  for (auto& [name, driver] : drivers_) {
+    watched_[name] = driver->Watch([&queue, name = name] { queue.Add(name); });
+    queue.Add(name);
+  }
+}
+
+bool InventoryController::WaitObserved(Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return observed_cv_.wait_for(lock, timeout, [&] { return observed_.size() >= drivers_.size(); });
+}
+
+SyncStats InventoryController::last() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_;
+}
+
+absl::StatusOr<runtime::Result> InventoryController::Reconcile(const std::string& cluster) {
+  auto it = drivers_.find(cluster);
+  if (it == drivers_.end()) return runtime::Result::Done();
+  absl::StatusOr<SyncStats> synced = Sync(*it->second);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    observed_.insert(cluster);
+    if (synced.ok()) last_ = *synced;
+  }
+  observed_cv_.notify_all();
+  if (!synced.ok()) return synced.status();
+  const SyncStats& st = *synced;
+  if (st.created + st.updated + st.deleted > 0) {
+    log::Info("cluster {}: {} created, {} updated, {} deleted", cluster, st.created, st.updated, st.deleted);
+  }
+  // A driver that reports its changes is observed when it does; the others on a timer.
+  return watched_[cluster] ? runtime::Result::Done() : runtime::Result::After(resync_);
+}
+
 absl::StatusOr<SyncStats> InventoryController::Sync(cluster::ClusterDriver& driver) {
-  const Time now = clock_.Now();
+  const Time now = manager_.clock().Now();
   const std::string name(driver.ClusterName());
   absl::StatusOr<cluster::ObservedCluster> observed = driver.Observe();
   SyncStats stats;
   if (!observed.ok()) {
     log::Warn("cluster {}: cannot observe: {}", name, observed.status().ToString());
-    RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
-      ASSIGN_OR_RETURN(std::optional<model::Cluster> c,
-                       store::GetObject<model::Cluster>(tx, "", name));
-      if (!c) return absl::OkStatus();
-      if (!model::SetCondition(c->status.conditions,
-                               {"Reachable", ConditionStatus::kFalse, "ObserveFailed",
-                                std::string(observed.status().message()), now, 0})) {
-        return absl::OkStatus();
-      }
-      ++stats.updated;
-      return store::UpdateObject(tx, *c);
-    }));
+    std::shared_ptr<const model::Cluster> cur = clusters_.Get(name);
+    if (!cur) return stats;
+    model::Cluster c = *cur;
+    if (!model::SetCondition(c.status.conditions, {"Reachable", ConditionStatus::kFalse, "ObserveFailed",
+                                                   std::string(observed.status().message()), now, 0})) {
+      return stats;
+    }
+    RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) { return store::UpdateObject(tx, c); }));
+    ++stats.updated;
+    manager_.AwaitRevision(store_.Revision());
     return stats;
   }
   Inventory inv = BuildInventory(*observed, now);
-  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
-    stats = SyncStats{};
-    std::vector<model::Cluster> clusters = {inv.cluster};
-    RETURN_IF_ERROR(Reconcile(tx, clusters, name,
-                              [](const model::Cluster& c) { return c.metadata.name; }, now, stats));
-    RETURN_IF_ERROR(Reconcile(tx, inv.nodes, name,
-                              [](const model::NodeCapacity& n) { return n.spec.cluster; }, now, stats));
-    RETURN_IF_ERROR(Reconcile(tx, inv.gpus, name,
-                              [](const model::GpuCapacity& g) { return g.spec.cluster; }, now, stats));
-    return Reconcile(tx, inv.specs, name,
-                     [](const model::SpecAndCount& s) { return s.spec.cluster; }, now, stats);
-  }));
+  std::vector<model::Cluster> clusters = {inv.cluster};
+  const Diff<model::Cluster> dc = Compare(clusters, clusters_.ByIndex("cluster", name), stats);
+  const Diff<model::NodeCapacity> dn = Compare(inv.nodes, nodes_.ByIndex("cluster", name), stats);
+  const Diff<model::GpuCapacity> dg = Compare(inv.gpus, gpus_.ByIndex("cluster", name), stats);
+  const Diff<model::SpecAndCount> ds = Compare(inv.specs, specs_.ByIndex("cluster", name), stats);
+  if (Size(dc) + Size(dn) + Size(dg) + Size(ds) == 0) return stats;
+  const int unchanged = stats.unchanged;
+  absl::Status written = store_.Transact([&](store::Txn& tx) -> absl::Status {
+    stats = SyncStats{0, 0, 0, unchanged};
+    RETURN_IF_ERROR(Write(tx, dc, now, stats));
+    RETURN_IF_ERROR(Write(tx, dn, now, stats));
+    RETURN_IF_ERROR(Write(tx, dg, now, stats));
+    return Write(tx, ds, now, stats);
+  });
+  if (absl::IsAborted(written)) manager_.AwaitRevision(store_.Revision());  // the retry compares afresh
+  RETURN_IF_ERROR(written);
+  // Read our own writes before the next comparison, which would otherwise conflict with them.
+  manager_.AwaitRevision(store_.Revision());
   return stats;
 }
 

@@ -1,18 +1,23 @@
 // The inventory controller: makes the store's Cluster, NodeCapacity, GpuCapacity and SpecAndCount
-// objects match what each ClusterDriver observes. Level-triggered: every Sync reads the cluster
-// and the store afresh and writes only the difference, in one transaction per cluster, so a
-// crash at any point leaves either the old or the new inventory. Every driver, simulated or
-// Kubernetes, goes through this one path.
+// objects match what each ClusterDriver observes. Level-triggered: every reconcile observes the
+// cluster afresh and writes only the difference, in one transaction per cluster, so a crash at
+// any point leaves either the old or the new inventory. Every driver, simulated or Kubernetes,
+// goes through this one path. Owns every field of those objects except a GpuCapacity's health
+// (status.health and the conditions the health controller writes, model/fleet.h).
 #ifndef GPUAAS_CONTROLLER_INVENTORY_H_
 #define GPUAAS_CONTROLLER_INVENTORY_H_
 
-#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "cluster/driver.h"
 #include "common/clock.h"
+#include "controller/runtime/manager.h"
 #include "model/fleet.h"
 #include "store/store.h"
 
@@ -44,18 +49,41 @@ struct SyncStats {
   int unchanged = 0;
 };
 
-class InventoryController {
+// Reconciles one cluster (the key is its name): observes its driver, compares what it sees with
+// the informers' objects of that cluster, and writes the difference in one transaction, each
+// object at the resourceVersion it was compared with (a conflict is retried). Drivers that
+// report their changes (ClusterDriver::Watch) are observed when they do, others every `resync`.
+// The health controller's conditions and status.health are carried over as stored.
+class InventoryController final : public runtime::Reconciler {
  public:
-  InventoryController(store::Store& store, const Clock& clock) : store_(store), clock_(clock) {}
+  // `drivers` by cluster name; not owned. Registers itself with `manager` and queues every
+  // cluster once.
+  InventoryController(store::Store& store, runtime::Manager& manager,
+                      std::map<std::string, cluster::ClusterDriver*> drivers,
+                      Duration resync = std::chrono::seconds(30));
 
-  // Observes `driver` and writes the difference. When the driver cannot observe, marks the
-  // Cluster `Reachable=False` and keeps the last known inventory. Thread-compatible: run Syncs
-  // of one cluster one at a time.
+  absl::StatusOr<runtime::Result> Reconcile(const std::string& cluster) override;
+
+  // One observation of `driver` written as a difference; what the last reconcile did.
   absl::StatusOr<SyncStats> Sync(cluster::ClusterDriver& driver);
+  SyncStats last() const;
+  // Blocks until every cluster was observed once (successfully or not), up to `timeout`.
+  bool WaitObserved(Duration timeout);
 
  private:
   store::Store& store_;
-  const Clock& clock_;
+  runtime::Manager& manager_;
+  std::map<std::string, cluster::ClusterDriver*> drivers_;
+  std::map<std::string, bool> watched_;  // drivers that report changes
+  Duration resync_;
+  runtime::Informer<model::Cluster>& clusters_;
+  runtime::Informer<model::NodeCapacity>& nodes_;
+  runtime::Informer<model::GpuCapacity>& gpus_;
+  runtime::Informer<model::SpecAndCount>& specs_;
+  mutable std::mutex mu_;
+  std::condition_variable observed_cv_;
+  SyncStats last_;                  // guarded by mu_
+  std::set<std::string> observed_;  // clusters observed at least once; guarded by mu_
 };
 
 }  // namespace gpuaas::controller

@@ -1,6 +1,7 @@
 #include "controller/inventory.h"
 
 #include "cluster/simulated/fleet.h"
+#include "controller/control_plane.h"
 #include "common/strings.h"
 #include "gtest/gtest.h"
 #include "model/codec.h"
@@ -44,16 +45,28 @@ class InventoryTest : public ::testing::Test {
     store_ = std::move(*store::OpenStore("sqlite::memory:"));
     auto oc = cluster::simulated::SimulatedCluster(cluster::simulated::DemoFleet().clusters[0]).Observe();
     driver_ = std::make_unique<FakeDriver>(*oc);
+    cache_ = std::make_unique<store::ObjectCache>(*store_);
+    ASSERT_TRUE(cache_->Load(ControlPlaneKinds()).ok());
+    manager_ = std::make_unique<runtime::Manager>(clock_, *cache_);
+  }
+  // The controller, which observes the cluster once as it starts.
+  std::unique_ptr<InventoryController> Start() {
+    auto ctl = std::make_unique<InventoryController>(*store_, *manager_,
+                                                     std::map<std::string, cluster::ClusterDriver*>{{"alpha", driver_.get()}});
+    manager_->RunUntilIdle();
+    return ctl;
   }
   FakeClock clock_{std::chrono::system_clock::from_time_t(1764688445)};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<FakeDriver> driver_;
+  std::unique_ptr<store::ObjectCache> cache_;
+  std::unique_ptr<runtime::Manager> manager_;
 };
 
 TEST_F(InventoryTest, FirstSyncCreatesEveryObject) {
-  InventoryController ctl(*store_, clock_);
-  absl::StatusOr<SyncStats> st = ctl.Sync(*driver_);
-  ASSERT_TRUE(st.ok()) << st.status();
+  auto ctl = Start();
+  const SyncStats first = ctl->last();
+  const SyncStats* st = &first;
   auto nodes = All<model::NodeCapacity>(*store_);
   auto gpus = All<model::GpuCapacity>(*store_);
   auto specs = All<model::SpecAndCount>(*store_);
@@ -94,32 +107,62 @@ TEST_F(InventoryTest, FirstSyncCreatesEveryObject) {
   }
   for (const auto& g : gpus) {
     EXPECT_EQ(g.metadata.labels.at("gpuaas.io/cluster"), "alpha");
-    EXPECT_EQ(g.status.health, model::Health::kHealthy);
+    EXPECT_TRUE(model::DriverReportedHealthy(g));
+    EXPECT_EQ(g.status.health, model::Health::kUnknown);  // the health controller's to judge
     EXPECT_EQ(g.metadata.name, ToLower(g.spec.uuid));
   }
 }
 
 TEST_F(InventoryTest, SecondSyncWritesNothing) {
-  InventoryController ctl(*store_, clock_);
-  ASSERT_TRUE(ctl.Sync(*driver_).ok());
+  auto ctl = Start();
   const int64_t rev = store_->Revision();
   clock_.Advance(std::chrono::minutes(5));
-  absl::StatusOr<SyncStats> st = ctl.Sync(*driver_);
+  absl::StatusOr<SyncStats> st = ctl->Sync(*driver_);
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->created + st->updated + st->deleted, 0);
   EXPECT_EQ(store_->Revision(), rev);
 }
 
+TEST_F(InventoryTest, ADriverThatCannotWatchIsObservedEveryResync) {
+  auto ctl = Start();
+  driver_->oc_.nodes[2].gpus[0].in_use = true;
+  clock_.Advance(std::chrono::seconds(29));
+  EXPECT_EQ(manager_->RunUntilIdle(), 0);
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_GE(manager_->RunUntilIdle(), 1);
+  EXPECT_GT(ctl->last().updated, 0);
+}
+
+TEST_F(InventoryTest, AConflictingWriteIsRetriedAndKeepsTheOtherWritersFields) {
+  auto ctl = Start();
+  // Another writer (the health controller) changes a GPU after the informer saw it.
+  const std::string uuid = driver_->oc_.nodes[2].gpus[1].uuid;
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<model::GpuCapacity> g, store::GetObject<model::GpuCapacity>(tx, "", ToLower(uuid)));
+    g->status.health = model::Health::kHealthy;
+    return store::UpdateObject(tx, *g);
+  }).ok());
+  driver_->oc_.nodes[2].gpus[1].healthy = false;
+  absl::StatusOr<SyncStats> st = ctl->Sync(*driver_);  // compared with the stale informer
+  EXPECT_TRUE(absl::IsAborted(st.status())) << st.status();
+  st = ctl->Sync(*driver_);  // the informer caught up meanwhile
+  ASSERT_TRUE(st.ok()) << st.status();
+  for (const auto& g : All<model::GpuCapacity>(*store_)) {
+    if (g.spec.uuid != uuid) continue;
+    EXPECT_FALSE(model::DriverReportedHealthy(g));
+    EXPECT_EQ(g.status.health, model::Health::kHealthy);  // not the inventory's to change
+  }
+}
+
 TEST_F(InventoryTest, ChangesFlowThrough) {
-  InventoryController ctl(*store_, clock_);
-  ASSERT_TRUE(ctl.Sync(*driver_).ok());
+  auto ctl = Start();
   // A pod takes a full GPU, another GPU turns unhealthy, and the last node leaves the cluster.
   auto& n3 = driver_->oc_.nodes[2];
   n3.gpus[0].in_use = true;
   n3.gpus[1].healthy = false;
   driver_->oc_.nodes.pop_back();
   clock_.Advance(std::chrono::minutes(1));
-  absl::StatusOr<SyncStats> st = ctl.Sync(*driver_);
+  absl::StatusOr<SyncStats> st = ctl->Sync(*driver_);
   ASSERT_TRUE(st.ok());
   EXPECT_GT(st->deleted, 8);  // the node, its 8 GPUs and its SpecAndCount
   auto gpus = All<model::GpuCapacity>(*store_);
@@ -129,9 +172,10 @@ TEST_F(InventoryTest, ChangesFlowThrough) {
       EXPECT_TRUE(g.status.allocated);
     }
     if (g.spec.uuid == n3.gpus[1].uuid) {
-      EXPECT_EQ(g.status.health, model::Health::kUnhealthy);
-      EXPECT_EQ(g.status.conditions[0].status, model::ConditionStatus::kFalse);
-      EXPECT_EQ(g.status.conditions[0].last_transition_time, clock_.Now());
+      const model::Condition* c = model::FindCondition(g.status.conditions, model::kGpuDriverHealthy);
+      ASSERT_NE(c, nullptr);
+      EXPECT_EQ(c->status, model::ConditionStatus::kFalse);
+      EXPECT_EQ(c->last_transition_time, std::chrono::time_point_cast<std::chrono::seconds>(clock_.Now()));
     }
   }
   for (const auto& s : All<model::SpecAndCount>(*store_)) {
@@ -143,10 +187,9 @@ TEST_F(InventoryTest, ChangesFlowThrough) {
 }
 
 TEST_F(InventoryTest, UnreachableClusterKeepsItsInventory) {
-  InventoryController ctl(*store_, clock_);
-  ASSERT_TRUE(ctl.Sync(*driver_).ok());
+  auto ctl = Start();
   driver_->down = true;
-  ASSERT_TRUE(ctl.Sync(*driver_).ok());
+  ASSERT_TRUE(ctl->Sync(*driver_).ok());
   auto clusters = All<model::Cluster>(*store_);
   ASSERT_EQ(clusters.size(), 1u);
   const model::Condition* c = model::FindCondition(clusters[0].status.conditions, "Reachable");

@@ -1,57 +1,68 @@
-// The pool and MIG controllers. Level-triggered: each pass reads pools, layouts and inventory
-// afresh, and every step is persisted before it acts, so a restart at any point resumes and
-// converges without allocating a device twice.
+// The pool controller: takes an approved GpuPool (the key is "namespace/name") to Ready and a
+// released one back to the fleet, in clear steps, each persisted before the next acts:
+//   1. release: a released pool's devices go back to the fleet;
+//   2. replace: devices on failed GPUs leave the pool (DevicesHealthy=False);
+//   3. allocate: what the pool lacks is asked of the allocator, on a snapshot built from the
+//      informers (owners from every live pool, GPUs planned on their desired MIG layouts); the
+//      allocation and the MigLayouts it needs are written in one transaction, which checks that
+//      no pool changed since the snapshot took a device meanwhile (dedication);
+//   4. provision: once every device exists in the inventory the pool is Provisioned and Ready.
+// It owns a pool's status.allocation and its Allocated, Provisioned, Ready, Released and
+// DevicesHealthy conditions, and creates MigLayouts (whose status the MIG controller owns).
 //
-// Pool controller: approved -> allocate (allocator on a fresh snapshot; the allocation and the
-// MIG layouts it needs are written in one transaction that re-checks no other pool holds the
-// devices) -> provisioned (every device exists in the inventory) -> Ready; release -> free.
-// MIG controller: each MigLayout that differs from the observed GPU is applied through the
-// cluster driver, never while workloads would lose their instances; failures retry with
-// exponential backoff and show in the layout's status and the pool's conditions.
+// Keys come from the pool's own changes, from its GPUs and layouts, and, for pools waiting for
+// capacity, from every change that may free capacity: a release, a GPU that recovers or is added,
+// a changed MIG layout, a node that accepts work again. A waiting pool is otherwise looked at
+// again after a backoff (5 s doubling to 5 min), never every second.
 #ifndef GPUAAS_CONTROLLER_POOLS_H_
 #define GPUAAS_CONTROLLER_POOLS_H_
 
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "allocator/allocator.h"
-#include "cluster/driver.h"
-#include "common/clock.h"
+#include "controller/runtime/manager.h"
+#include "model/fleet.h"
+#include "model/pool.h"
 #include "store/store.h"
 
 namespace gpuaas::controller {
 
-struct PassStats {
-  int allocated = 0;
-  int ready = 0;
-  int released = 0;
-  int unschedulable = 0;
-  int replaced = 0;  // pools that lost devices on failed GPUs this pass
-  int layouts_applied = 0;   // layouts requested from a driver this pass
-  int layouts_failed = 0;
-  bool needs_observation = false;  // a driver is applying a layout: sync the inventory soon
+// Totals since start, for tests and logs.
+struct PoolStats {
+  int64_t allocated = 0;
+  int64_t ready = 0;
+  int64_t released = 0;
+  int64_t unschedulable = 0;
+  int64_t replaced = 0;  // pools that lost devices on failed GPUs
 };
 
-class PoolController {
+class PoolController final : public runtime::Reconciler {
  public:
-  // `drivers` by cluster name; not owned.
-  PoolController(store::Store& store, const Clock& clock,
-                 std::map<std::string, cluster::ClusterDriver*> drivers);
+  // Registers itself with `manager`.
+  PoolController(store::Store& store, runtime::Manager& manager);
 
-  // One pass of both controllers over every pool and layout. Errors of single objects are
-  // recorded on them and do not stop the pass; the returned error is a store failure.
-  absl::StatusOr<PassStats> RunOnce();
+  absl::StatusOr<runtime::Result> Reconcile(const std::string& key) override;
+  PoolStats stats() const;
 
  private:
-  absl::Status ReconcileLayouts(PassStats& stats);
-  absl::Status ReconcilePools(PassStats& stats);
+  absl::StatusOr<runtime::Result> Step(const model::GpuPool& listed);
+  void QueueWaiting();
 
   store::Store& store_;
-  const Clock& clock_;
-  std::map<std::string, cluster::ClusterDriver*> drivers_;
+  runtime::Manager& manager_;
+  runtime::Informer<model::GpuPool>& pools_;
+  runtime::Informer<model::GpuCapacity>& gpus_;
+  runtime::Informer<model::NodeCapacity>& nodes_;
+  runtime::Informer<model::MigLayout>& layouts_;
+  runtime::WorkQueue* queue_ = nullptr;
   std::shared_ptr<const allocator::Profile> profile_;
+  mutable std::mutex mu_;
+  PoolStats stats_;                  // guarded by mu_
+  std::map<std::string, int> waits_;  // consecutive unschedulable reconciles per pool; guarded by mu_
 };
 
 }  // namespace gpuaas::controller

@@ -1,34 +1,43 @@
-// The workload controller: admits a project's workloads onto its pool's devices. A device takes
-// as many workloads as the pool's time-slicing replicas (one without). Pending work is taken in
-// priority order (inference before batch, then oldest first); an inference workload that does
-// not fit preempts running batch workloads of the same pool, newest first, which go back to the
-// queue. Each run is recorded as a Profile (pod -> devices -> pool -> project, start and end).
-// Workloads of a released pool are evicted. Level-triggered, one transaction per pool.
+// The workload controller: commits the admission decisions of allocator/admission.h for one pool
+// at a time (the key is "namespace/pool"): ends runs (closing their Profiles), starts runs
+// (creating a Profile: pod -> devices -> pool -> project, from when), and updates what pending
+// workloads show, in one transaction that reads the pool and its workloads afresh. It owns
+// Workload status and Profiles.
+//
+// Keys come from a workload's changes and from its pool's (Ready, released, a device lost).
 #ifndef GPUAAS_CONTROLLER_WORKLOADS_H_
 #define GPUAAS_CONTROLLER_WORKLOADS_H_
 
+#include <mutex>
+
 #include "absl/status/statusor.h"
-#include "common/clock.h"
+#include "controller/runtime/manager.h"
+#include "model/pool.h"
 #include "store/store.h"
 
 namespace gpuaas::controller {
 
 struct WorkloadStats {
-  int admitted = 0;
-  int preempted = 0;
-  int evicted = 0;
-  int queued = 0;
-  int requeued = 0;  // runs whose device left the pool (a failed GPU)
+  int64_t admitted = 0;
+  int64_t preempted = 0;
+  int64_t evicted = 0;
+  int64_t queued = 0;
+  int64_t requeued = 0;  // runs whose device left the pool (a failed GPU)
 };
 
-class WorkloadController {
+class WorkloadController final : public runtime::Reconciler {
  public:
-  WorkloadController(store::Store& store, const Clock& clock) : store_(store), clock_(clock) {}
-  absl::StatusOr<WorkloadStats> RunOnce();
+  // Registers itself with `manager`.
+  WorkloadController(store::Store& store, runtime::Manager& manager);
+  absl::StatusOr<runtime::Result> Reconcile(const std::string& key) override;
+  WorkloadStats stats() const;
 
  private:
   store::Store& store_;
-  const Clock& clock_;
+  runtime::Manager& manager_;
+  runtime::Informer<model::Workload>& workloads_;
+  mutable std::mutex mu_;
+  WorkloadStats stats_;  // guarded by mu_
 };
 
 }  // namespace gpuaas::controller

@@ -2,10 +2,9 @@
 
 #include <signal.h>
 
-#include <atomic>
-#include <condition_variable>
 #include <iostream>
-#include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "api/auth.h"
@@ -13,15 +12,14 @@
 #include "agent/fleet_simulation.h"
 #include "cluster/simulated/fleet.h"
 #include "httplib.h"
-#include "telemetry/controller.h"
 #include "telemetry/hub.h"
 #include "telemetry/scraper.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/strings.h"
-#include "controller/inventory.h"
-#include "controller/pools.h"
-#include "controller/workloads.h"
+#include "common/status.h"
+#include "controller/control_plane.h"
+#include "model/codec.h"
 #include "model/fleet.h"
 #include "service/pools.h"
 #include "store/cache.h"
@@ -99,34 +97,73 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   }
   store::Store& db = **st;
 
-  std::vector<std::unique_ptr<cluster::ClusterDriver>> drivers = cluster::simulated::MakeDrivers(fleet);
-  controller::InventoryController inventory(db, RealClock::Get());
-  auto sync_all = [&] {
-    for (auto& d : drivers) {
-      absl::StatusOr<controller::SyncStats> s = inventory.Sync(*d);
-      if (!s.ok()) {
-        log::Error("inventory sync of cluster {} failed: {}", d->ClusterName(), s.status().ToString());
-      } else if (s->created + s->updated + s->deleted > 0) {
-        log::Info("cluster {}: {} created, {} updated, {} deleted", d->ClusterName(), s->created,
-                  s->updated, s->deleted);
-      }
-    }
-  };
-
+  // The read cache follows the store's change feed; the API and the controllers' informers
+  // read from it.
   store::ObjectCache cache(db);
-  std::vector<std::string> kinds;
-  for (const api::ResourceType& t : api::ResourceTypes()) kinds.push_back(t.kind);
-  kinds.push_back(std::string(api::kTokenKind));
-  if (absl::Status s = cache.Start(kinds); !s.ok()) {
+  std::set<std::string> kinds = {std::string(api::kTokenKind)};
+  for (const api::ResourceType& t : api::ResourceTypes()) kinds.insert(t.kind);
+  for (const std::string& k : controller::ControlPlaneKinds()) kinds.insert(k);
+  if (absl::Status s = cache.Start({kinds.begin(), kinds.end()}); !s.ok()) {
     std::cerr << "cannot load the store: " << s.message() << "\n";
     return 1;
   }
+
+  // The controllers, on one manager.
+  std::vector<std::unique_ptr<cluster::ClusterDriver>> drivers = cluster::simulated::MakeDrivers(fleet);
+  std::map<std::string, cluster::ClusterDriver*> by_cluster;
+  for (auto& d : drivers) by_cluster[std::string(d->ClusterName())] = d.get();
+  telemetry::Hub hub;
+  controller::ControlPlaneOptions cp_options;
+  cp_options.inventory_resync = std::chrono::seconds(std::max(1, flags.sync_interval_s));
+  controller::ControlPlane control_plane(db, cache, RealClock::Get(), by_cluster, hub, cp_options);
+  if (absl::Status s = control_plane.Restore(); !s.ok()) log::Warn("telemetry state not restored: {}", s.ToString());
+
+  // Telemetry sources in the server itself, as tasks of the manager: dcgm-exporter endpoints to
+  // scrape, and with --simulate-telemetry (--demo) a simulated node agent for every GPU.
+  auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  telemetry::Scraper scraper(hub, flags.scrape, [](const std::string& url) -> absl::StatusOr<std::string> {
+    const size_t path_at = url.find('/', url.find("://") == std::string::npos ? 0 : url.find("://") + 3);
+    httplib::Client c(url.substr(0, path_at));
+    c.set_connection_timeout(5);
+    c.set_read_timeout(10);
+    auto res = c.Get(path_at == std::string::npos ? "/metrics" : url.substr(path_at));
+    if (!res) return absl::UnavailableError(httplib::to_string(res.error()));
+    if (res->status != 200) return absl::UnavailableError(fmt::format("HTTP {}", res->status));
+    return res->body;
+  });
+  std::optional<controller::runtime::Periodic> scrape_task;
+  if (!flags.scrape.empty()) {
+    scrape_task.emplace(control_plane.manager(), "scrape", std::chrono::seconds(std::max(1, flags.scrape_interval_s)),
+                        [&] {
+                          scraper.ScrapeAll(now_ms());
+                          for (const auto& [url, t] : scraper.targets()) {
+                            if (!t.up) log::Warn("scrape {}: {}", url, t.last_error);
+                          }
+                          return absl::OkStatus();
+                        });
+  }
+  agent::FleetSimulation simulated(hub);
+  std::optional<controller::runtime::Periodic> simulate_task;
+  if (flags.simulate_telemetry || flags.demo) {
+    auto& gpus = control_plane.manager().informers().For<model::GpuCapacity>();
+    simulate_task.emplace(control_plane.manager(), "simulated-telemetry",
+                          std::chrono::seconds(std::max(1, flags.telemetry_interval_s)), [&] {
+                            RETURN_IF_ERROR(simulated.Follow(gpus.Revision(), gpus.List()));  // MIG changes
+                            simulated.Tick(now_ms());
+                            return absl::OkStatus();
+                          });
+  }
+
   api::ServerOptions opts;
   opts.host = host;
   opts.port = static_cast<int>(*port);
   opts.threads = flags.threads > 0 ? flags.threads
                                     : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   opts.version = version;
+  opts.more_metrics = [&control_plane](std::string& out) { control_plane.manager().AppendMetrics(out); };
   // GPUs per catalogue model, from the cache's labels (no decoding), for pool capacity checks.
   service::PoolService pools(db, RealClock::Get(), [&cache] {
     std::map<std::string, int64_t> counts;
@@ -143,21 +180,15 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
       return 2;
     }
   }
-  // Telemetry: the hub holds the series; its controller restores the persisted rollups now and
-  // writes health into the inventory every pass.
-  telemetry::Hub hub;
-  telemetry::TelemetryController telemetry_controller(db, hub, RealClock::Get());
-  if (absl::StatusOr<size_t> n = telemetry_controller.Restore(); !n.ok()) {
-    log::Warn("telemetry rollups not restored: {}", n.status().ToString());
-  } else if (*n > 0) {
-    log::Info("telemetry: {} rollup buckets restored", *n);
-  }
   api::ApiServer server(opts, cache, &pools, flags.no_auth ? nullptr : &auth, &hub);
   if (absl::Status s = server.Start(); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 1;
   }
-  sync_all();
+  control_plane.Start();
+  if (!control_plane.inventory().WaitObserved(std::chrono::seconds(60))) {
+    log::Warn("the first observation of every cluster took longer than a minute");
+  }
   cache.WaitFor(db.Revision(), std::chrono::seconds(30));
   if (flags.demo && !flags.no_auth) {
     // A project and fresh tokens to try the demo with; earlier demo tokens are revoked.
@@ -180,109 +211,14 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
                 << std::flush;
     }
   }
-  (void)telemetry_controller.RunOnce();  // the hub learns the inventory before the first push
   server.SetReady(true);
   log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated cluster(s), revision {})",
             version, host, server.port(), flags.db, drivers.size(), db.Revision());
 
-  // The controllers: one pass a second (they are level-triggered, so a pass after a restart
-  // resumes whatever was in flight); the inventory is observed every --sync-interval, and after
-  // each pass that is waiting for a driver to apply a MIG layout.
-  std::map<std::string, cluster::ClusterDriver*> by_cluster;
-  for (auto& d : drivers) by_cluster[std::string(d->ClusterName())] = d.get();
-  controller::PoolController pool_controller(db, RealClock::Get(), by_cluster);
-  controller::WorkloadController workload_controller(db, RealClock::Get());
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stopping = false;
-  std::thread syncer([&] {
-    auto last_sync = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> lock(mu);
-    while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; })) {
-      lock.unlock();
-      // Health first, so that a GPU that just failed is not handed out in this pass.
-      if (absl::StatusOr<telemetry::TelemetryPassStats> t = telemetry_controller.RunOnce(); !t.ok()) {
-        log::Error("telemetry controller: {}", t.status().ToString());
-      }
-      absl::StatusOr<controller::PassStats> pass = pool_controller.RunOnce();
-      if (!pass.ok()) log::Error("pool controller: {}", pass.status().ToString());
-      if (absl::StatusOr<controller::WorkloadStats> w = workload_controller.RunOnce(); !w.ok()) {
-        log::Error("workload controller: {}", w.status().ToString());
-      }
-      if ((pass.ok() && pass->needs_observation) ||
-          std::chrono::steady_clock::now() - last_sync >= std::chrono::seconds(std::max(1, flags.sync_interval_s))) {
-        sync_all();
-        last_sync = std::chrono::steady_clock::now();
-      }
-      lock.lock();
-    }
-  });
-
-  // Telemetry sources in the server itself: dcgm-exporter endpoints to scrape, and with
-  // --simulate-telemetry (--demo) a simulated node agent for every simulated GPU.
-  telemetry::Scraper scraper(hub, flags.scrape, [](const std::string& url) -> absl::StatusOr<std::string> {
-    const size_t path_at = url.find('/', url.find("://") == std::string::npos ? 0 : url.find("://") + 3);
-    httplib::Client c(url.substr(0, path_at));
-    c.set_connection_timeout(5);
-    c.set_read_timeout(10);
-    auto res = c.Get(path_at == std::string::npos ? "/metrics" : url.substr(path_at));
-    if (!res) return absl::UnavailableError(httplib::to_string(res.error()));
-    if (res->status != 200) return absl::UnavailableError(fmt::format("HTTP {}", res->status));
-    return res->body;
-  });
-  agent::FleetSimulation simulated(hub);
-  auto refresh_simulated = [&] {
-    std::string body = "{\"items\":[";
-    bool first = true;
-    for (const auto& obj : cache.Snapshot(std::string(model::GpuCapacity::kKind))->items) {
-      body += (first ? "" : ",") + obj->json;
-      first = false;
-    }
-    body += "]}";
-    if (absl::Status s = simulated.Refresh(body); !s.ok()) log::Warn("simulated telemetry: {}", s.ToString());
-  };
-  const bool simulate_telemetry = flags.simulate_telemetry || flags.demo;
-  std::thread telemetry_sources;
-  if (simulate_telemetry || !flags.scrape.empty()) {
-    telemetry_sources = std::thread([&] {
-      auto next_scrape = std::chrono::steady_clock::now();
-      auto next_sim = next_scrape;
-      int ticks = 0;
-      std::unique_lock<std::mutex> lock(mu);
-      while (!cv.wait_until(lock, std::min(next_scrape, next_sim), [&] { return stopping; })) {
-        lock.unlock();
-        const auto now = std::chrono::steady_clock::now();
-        const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch()).count();
-        if (!flags.scrape.empty() && now >= next_scrape) {
-          scraper.ScrapeAll(now_ms);
-          for (const auto& [url, t] : scraper.targets()) {
-            if (!t.up) log::Warn("scrape {}: {}", url, t.last_error);
-          }
-          next_scrape = now + std::chrono::seconds(std::max(1, flags.scrape_interval_s));
-        }
-        if (simulate_telemetry && now >= next_sim) {
-          if (ticks++ % 6 == 0) refresh_simulated();  // follow MIG layout changes
-          simulated.Tick(now_ms);
-          next_sim = now + std::chrono::seconds(std::max(1, flags.telemetry_interval_s));
-        }
-        if (!simulate_telemetry) next_sim = next_scrape;
-        if (flags.scrape.empty()) next_scrape = next_sim;
-        lock.lock();
-      }
-    });
-  }
-
   int sig = 0;
   sigwait(&stop_signals, &sig);
   log::Info("received signal {}, shutting down", sig);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    stopping = true;
-  }
-  cv.notify_all();
-  syncer.join();
-  if (telemetry_sources.joinable()) telemetry_sources.join();
+  control_plane.Stop();  // in-flight reconciles finish
   server.Stop();
   cache.Stop();
   return 0;

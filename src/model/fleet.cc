@@ -6,7 +6,20 @@
 
 namespace gpuaas::model {
 
-bool SummarizeGpuHealth(GpuCapacity& g, bool driver_healthy, Time now) {
+bool SetDriverHealth(GpuCapacity& g, bool driver_healthy, Time now) {
+  return SetCondition(g.status.conditions,
+                      driver_healthy
+                          ? Condition{std::string(kGpuDriverHealthy), ConditionStatus::kTrue, "DriverReportedHealthy", "", now, 0}
+                          : Condition{std::string(kGpuDriverHealthy), ConditionStatus::kFalse, std::string(kReasonDriverUnhealthy),
+                                      "the cluster driver reports the GPU unhealthy", now, 0});
+}
+
+bool DriverReportedHealthy(const GpuCapacity& g) {
+  const Condition* c = FindCondition(g.status.conditions, kGpuDriverHealthy);
+  return c == nullptr || c->status != ConditionStatus::kFalse;
+}
+
+bool SummarizeGpuHealth(GpuCapacity& g, Time now) {
   std::string why;
   for (std::string_view type : {kGpuMemoryErrors, kGpuResetRequired}) {
     const Condition* c = FindCondition(g.status.conditions, type);
@@ -16,7 +29,7 @@ bool SummarizeGpuHealth(GpuCapacity& g, bool driver_healthy, Time now) {
     }
   }
   Condition healthy{std::string(kGpuHealthy), ConditionStatus::kTrue, "Healthy", "", now, 0};
-  if (!driver_healthy) {
+  if (!DriverReportedHealthy(g)) {
     healthy = {std::string(kGpuHealthy), ConditionStatus::kFalse, std::string(kReasonDriverUnhealthy),
                why.empty() ? "the cluster driver reports the GPU unhealthy"
                            : "the cluster driver reports the GPU unhealthy; " + why,
@@ -32,11 +45,6 @@ bool SummarizeGpuHealth(GpuCapacity& g, bool driver_healthy, Time now) {
   g.status.health = h;
   changed |= SetCondition(g.status.conditions, std::move(healthy));
   return changed;
-}
-
-bool DriverReportedHealthy(const GpuCapacity& g) {
-  const Condition* c = FindCondition(g.status.conditions, kGpuHealthy);
-  return c == nullptr || c->reason != kReasonDriverUnhealthy;
 }
 
 }  // namespace gpuaas::model

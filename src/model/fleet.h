@@ -139,21 +139,27 @@ struct SpecAndCount {
   friend bool operator==(const SpecAndCount&, const SpecAndCount&) = default;
 };
 
-// GpuCapacity condition types. `Healthy` sums up the others; the inventory controller writes it
-// from the cluster driver's view, the telemetry controller writes MemoryErrors, ResetRequired and
-// Overheating from the health rules (telemetry/health.h), and each keeps the other's conditions.
+// GpuCapacity condition types, each with one writer:
+//   - DriverHealthy: the cluster driver's own view, written by the inventory controller;
+//   - MemoryErrors, ResetRequired, Overheating: the health rules' verdicts (telemetry/health.h),
+//     and Healthy, which sums them up with DriverHealthy, and status.health: written by the
+//     health controller (controller/health.h).
+// The inventory rewrites whole objects but carries the health controller's fields over as stored.
+inline constexpr std::string_view kGpuDriverHealthy = "DriverHealthy";
 inline constexpr std::string_view kGpuHealthy = "Healthy";
 inline constexpr std::string_view kGpuMemoryErrors = "MemoryErrors";
 inline constexpr std::string_view kGpuResetRequired = "ResetRequired";
 inline constexpr std::string_view kGpuOverheating = "Overheating";
 inline constexpr std::string_view kReasonDriverUnhealthy = "DriverUnhealthy";
 
+// Sets the DriverHealthy condition from the driver's view. Returns true when it changed. Pure.
+bool SetDriverHealth(GpuCapacity& g, bool driver_healthy, Time now);
+// The driver's last view (DriverHealthy; a GPU without it counts as healthy).
+bool DriverReportedHealthy(const GpuCapacity& g);
 // Sets status.health and the Healthy condition: Unhealthy (and out of allocation) when the driver
 // reports the GPU unhealthy or MemoryErrors or ResetRequired is True; Overheating alone is a
 // warning. Returns true when anything changed. Pure.
-bool SummarizeGpuHealth(GpuCapacity& g, bool driver_healthy, Time now);
-// The driver's last view, as recorded in the Healthy condition by SummarizeGpuHealth.
-bool DriverReportedHealthy(const GpuCapacity& g);
+bool SummarizeGpuHealth(GpuCapacity& g, Time now);
 
 std::string_view ToString(MigMode m);
 std::string_view ToString(Health h);

@@ -88,4 +88,10 @@ absl::Status ValidateWorkload(const Workload& w) {
   return absl::OkStatus();
 }
 
+bool PoolIsLive(const GpuPool& p) {
+  if (p.status.approval && !p.status.approval->approved) return false;
+  const Condition* released = FindCondition(p.status.conditions, kReleased);
+  return released == nullptr || released->status != ConditionStatus::kTrue;
+}
+
 }  // namespace gpuaas::model

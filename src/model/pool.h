@@ -205,6 +205,9 @@ inline constexpr std::string_view kDevicesHealthy = "DevicesHealthy";
 
 std::string_view ToString(WorkloadType t);
 
+// True when the pool still holds or may hold devices (not rejected, not released).
+bool PoolIsLive(const GpuPool& pool);
+
 // Checks what a user wrote (names, items against the catalogue, counts, replicas). Quota and
 // fleet capacity are checked by the pool service, which knows them. InvalidArgument otherwise.
 absl::Status ValidatePool(const GpuPool& pool);

@@ -37,12 +37,6 @@ void AddDemand(const std::vector<model::PoolItem>& items, std::map<std::string, 
 
 }  // namespace
 
-bool PoolIsLive(const GpuPool& p) {
-  if (p.status.approval && !p.status.approval->approved) return false;
-  const Condition* released = model::FindCondition(p.status.conditions, model::kReleased);
-  return released == nullptr || released->status != ConditionStatus::kTrue;
-}
-
 absl::Status PoolService::Record(store::Txn& tx, const std::string& user, std::string action,
                                  std::string object, std::string detail) {
   nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"},
@@ -107,7 +101,7 @@ absl::StatusOr<GpuPool> PoolService::CreatePool(GpuPool pool, const std::string&
       std::map<std::string, int64_t> full, slices;
       ASSIGN_OR_RETURN(std::vector<GpuPool> pools, store::ListObjects<GpuPool>(tx, pool.metadata.ns));
       for (const GpuPool& other : pools) {
-        if (PoolIsLive(other)) AddDemand(other.spec.items, full, slices);
+        if (model::PoolIsLive(other)) AddDemand(other.spec.items, full, slices);
       }
       std::map<std::string, int64_t> want_full, want_slices;
       AddDemand(pool.spec.items, want_full, want_slices);
@@ -207,7 +201,7 @@ absl::StatusOr<model::Workload> PoolService::CreateWorkload(model::Workload w, c
     if (!pool) {
       return absl::NotFoundError(fmt::format("gpupools \"{}\" not found in project {}", w.spec.pool, w.metadata.ns));
     }
-    if (!PoolIsLive(*pool)) {
+    if (!model::PoolIsLive(*pool)) {
       return absl::FailedPreconditionError(fmt::format("gpupools \"{}\" is rejected or released", w.spec.pool));
     }
     const std::string profile = model::ProfileOfResource(w.spec.resource);

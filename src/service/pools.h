@@ -63,9 +63,6 @@ class PoolService {
   FleetCounter fleet_;
 };
 
-// True when the pool still holds or may hold devices (not rejected, not released).
-bool PoolIsLive(const model::GpuPool& pool);
-
 // Ends a workload's run: closes its Profile (end time `now`) and sets the phase. `w` is then
 // written by the caller, in the same transaction.
 absl::Status EndRun(store::Txn& tx, model::Workload& w, model::WorkloadPhase phase, std::string reason,

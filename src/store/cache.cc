@@ -25,15 +25,38 @@ ObjectCache::ObjectCache(Store& store) : store_(store) {}
 
 ObjectCache::~ObjectCache() { Stop(); }
 
-absl::Status ObjectCache::Start(const std::vector<std::string>& kinds) {
+absl::Status ObjectCache::Load(const std::vector<std::string>& kinds) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const std::string& k : kinds) kinds_[k];
   }
-  RETURN_IF_ERROR(Relist());
+  return Relist();
+}
+
+absl::Status ObjectCache::Start(const std::vector<std::string>& kinds) {
+  RETURN_IF_ERROR(Load(kinds));
   stop_ = false;
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
+}
+
+void ObjectCache::AddListener(CacheListener listener) {
+  std::lock_guard<std::mutex> apply(apply_mu_);
+  std::vector<CacheEvent> all;
+  int64_t rev = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rev = revision_.load();
+    for (const auto& [kind, state] : kinds_) {
+      for (const auto& [key, obj] : state.objects) all.push_back({kind, nullptr, obj});
+    }
+  }
+  listener(all, rev);
+  listeners_.push_back(std::move(listener));
+}
+
+void ObjectCache::Notify(const std::vector<CacheEvent>& events, int64_t revision) {
+  for (const CacheListener& l : listeners_) l(events, revision);
 }
 
 void ObjectCache::Stop() {
@@ -55,11 +78,32 @@ absl::Status ObjectCache::Relist() {
     ASSIGN_OR_RETURN(std::vector<Record> records, store_.List(kind, ""));
     for (const Record& r : records) state.objects[{r.key.ns, r.key.name}] = ToCached(r);
   }
+  std::vector<CacheEvent> events;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // What the relist changed, for the listeners: an object whose version is unchanged is kept
+    // as it was (the same pointer), so that listeners can tell.
+    for (auto& [kind, state] : fresh) {
+      const KindState& old = kinds_[kind];
+      for (auto& [key, obj] : state.objects) {
+        auto was = old.objects.find(key);
+        if (was == old.objects.end()) {
+          events.push_back({kind, nullptr, obj});
+        } else if (was->second->resource_version != obj->resource_version) {
+          events.push_back({kind, was->second, obj});
+        } else {
+          obj = was->second;
+        }
+      }
+      for (const auto& [key, obj] : old.objects) {
+        if (!state.objects.count(key)) events.push_back({kind, obj, nullptr});
+      }
+    }
     kinds_ = std::move(fresh);
     revision_ = rev;
   }
+  // The events' kinds point to map keys, whose nodes moved into kinds_ and stay put.
+  Notify(events, rev);
   applied_.notify_all();
   return absl::OkStatus();
 }
@@ -76,21 +120,29 @@ absl::Status ObjectCache::ApplyChanges() {
     }
     if (!changes.ok()) return changes.status();
     if (changes->empty()) return absl::OkStatus();
+    std::vector<CacheEvent> events;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (const Change& c : *changes) {
         auto it = kinds_.find(c.record.key.kind);
         if (it == kinds_.end()) continue;
         auto key = std::make_pair(c.record.key.ns, c.record.key.name);
+        auto& objects = it->second.objects;
+        auto old = objects.find(key);
+        std::shared_ptr<const CachedObject> before = old == objects.end() ? nullptr : old->second;
         if (c.type == ChangeType::kDeleted) {
-          it->second.objects.erase(key);
+          if (old != objects.end()) objects.erase(old);
+          if (before) events.push_back({it->first, std::move(before), nullptr});
         } else {
-          it->second.objects[key] = ToCached(c.record);
+          std::shared_ptr<const CachedObject> after = ToCached(c.record);
+          objects[key] = after;
+          events.push_back({it->first, std::move(before), std::move(after)});
         }
         it->second.snapshot = nullptr;
       }
       revision_ = changes->back().revision;
     }
+    if (!listeners_.empty()) Notify(events, revision_.load());
     applied_.notify_all();
   }
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,16 @@ struct CachedObject {
   std::string json;
 };
 
+// One change the cache applied: `before` is null for an added object, `after` for a deleted one.
+struct CacheEvent {
+  std::string_view kind;
+  std::shared_ptr<const CachedObject> before;
+  std::shared_ptr<const CachedObject> after;
+};
+// Called with each batch of events the cache applied (whole transactions, in revision order),
+// then with `revision`, the revision the cache has reached.
+using CacheListener = std::function<void(const std::vector<CacheEvent>& events, int64_t revision)>;
+
 // All objects of one kind at one revision, sorted by (namespace, name). Immutable.
 struct KindSnapshot {
   int64_t revision = 0;
@@ -41,7 +52,16 @@ class ObjectCache {
 
   // Loads `kinds` from the store and starts following changes in a background thread.
   absl::Status Start(const std::vector<std::string>& kinds);
+  // Loads `kinds` without the thread: changes are applied by SyncNow (deterministic tests).
+  absl::Status Load(const std::vector<std::string>& kinds);
   void Stop();
+
+  // Registers a listener (an informer): it is called at once with every cached object as an
+  // added event, then with every batch applied later, on the thread that applies it (the
+  // cache's, or SyncNow's caller), one batch at a time, before WaitFor's waiters wake. A relist
+  // after the change feed was compacted reaches it as the difference it made. Listeners must
+  // not call back into the cache's writers (SyncNow) and should be quick.
+  void AddListener(CacheListener listener);
 
   // The current snapshot of `kind` (empty for a kind not loaded). Cheap: shared, not copied.
   std::shared_ptr<const KindSnapshot> Snapshot(const std::string& kind);
@@ -72,6 +92,7 @@ class ObjectCache {
   };
   absl::Status Relist();
   absl::Status ApplyChanges();
+  void Notify(const std::vector<CacheEvent>& events, int64_t revision);  // apply_mu_ held
   void Loop();
 
   Store& store_;
@@ -79,6 +100,7 @@ class ObjectCache {
   std::mutex apply_mu_;  // serialises Relist and ApplyChanges (taken before mu_)
   std::condition_variable applied_;
   std::map<std::string, KindState, std::less<>> kinds_;
+  std::vector<CacheListener> listeners_;  // guarded by apply_mu_
   std::atomic<int64_t> revision_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -126,6 +126,7 @@ class SqliteTxn final : public Txn {
   absl::Status Put(const Key& key, std::string_view uid, std::string_view data,
                    int64_t expected_rv) override;
   absl::Status Delete(const Key& key, int64_t expected_rv) override;
+  absl::StatusOr<std::vector<Key>> ChangedKeys(std::string_view kind, int64_t after) override;
   int writes() const { return seq_; }
 
  private:
@@ -329,6 +330,14 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  absl::StatusOr<int64_t> MetaLocked(const char* key) {
+    Stmt s = Prepare("SELECT value FROM meta WHERE key = ?1");
+    s.Bind(1, std::string_view(key));
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return absl::DataLossError(fmt::format("meta key {} missing", key));
+    return s.Int(0);
+  }
+
  private:
   absl::Status Exec(const char* sql) {
     char* err = nullptr;
@@ -369,13 +378,6 @@ class SqliteStore final : public Store {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<int64_t> MetaLocked(const char* key) {
-    Stmt s = Prepare("SELECT value FROM meta WHERE key = ?1");
-    s.Bind(1, std::string_view(key));
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) return absl::DataLossError(fmt::format("meta key {} missing", key));
-    return s.Int(0);
-  }
 
   absl::Status MaybeCompactLocked(int64_t revision) {
     // Trim the change feed every 1,000 revisions; watchers further behind must relist.
@@ -401,6 +403,24 @@ absl::StatusOr<std::optional<Record>> SqliteTxn::Get(const Key& key) {
 
 absl::StatusOr<std::vector<Record>> SqliteTxn::List(std::string_view kind, std::string_view ns) {
   return store_.ListLocked(kind, ns);
+}
+
+absl::StatusOr<std::vector<Key>> SqliteTxn::ChangedKeys(std::string_view kind, int64_t after) {
+  ASSIGN_OR_RETURN(int64_t compacted, store_.MetaLocked("compacted"));
+  if (after < compacted) {
+    return absl::OutOfRangeError(
+        fmt::format("changes after revision {} were compacted (oldest kept is {})", after, compacted + 1));
+  }
+  // Only this transaction's own writes are missing from the table: they are the caller's.
+  Stmt s = store_.Prepare(
+      "SELECT DISTINCT namespace, name FROM changes WHERE revision > ?1 AND revision < ?2 AND kind = ?3");
+  s.Bind(1, after).Bind(2, revision_).Bind(3, kind);
+  std::vector<Key> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.push_back(Key{std::string(kind), s.Text(0), s.Text(1)});
+  }
 }
 
 absl::Status SqliteTxn::Log(ChangeType type, const Key& key, std::string_view uid,

@@ -65,6 +65,11 @@ class Txn {
                            int64_t expected_rv) = 0;
   // Deletes a record; `expected_rv` as for Put (kAnyVersion skips the check). NotFound if absent.
   virtual absl::Status Delete(const Key& key, int64_t expected_rv) = 0;
+  // The keys of `kind` written (created, updated or deleted) by transactions committed after
+  // revision `after`, each once, in no particular order. A decision taken on a cached view at
+  // revision R checks these before it commits (optimistic concurrency over a whole kind).
+  // OutOfRange when the change feed after `after` was compacted away.
+  virtual absl::StatusOr<std::vector<Key>> ChangedKeys(std::string_view kind, int64_t after) = 0;
 };
 
 // A closed telemetry rollup bucket (telemetry/series.h): the mean and max of one series over

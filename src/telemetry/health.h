@@ -132,6 +132,7 @@ class HealthTracker {
   GpuVerdict Verdict(std::string_view gpu_uuid) const;
   // GPUs whose verdict may have changed since the last call.
   std::set<std::string> TakeChanged();
+  bool HasChanged() const { return !changed_.empty(); }
   // Newest first; at most the last `kMaxAlerts`.
   std::vector<Alert> Alerts(bool active_only) const;
   int64_t xid_events() const { return xid_events_; }

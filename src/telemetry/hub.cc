@@ -107,6 +107,7 @@ bool Hub::HasRealSource(std::string_view gpu_uuid) const {
 absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t now_ms, bool simulated) {
   IngestResult res;
   Batch batch;
+  bool health_changed = false;
   const int64_t t = report.time_ms > 0 ? report.time_ms : now_ms;
   {
     absl::MutexLock l(&mu_);
@@ -149,8 +150,10 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
     res.xid_events = health_.xid_events() - xids_before;
     samples_total_ += res.samples;
     NoteUnmatched(batch, res);
+    health_changed = health_.HasChanged();
   }
   res.stored = static_cast<int64_t>(series_.Append(batch.samples));
+  if (health_changed && on_health_change_) on_health_change_();
   return res;
 }
 
@@ -201,7 +204,6 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
         InstanceInfo& ii = hub_.instances_[gpu][gi];
         ii.gi = gi;
         if (!profile.empty()) ii.profile.assign(profile);
-        if (ii.start == 0 && ii.uuid.empty()) ii.start = -1;
       }
       return r;
     }
@@ -213,6 +215,7 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
 
   IngestResult res;
   Batch batch;
+  bool health_changed = false;
   batch.samples.reserve(text.size() / 120);
   batch.health.reserve(text.size() / 600);
   batch.gpus.reserve(64);
@@ -225,8 +228,10 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
     NoteUnmatched(batch, res);
     res.xid_events = health_.xid_events() - xids_before;
     samples_total_ += res.samples;
+    health_changed = health_.HasChanged();
   }
   res.stored = static_cast<int64_t>(series_.Append(batch.samples));
+  if (health_changed && on_health_change_) on_health_change_();
   return res;
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -94,6 +95,9 @@ class Hub {
   void RestoreHealth(std::string_view gpu_uuid, std::optional<ConditionVerdict> memory_errors,
                      std::optional<ConditionVerdict> reset_required, int64_t t_ms);
   std::set<std::string> TakeChangedHealth();
+  // Called after an ingest that may have changed a verdict (outside the hub's lock; it should
+  // be quick, such as adding a key to a work queue). Set once, before the first ingest.
+  void OnHealthChange(std::function<void()> fn) { on_health_change_ = std::move(fn); }
   std::vector<Alert> Alerts(bool active_only) const;
 
   SeriesStore& series() { return series_; }
@@ -103,6 +107,7 @@ class Hub {
   bool HasRealSource(std::string_view gpu_uuid) const;
 
  private:
+  std::function<void()> on_health_change_;
   // Kept small: one is read per sample.
   struct Resolved {
     HealthTracker::GpuState* gpu = nullptr;  // its GPU (also for matching against the inventory)

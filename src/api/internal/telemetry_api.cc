@@ -101,8 +101,6 @@ std::optional<T> DecodeOne(store::ObjectCache& cache, std::string_view ns, std::
   return *v;
 }
 
-bool Sees(const Principal& who, std::string_view project) { return who.operator_() || who.project == project; }
-
 // An allocated device as the hub knows it: GPU UUID, GPU instance id and weight.
 telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::AllocatedDevice& d,
                                    const std::map<std::string, model::GpuCapacity>& gpus) {
@@ -266,7 +264,7 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
       }
       project = id.substr(0, slash);
       const std::string name = id.substr(slash + 1);
-      if (!Sees(who, project)) return Error(absl::NotFoundError(fmt::format("{} {} not found", scope, id)));
+      if (!who.Sees(project)) return Error(absl::NotFoundError(fmt::format("{} {} not found", scope, id)));
       if (scope == "pool") {
         std::optional<model::GpuPool> p = DecodeOne<model::GpuPool>(cache_, project, name);
         if (!p) return Error(absl::NotFoundError(fmt::format("pool {} not found", id)));
@@ -288,7 +286,7 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
         }
       }
     } else if (scope == "project") {
-      if (!Sees(who, id)) return Error(absl::NotFoundError(fmt::format("project {} not found", id)));
+      if (!who.Sees(id)) return Error(absl::NotFoundError(fmt::format("project {} not found", id)));
       if (!cache_.Get(model::Project::kKind, "", id)) return Error(absl::NotFoundError(fmt::format("project {} not found", id)));
       pools = DecodeAll<model::GpuPool>(cache_, id);
     } else {
@@ -299,7 +297,7 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
       }
     }
     for (const model::GpuPool& p : pools) {
-      if (!service::PoolIsLive(p)) continue;
+      if (!model::PoolIsLive(p)) continue;
       for (const telemetry::AssessedDevice& d : PoolDevices(hub_, p, gpus)) devices.push_back(d.ref);
     }
   } else {
@@ -395,7 +393,7 @@ HttpResponse TelemetryApi::Assessment(const HttpRequest& req, const Principal& w
   };
   std::map<std::string, ProjectSum> projects;
   for (const model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
-    if (!service::PoolIsLive(p) || p.status.allocation.empty() || !Sees(who, p.metadata.ns)) continue;
+    if (!model::PoolIsLive(p) || p.status.allocation.empty() || !who.Sees(p.metadata.ns)) continue;
     telemetry::PoolUsage u{p.metadata.ns, p.metadata.name, 0, PoolDevices(hub_, p, gpus)};
     if (const model::Condition* c = model::FindCondition(p.status.conditions, model::kAllocated)) {
       u.allocated_since = Seconds(c->last_transition_time);

@@ -279,7 +279,19 @@ FleetSpec SyntheticFleet(int gpus, int clusters) {
 SimulatedCluster::SimulatedCluster(ClusterSpec spec)
     : spec_(std::move(spec)), state_(Build(spec_)) {}
 
+bool SimulatedCluster::Watch(std::function<void()> on_change) {
+  on_change_ = std::move(on_change);
+  return true;
+}
+
+void SimulatedCluster::Changed() {
+  if (on_change_) on_change_();
+}
+
 absl::StatusOr<ObservedCluster> SimulatedCluster::Observe() {
+  ObservedCluster out;
+  bool pending = false;
+  {
   std::lock_guard<std::mutex> lock(mu_);
   // The simulated MIG manager: apply changes whose delay has passed.
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -313,7 +325,12 @@ absl::StatusOr<ObservedCluster> SimulatedCluster::Observe() {
     }
     it = pending_.erase(it);
   }
-  return state_;
+  out = state_;
+  pending = !pending_.empty();
+  }
+  // A change still waiting for its delay: the MIG manager keeps working, so look again.
+  if (pending) Changed();
+  return out;
 }
 
 ObservedGpu* SimulatedCluster::FindGpu(const std::string& uuid) {
@@ -328,6 +345,7 @@ ObservedGpu* SimulatedCluster::FindGpu(const std::string& uuid) {
 absl::Status SimulatedCluster::ApplyMigLayout(const std::string& node, const std::string& gpu_uuid,
                                               bool mig_enabled,
                                               const std::vector<ObservedMigInstance>& instances) {
+  {
   std::lock_guard<std::mutex> lock(mu_);
   ObservedGpu* g = FindGpu(gpu_uuid);
   if (g == nullptr) return absl::NotFoundError(fmt::format("no GPU {} in cluster {}", gpu_uuid, spec_.name));
@@ -373,6 +391,8 @@ absl::Status SimulatedCluster::ApplyMigLayout(const std::string& node, const std
                  pending_.end());
   pending_.push_back({node, gpu_uuid, mig_enabled, std::move(sized), mig_delay_});
   mig_state_[node] = {"pending", ""};
+  }
+  Changed();
   return absl::OkStatus();
 }
 
@@ -392,16 +412,27 @@ void SimulatedCluster::FailNextMigChanges(int n) {
   fail_next_ = n;
 }
 
+void SimulatedCluster::SetHealthy(const std::string& gpu_uuid, bool healthy) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ObservedGpu* g = FindGpu(gpu_uuid)) g->healthy = healthy;
+  }
+  Changed();
+}
+
 void SimulatedCluster::SetInUse(const std::string& uuid, bool in_use) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (ObservedNode& n : state_.nodes) {
-    for (ObservedGpu& g : n.gpus) {
-      if (g.uuid == uuid) g.in_use = in_use;
-      for (ObservedMigInstance& m : g.mig_instances) {
-        if (m.uuid == uuid) m.in_use = in_use;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ObservedNode& n : state_.nodes) {
+      for (ObservedGpu& g : n.gpus) {
+        if (g.uuid == uuid) g.in_use = in_use;
+        for (ObservedMigInstance& m : g.mig_instances) {
+          if (m.uuid == uuid) m.in_use = in_use;
+        }
       }
     }
   }
+  Changed();
 }
 
 std::vector<std::unique_ptr<ClusterDriver>> MakeDrivers(const FleetSpec& fleet) {

@@ -22,6 +22,7 @@
 #ifndef GPUAAS_CLUSTER_SIMULATED_FLEET_H_
 #define GPUAAS_CLUSTER_SIMULATED_FLEET_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,9 @@ class SimulatedCluster final : public ClusterDriver {
   absl::Status ApplyMigLayout(const std::string& node, const std::string& gpu_uuid, bool mig_enabled,
                               const std::vector<ObservedMigInstance>& instances) override;
   MigState NodeMigState(const std::string& node) override;
+  // Tells of every change: a layout asked for (and each observation while one is pending), a
+  // device taken or freed.
+  bool Watch(std::function<void()> on_change) override;
 
   // Simulation controls for tests and demos.
   // Applies requested layouts only after `n` further Observe calls (0: at the next one).
@@ -85,6 +89,8 @@ class SimulatedCluster final : public ClusterDriver {
   void FailNextMigChanges(int n);
   // Marks a device (GPU or MIG UUID) as used by a pod, or not.
   void SetInUse(const std::string& uuid, bool in_use);
+  // Marks a GPU healthy or not, as the device plugin reports it.
+  void SetHealthy(const std::string& gpu_uuid, bool healthy);
 
  private:
   struct PendingChange {
@@ -95,6 +101,8 @@ class SimulatedCluster final : public ClusterDriver {
     int wait;
   };
   ObservedGpu* FindGpu(const std::string& uuid);  // with mu_ held
+  void Changed();                                  // without mu_ held
+  std::function<void()> on_change_;                // set once, before use
   ClusterSpec spec_;
   std::mutex mu_;
   ObservedCluster state_;                        // guarded by mu_

@@ -1,11 +1,15 @@
-#include "telemetry/controller.h"
+#include "controller/health.h"
+
+#include "controller/control_plane.h"
 
 #include "common/strings.h"
 #include "gtest/gtest.h"
 #include "model/fleet.h"
 #include "store/objects.h"
 
-namespace gpuaas::telemetry {
+namespace gpuaas::controller {
+
+using namespace telemetry;  // NOLINT: the readings and reports of this test
 namespace {
 
 constexpr int64_t kT0 = 1'800'000'000;
@@ -16,9 +20,24 @@ model::GpuCapacity Gpu(const std::string& uuid) {
   g.spec.uuid = uuid;
   g.spec.cluster = "c";
   g.spec.node = "c.n";
-  model::SummarizeGpuHealth(g, true, Time{});
+  model::SetDriverHealth(g, true, Time{});
+  model::SummarizeGpuHealth(g, Time{});
   return g;
 }
+
+// The health controller and the rollup writer on a manager of their own, as the server runs them.
+struct Controllers {
+  Controllers(store::Store& store, Hub& hub, const Clock& clock) : cache(store), manager(clock, cache) {
+    EXPECT_TRUE(cache.Load(ControlPlaneKinds()).ok());
+    health = std::make_unique<HealthController>(store, hub, manager);
+    rollups = std::make_unique<RollupWriter>(store, hub, manager);
+  }
+  int Run() { return manager.RunUntilIdle(); }
+  store::ObjectCache cache;
+  runtime::Manager manager;
+  std::unique_ptr<HealthController> health;
+  std::unique_ptr<RollupWriter> rollups;
+};
 
 class TelemetryControllerTest : public ::testing::Test {
  protected:
@@ -46,19 +65,19 @@ class TelemetryControllerTest : public ::testing::Test {
 
 TEST_F(TelemetryControllerTest, VerdictsBecomeGpuConditionsAndHealth) {
   Hub hub;
-  TelemetryController c(*store_, hub, clock_);
+  Controllers c(*store_, hub, clock_);
   NodeReport r{"n", "", kT0 * 1000, {}};
   GpuReport a{"GPU-A", 0, "NVIDIA H200", 143771, false, {{Field::kEccDbeVolatile, 3}}, {}, {}};
   GpuReport b{"GPU-B", 1, "NVIDIA H200", 143771, false, {{Field::kEccDbeVolatile, 0}}, {}, {{79, -1, kT0 * 1000}}};
   GpuReport stranger{"GPU-Z", 2, "NVIDIA H200", 143771, false, {{Field::kPowerW, 100}}, {}, {}};
   r.gpus = {a, b, stranger};
-  ASSERT_TRUE(c.RunOnce().ok());  // the hub learns the inventory
+  c.Run();  // the hub learns the inventory
+  const int64_t writes = c.health->writes();
   absl::StatusOr<IngestResult> in = hub.IngestReport(r, kT0 * 1000);
   ASSERT_TRUE(in.ok());
   EXPECT_EQ(in->unmatched_gpus, std::vector<std::string>{"GPU-Z"});
-  absl::StatusOr<TelemetryPassStats> st = c.RunOnce();
-  ASSERT_TRUE(st.ok()) << st.status();
-  EXPECT_EQ(st->gpus_updated, 2);
+  c.Run();
+  EXPECT_EQ(c.health->writes() - writes, 2);
 
   model::GpuCapacity ga = Read("GPU-A");
   EXPECT_EQ(ga.status.health, model::Health::kUnhealthy);
@@ -76,8 +95,8 @@ TEST_F(TelemetryControllerTest, VerdictsBecomeGpuConditionsAndHealth) {
   EXPECT_EQ(reset->reason, "Xid79");
   EXPECT_NE(reset->message.find("reboot the node"), std::string::npos);
 
-  // Nothing changed: nothing written.
-  EXPECT_EQ(c.RunOnce()->gpus_updated, 0);
+  // Nothing changed: nothing written, nothing even looked at.
+  EXPECT_EQ(c.Run(), 0);
 
   // GPU-A is reset (its energy counter restarts and the volatile ECC count with it).
   NodeReport later{"n", "", (kT0 + 60) * 1000, {}};
@@ -86,38 +105,53 @@ TEST_F(TelemetryControllerTest, VerdictsBecomeGpuConditionsAndHealth) {
   later.time_ms += 1000;
   later.gpus[0].readings = {{Field::kEnergyMj, 1000}, {Field::kEccDbeVolatile, 0}};
   ASSERT_TRUE(hub.IngestReport(later, 0).ok());
-  ASSERT_TRUE(c.RunOnce().ok());
+  c.Run();
   EXPECT_EQ(Read("GPU-A").status.health, model::Health::kHealthy);
+}
+
+TEST_F(TelemetryControllerTest, TheDriversViewIsSummedUpIntoHealthy) {
+  Hub hub;
+  Controllers c(*store_, hub, clock_);
+  c.Run();
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<model::GpuCapacity> g, store::GetObject<model::GpuCapacity>(tx, "", "gpu-b"));
+    model::SetDriverHealth(*g, false, clock_.Now());  // as the inventory writes it
+    return store::UpdateObject(tx, *g);
+  }).ok());
+  c.Run();
+  model::GpuCapacity gb = Read("GPU-B");
+  EXPECT_EQ(gb.status.health, model::Health::kUnhealthy);
+  EXPECT_EQ(model::FindCondition(gb.status.conditions, model::kGpuHealthy)->reason, model::kReasonDriverUnhealthy);
 }
 
 TEST_F(TelemetryControllerTest, AFailedGpuStaysFailedAcrossARestartUntilAReset) {
   {
     Hub hub;
-    TelemetryController c(*store_, hub, clock_);
-    ASSERT_TRUE(c.RunOnce().ok());
+    Controllers c(*store_, hub, clock_);
+    c.Run();
     NodeReport r{"n", "", kT0 * 1000, {{"GPU-A", 0, "", 0, false, {{Field::kEnergyMj, 5e9}}, {}, {{79, -1, kT0 * 1000}}}}};
     ASSERT_TRUE(hub.IngestReport(r, 0).ok());
-    ASSERT_TRUE(c.RunOnce().ok());
+    c.Run();
     ASSERT_EQ(Read("GPU-A").status.health, model::Health::kUnhealthy);
   }
   // The server restarts: a fresh hub knows nothing of the XID, the store does.
   Hub hub;
-  TelemetryController c(*store_, hub, clock_);
-  ASSERT_TRUE(c.Restore().ok());
+  Controllers c(*store_, hub, clock_);
+  ASSERT_TRUE(c.health->Restore().ok());
   EXPECT_EQ(hub.Verdict("GPU-A").reset_required.reason, "Xid79");
   ASSERT_EQ(hub.Alerts(true).size(), 1u);
   EXPECT_EQ(hub.Alerts(true)[0].source, "Restored");
   // Readings that change something else (temperature) do not heal it.
   NodeReport r{"n", "", (kT0 + 10) * 1000, {{"GPU-A", 0, "", 0, false, {{Field::kEnergyMj, 6e9}, {Field::kTempC, 95}}, {}, {}}}};
   ASSERT_TRUE(hub.IngestReport(r, 0).ok());
-  ASSERT_TRUE(c.RunOnce().ok());
+  c.Run();
   EXPECT_EQ(Read("GPU-A").status.health, model::Health::kUnhealthy);
   EXPECT_EQ(model::FindCondition(Read("GPU-A").status.conditions, model::kGpuResetRequired)->reason, "Xid79");
   // A reset does.
   r.time_ms += 10'000;
   r.gpus[0].readings = {{Field::kEnergyMj, 1000}, {Field::kTempC, 40}};
   ASSERT_TRUE(hub.IngestReport(r, 0).ok());
-  ASSERT_TRUE(c.RunOnce().ok());
+  c.Run();
   EXPECT_EQ(Read("GPU-A").status.health, model::Health::kHealthy);
   EXPECT_TRUE(hub.Alerts(true).empty());
 }
@@ -125,20 +159,22 @@ TEST_F(TelemetryControllerTest, AFailedGpuStaysFailedAcrossARestartUntilAReset) 
 TEST_F(TelemetryControllerTest, RollupsArePersistedAndRestored) {
   {
     Hub hub;
-    TelemetryController c(*store_, hub, clock_);
+    Controllers c(*store_, hub, clock_);
     NodeReport r{"n", "", 0, {{"GPU-A", 0, "", 0, false, {}, {}, {}}}};
     for (int i = 0; i <= 3 * 60; i += 10) {  // three minutes of power at 10 s
       r.time_ms = (kT0 + i) * 1000;
       r.gpus[0].readings = {{Field::kPowerW, i < 60 ? 100.0 : 200.0}};
       ASSERT_TRUE(hub.IngestReport(r, 0).ok());
     }
-    absl::StatusOr<TelemetryPassStats> st = c.RunOnce();
-    ASSERT_TRUE(st.ok());
-    EXPECT_EQ(st->rollups_written, 3);  // three closed minutes
+    c.Run();
+    EXPECT_EQ(c.rollups->written(), 0);  // the first flush is due in 10 s
+    clock_.Advance(std::chrono::seconds(10));
+    c.Run();
+    EXPECT_EQ(c.rollups->written(), 3);  // three closed minutes
   }
   Hub fresh;
-  TelemetryController c(*store_, fresh, clock_);
-  absl::StatusOr<size_t> n = c.Restore();
+  Controllers c(*store_, fresh, clock_);
+  absl::StatusOr<size_t> n = c.rollups->Restore();
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 3u);
   const int64_t later = kT0 + 2 * 3600;  // past the raw hour: minute rollups answer
@@ -149,4 +185,4 @@ TEST_F(TelemetryControllerTest, RollupsArePersistedAndRestored) {
 }
 
 }  // namespace
-}  // namespace gpuaas::telemetry
+}  // namespace gpuaas::controller

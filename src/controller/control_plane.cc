@@ -1,0 +1,53 @@
+#include "controller/control_plane.h"
+
+#include "common/log.h"
+#include "common/status.h"
+
+namespace gpuaas::controller {
+
+std::vector<std::string> ControlPlaneKinds() {
+  return {std::string(model::Cluster::kKind),   std::string(model::NodeCapacity::kKind),
+          std::string(model::GpuCapacity::kKind), std::string(model::SpecAndCount::kKind),
+          std::string(model::GpuPool::kKind),   std::string(model::MigLayout::kKind),
+          std::string(model::Workload::kKind)};
+}
+
+ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
+                           std::map<std::string, cluster::ClusterDriver*> drivers, telemetry::Hub& hub,
+                           ControlPlaneOptions options)
+    : manager_(clock, cache),
+      inventory_(store, manager_, drivers, options.inventory_resync),
+      health_(store, hub, manager_),
+      pools_(store, manager_),
+      miglayouts_(store, manager_, drivers, options.mig_poll),
+      workloads_(store, manager_),
+      rollups_(store, hub, manager_, options.rollup_flush) {}
+
+absl::Status ObserveOnce(store::Store& store, const std::vector<cluster::ClusterDriver*>& drivers, const Clock& clock) {
+  store::ObjectCache cache(store);
+  RETURN_IF_ERROR(cache.Load(ControlPlaneKinds()));
+  std::map<std::string, cluster::ClusterDriver*> by_name;
+  for (cluster::ClusterDriver* d : drivers) by_name[std::string(d->ClusterName())] = d;
+  telemetry::Hub hub;
+  ControlPlane cp(store, cache, clock, by_name, hub);
+  cp.RunUntilIdle();
+  for (cluster::ClusterDriver* d : drivers) d->Watch(nullptr);  // the control plane is gone
+  return absl::OkStatus();
+}
+
+void ControlPlane::Stop() {
+  manager_.Stop();
+  if (absl::Status s = rollups_.Flush(); !s.ok()) log::Error("telemetry rollups not written: {}", s.ToString());
+}
+
+absl::Status ControlPlane::Restore() {
+  absl::StatusOr<size_t> buckets = rollups_.Restore();
+  if (!buckets.ok()) return buckets.status();
+  if (*buckets > 0) log::Info("telemetry: {} rollup buckets restored", *buckets);
+  absl::StatusOr<size_t> gpus = health_.Restore();
+  if (!gpus.ok()) return gpus.status();
+  if (*gpus > 0) log::Info("health: verdicts of {} failed GPU(s) restored", *gpus);
+  return absl::OkStatus();
+}
+
+}  // namespace gpuaas::controller

@@ -1,0 +1,80 @@
+// The control plane: every controller of gpuaas on one manager, wired the same way in the server
+// and in tests. Who owns what (each field has one writer):
+//   inventory  - Cluster, NodeCapacity, SpecAndCount; GpuCapacity but for its health
+//   health     - GpuCapacity status.health and its Healthy, MemoryErrors, ResetRequired and
+//                Overheating conditions; tells the hub the known GPUs
+//   pools      - GpuPool status (allocation, conditions but Approved); creates MigLayouts
+//   miglayouts - MigLayout status; asks drivers for layouts
+//   workloads  - Workload status and Profiles
+//   rollups    - persisted telemetry rollups
+// The API (service/) writes specs, approvals and releases.
+#ifndef GPUAAS_CONTROLLER_CONTROL_PLANE_H_
+#define GPUAAS_CONTROLLER_CONTROL_PLANE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cluster/driver.h"
+#include "controller/health.h"
+#include "controller/inventory.h"
+#include "controller/pools.h"
+#include "controller/provisioning.h"
+#include "controller/runtime/manager.h"
+#include "controller/workloads.h"
+#include "store/cache.h"
+#include "store/store.h"
+#include "telemetry/hub.h"
+
+namespace gpuaas::controller {
+
+struct ControlPlaneOptions {
+  Duration inventory_resync = std::chrono::seconds(30);  // for drivers that cannot Watch
+  Duration mig_poll = std::chrono::seconds(1);           // MIG manager state while applying
+  Duration rollup_flush = std::chrono::seconds(10);
+};
+
+// The object kinds the controllers follow (the cache must load them).
+std::vector<std::string> ControlPlaneKinds();
+
+// Observes every driver once and writes the inventory, health summed up, as a server's first
+// moments do, on a control plane of its own that is gone when this returns (tests, tools).
+absl::Status ObserveOnce(store::Store& store, const std::vector<cluster::ClusterDriver*>& drivers, const Clock& clock);
+
+class ControlPlane {
+ public:
+  // `drivers` by cluster name; nothing is owned. `cache` must have loaded ControlPlaneKinds()
+  // (Start for a server, Load for tests).
+  ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
+               std::map<std::string, cluster::ClusterDriver*> drivers, telemetry::Hub& hub,
+               ControlPlaneOptions options = {});
+
+  // Restores what a previous run persisted (health verdicts, rollups). Call before Start.
+  absl::Status Restore();
+
+  runtime::Manager& manager() { return manager_; }
+  InventoryController& inventory() { return inventory_; }
+  HealthController& health() { return health_; }
+  PoolController& pools() { return pools_; }
+  MigLayoutController& miglayouts() { return miglayouts_; }
+  WorkloadController& workloads() { return workloads_; }
+
+  void Start() { manager_.Start(); }
+  // Stops the controllers (in-flight reconciles finish), then writes what telemetry closed since
+  // the last flush, so that a graceful stop loses no rollup.
+  void Stop();
+  int RunUntilIdle() { return manager_.RunUntilIdle(); }
+
+ private:
+  runtime::Manager manager_;
+  InventoryController inventory_;
+  HealthController health_;
+  PoolController pools_;
+  MigLayoutController miglayouts_;
+  WorkloadController workloads_;
+  RollupWriter rollups_;
+};
+
+}  // namespace gpuaas::controller
+
+#endif  // GPUAAS_CONTROLLER_CONTROL_PLANE_H_

@@ -1,0 +1,146 @@
+#include "controller/health.h"
+
+#include <chrono>
+#include <set>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "store/objects.h"
+
+namespace gpuaas::controller {
+namespace {
+
+using model::Condition;
+using model::ConditionStatus;
+
+constexpr std::string_view kHubKey = "~hub";      // drain the hub's changed verdicts
+constexpr std::string_view kKnownKey = "~known";  // tell the hub the inventory's GPUs
+constexpr std::string_view kFlushKey = "flush";
+
+Condition ToCondition(std::string_view type, const telemetry::ConditionVerdict& v, Time now) {
+  return {std::string(type), v.active ? ConditionStatus::kTrue : ConditionStatus::kFalse, v.reason, v.message, now,
+          0};
+}
+
+std::string SeriesKey(const telemetry::RollupRow& r) {
+  return r.device + "|" + std::string(telemetry::Info(r.field).series);
+}
+
+int64_t UnixSeconds(Time t) { return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count(); }
+
+}  // namespace
+
+HealthController::HealthController(store::Store& store, telemetry::Hub& hub, runtime::Manager& manager)
+    : store_(store), hub_(hub), manager_(manager), gpus_(manager.informers().For<model::GpuCapacity>()) {
+  runtime::WorkQueue& q = manager.Add("health", *this);
+  queue_ = &q;
+  gpus_.OnChange([&q](const model::GpuCapacity* before, const model::GpuCapacity* after) {
+    if (before == nullptr || after == nullptr) q.Add(std::string(kKnownKey));
+    if (after == nullptr) return;
+    // A new GPU, or one whose driver view changed, or whose health summary someone else changed.
+    const Condition* was = before ? model::FindCondition(before->status.conditions, model::kGpuDriverHealthy) : nullptr;
+    const Condition* is = model::FindCondition(after->status.conditions, model::kGpuDriverHealthy);
+    const bool driver_changed = (was == nullptr) != (is == nullptr) || (was && is && was->status != is->status);
+    const bool unsummarized = model::FindCondition(after->status.conditions, model::kGpuHealthy) == nullptr ||
+                              after->status.health == model::Health::kUnknown;
+    if (before == nullptr || driver_changed || unsummarized) q.Add(after->metadata.name);
+  });
+  hub_.OnHealthChange([&q] { q.Add(std::string(kHubKey)); });
+}
+
+absl::StatusOr<size_t> HealthController::Restore() {
+  std::vector<model::GpuCapacity> gpus;
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(gpus, store::ListObjects<model::GpuCapacity>(tx));
+    return absl::OkStatus();
+  }));
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(manager_.clock().Now().time_since_epoch()).count();
+  size_t restored = 0;
+  for (const model::GpuCapacity& g : gpus) {
+    auto active = [&](std::string_view type) -> std::optional<telemetry::ConditionVerdict> {
+      const Condition* c = model::FindCondition(g.status.conditions, type);
+      if (c == nullptr || c->status != ConditionStatus::kTrue) return std::nullopt;
+      return telemetry::ConditionVerdict{true, c->reason, c->message};
+    };
+    std::optional<telemetry::ConditionVerdict> memory = active(model::kGpuMemoryErrors),
+                                                reset = active(model::kGpuResetRequired);
+    if (!memory && !reset) continue;
+    hub_.RestoreHealth(g.spec.uuid, memory, reset, now_ms);
+    ++restored;
+  }
+  return restored;
+}
+
+absl::StatusOr<runtime::Result> HealthController::Reconcile(const std::string& key) {
+  if (key == kHubKey) {
+    for (const std::string& uuid : hub_.TakeChangedHealth()) queue_->Add(ToLower(uuid));
+    return runtime::Result::Done();
+  }
+  if (key == kKnownKey) {
+    std::set<std::string> uuids;
+    for (const auto& g : gpus_.List()) uuids.insert(g->spec.uuid);
+    hub_.SetKnownGpus(std::move(uuids));
+    return runtime::Result::Done();
+  }
+  std::shared_ptr<const model::GpuCapacity> cur = gpus_.Get("", key);
+  if (!cur) return runtime::Result::Done();  // not in the inventory (yet): the verdict waits in the hub
+  const Time now = manager_.clock().Now();
+  model::GpuCapacity g = *cur;
+  const telemetry::GpuVerdict v = hub_.Verdict(g.spec.uuid);
+  bool dirty = false;
+  dirty |= model::SetCondition(g.status.conditions, ToCondition(model::kGpuMemoryErrors, v.memory_errors, now));
+  dirty |= model::SetCondition(g.status.conditions, ToCondition(model::kGpuResetRequired, v.reset_required, now));
+  dirty |= model::SetCondition(g.status.conditions, ToCondition(model::kGpuOverheating, v.overheating, now));
+  dirty |= model::SummarizeGpuHealth(g, now);
+  if (!dirty) return runtime::Result::Done();
+  // At the version read: a conflict (the inventory wrote the GPU meanwhile) is retried.
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) { return store::UpdateObject(tx, g); }));
+  ++writes_;
+  return runtime::Result::Done();
+}
+
+RollupWriter::RollupWriter(store::Store& store, telemetry::Hub& hub, runtime::Manager& manager, Duration flush)
+    : store_(store), hub_(hub), clock_(manager.clock()), flush_(flush) {
+  manager.Add("rollups", *this).AddAfter(std::string(kFlushKey), flush_);
+}
+
+absl::StatusOr<size_t> RollupWriter::Restore() {
+  ASSIGN_OR_RETURN(std::vector<store::RollupRecord> rows, store_.LoadRollups(UnixSeconds(clock_.Now()) - 30 * 86400));
+  std::vector<telemetry::RollupRow> back;
+  back.reserve(rows.size());
+  for (const store::RollupRecord& r : rows) {
+    const size_t bar = r.series.rfind('|');
+    if (bar == std::string::npos) continue;
+    std::optional<telemetry::Field> f = telemetry::FieldFromSeries(std::string_view(r.series).substr(bar + 1));
+    if (!f) continue;
+    back.push_back({r.series.substr(0, bar), *f, r.step_s, r.bucket, static_cast<float>(r.mean),
+                    static_cast<float>(r.max)});
+  }
+  hub_.series().LoadRollups(back);
+  return back.size();
+}
+
+absl::Status RollupWriter::Flush() {
+  for (const telemetry::RollupRow& r : hub_.series().TakeClosedRollups()) {
+    pending_.push_back({SeriesKey(r), r.step_s, r.bucket, r.mean, r.max});
+  }
+  if (pending_.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(store_.AppendRollups(pending_));  // kept for the retry when it fails
+  written_ += static_cast<int64_t>(pending_.size());
+  pending_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<runtime::Result> RollupWriter::Reconcile(const std::string&) {
+  RETURN_IF_ERROR(Flush());
+  const Time now = clock_.Now();
+  if (now - last_prune_ >= std::chrono::hours(1)) {
+    RETURN_IF_ERROR(store_.PruneRollups(60, UnixSeconds(now) - 86400));
+    RETURN_IF_ERROR(store_.PruneRollups(3600, UnixSeconds(now) - 30 * 86400));
+    last_prune_ = now;
+  }
+  return runtime::Result::After(flush_);
+}
+
+}  // namespace gpuaas::controller

@@ -1,0 +1,75 @@
+// The health controller: the one writer of a GpuCapacity's health. For each GPU (the key is the
+// GpuCapacity's name) it sets the conditions MemoryErrors, ResetRequired and Overheating from
+// the telemetry hub's verdicts (telemetry/health.h), sums them up with the driver's own view
+// (DriverHealthy, which the inventory owns) into Healthy and status.health, and writes the
+// object when that changed. A failed GPU so leaves allocation (the allocator's health filter)
+// and its pool replaces it (controller/pools.h).
+//
+// Keys come from GpuCapacity changes (a new GPU, a changed DriverHealthy) and from the hub after
+// an ingest that changed a verdict; nothing is polled. It also tells the hub which GPUs the
+// inventory knows, for matching readings.
+//
+// The rollup writer persists closed telemetry rollups every `flush` and prunes those past
+// retention (a day of minutes, 30 days of hours).
+#ifndef GPUAAS_CONTROLLER_HEALTH_H_
+#define GPUAAS_CONTROLLER_HEALTH_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "controller/runtime/manager.h"
+#include "model/fleet.h"
+#include "store/store.h"
+#include "telemetry/hub.h"
+
+namespace gpuaas::controller {
+
+class HealthController final : public runtime::Reconciler {
+ public:
+  // Registers itself with `manager` and with the hub's change notice.
+  HealthController(store::Store& store, telemetry::Hub& hub, runtime::Manager& manager);
+
+  // Call once, at start, before the manager runs: loads the verdicts a previous run wrote, so
+  // that GPUs with MemoryErrors or ResetRequired True stay failed until a reset is seen.
+  // Returns the GPUs restored.
+  absl::StatusOr<size_t> Restore();
+
+  absl::StatusOr<runtime::Result> Reconcile(const std::string& key) override;
+
+  // GpuCapacity writes made (for tests).
+  int64_t writes() const { return writes_.load(); }
+
+ private:
+  store::Store& store_;
+  telemetry::Hub& hub_;
+  runtime::Manager& manager_;
+  runtime::Informer<model::GpuCapacity>& gpus_;
+  runtime::WorkQueue* queue_ = nullptr;
+  std::atomic<int64_t> writes_{0};
+};
+
+class RollupWriter final : public runtime::Reconciler {
+ public:
+  RollupWriter(store::Store& store, telemetry::Hub& hub, runtime::Manager& manager,
+               Duration flush = std::chrono::seconds(10));
+  // Loads the persisted rollups of the retention window into the hub; returns the buckets.
+  absl::StatusOr<size_t> Restore();
+  absl::StatusOr<runtime::Result> Reconcile(const std::string& key) override;
+  // Writes the closed buckets now (the manager stopped: a graceful stop).
+  absl::Status Flush();
+  int64_t written() const { return written_.load(); }
+
+ private:
+  store::Store& store_;
+  telemetry::Hub& hub_;
+  const Clock& clock_;
+  Duration flush_;
+  Time last_prune_{};
+  std::vector<store::RollupRecord> pending_;  // closed buckets not yet written
+  std::atomic<int64_t> written_{0};
+};
+
+}  // namespace gpuaas::controller
+
+#endif  // GPUAAS_CONTROLLER_HEALTH_H_

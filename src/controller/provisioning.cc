@@ -1,0 +1,109 @@
+#include "controller/provisioning.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+#include "fmt/format.h"
+#include "store/objects.h"
+
+namespace gpuaas::controller {
+namespace {
+
+using model::MigLayout;
+
+// Does the observed GPU already have the layout?
+bool Matches(const model::GpuCapacity& g, const MigLayout& l) {
+  const bool enabled = g.status.mig_mode == model::MigMode::kEnabled;
+  if (enabled != l.spec.mig_enabled) return false;
+  if (!enabled) return true;
+  if (g.status.mig_instances.size() != l.spec.instances.size()) return false;
+  return std::all_of(l.spec.instances.begin(), l.spec.instances.end(), [&](const MigLayout::Instance& want) {
+    return std::any_of(g.status.mig_instances.begin(), g.status.mig_instances.end(),
+                       [&](const model::MigInstance& have) { return have.profile == want.profile && have.start == want.start; });
+  });
+}
+
+Duration Backoff(int64_t attempts) {
+  return std::chrono::seconds(std::min<int64_t>(60, int64_t{1} << std::min<int64_t>(attempts, 6)));
+}
+
+}  // namespace
+
+MigLayoutController::MigLayoutController(store::Store& store, runtime::Manager& manager,
+                                         std::map<std::string, cluster::ClusterDriver*> drivers, Duration poll)
+    : store_(store),
+      manager_(manager),
+      drivers_(std::move(drivers)),
+      poll_(poll),
+      layouts_(manager.informers().For<MigLayout>()),
+      gpus_(manager.informers().For<model::GpuCapacity>()) {
+  runtime::WorkQueue& q = manager.Add("miglayouts", *this);
+  layouts_.OnChange([&q](const MigLayout* before, const MigLayout* after) {
+    q.Add((after ? after : before)->metadata.name);
+  });
+  gpus_.OnChange([this, &q](const model::GpuCapacity* before, const model::GpuCapacity* after) {
+    const model::GpuCapacity& g = after ? *after : *before;
+    if (layouts_.Get("", g.metadata.name)) q.Add(g.metadata.name);
+  });
+}
+
+absl::StatusOr<runtime::Result> MigLayoutController::Reconcile(const std::string& name) {
+  std::shared_ptr<const MigLayout> cur = layouts_.Get("", name);
+  if (!cur) return runtime::Result::Done();
+  const MigLayout& l = *cur;
+  std::shared_ptr<const model::GpuCapacity> g = gpus_.Get("", name);
+  const Time now = manager_.clock().Now();
+  MigLayout::Status next = l.status;
+  std::optional<Duration> again;
+  // Drivers speak the cluster's node names; NodeCapacity names are "cluster.node".
+  const std::string node = l.spec.node.substr(l.spec.node.find('.') + 1);
+  if (g && Matches(*g, l)) {
+    next = {MigLayout::State::kApplied, "", l.status.attempts, l.status.last_attempt, l.metadata.generation};
+  } else if (auto d = drivers_.find(l.spec.cluster); d == drivers_.end()) {
+    next.state = MigLayout::State::kFailed;
+    next.message = fmt::format("no driver for cluster {}", l.spec.cluster);
+  } else if (l.status.state == MigLayout::State::kApplying && l.status.observed_generation == l.metadata.generation) {
+    cluster::ClusterDriver::MigState ms = d->second->NodeMigState(node);
+    if (ms.state == "failed") {
+      next.state = MigLayout::State::kFailed;
+      next.message = ms.message;
+      ++failed_;
+    } else {
+      again = poll_;  // still applying: the inventory will show it, or the MIG manager fail
+    }
+  } else {
+    // Pending, failed (retry after backoff), or a newer generation to apply.
+    const Duration backoff = Backoff(l.status.attempts);
+    const bool newer = l.status.observed_generation != l.metadata.generation;
+    const Duration waited = now - l.status.last_attempt;
+    if (l.status.state == MigLayout::State::kFailed && !newer && waited < backoff) {
+      again = backoff - waited;
+    } else {
+      std::vector<cluster::ObservedMigInstance> insts;
+      for (const MigLayout::Instance& i : l.spec.instances) insts.push_back({i.profile, static_cast<int>(i.start), 0, "", false});
+      absl::Status s = d->second->ApplyMigLayout(node, l.spec.gpu_uuid, l.spec.mig_enabled, insts);
+      next.attempts = l.status.attempts + 1;
+      next.last_attempt = now;
+      next.observed_generation = l.metadata.generation;
+      ++applied_;
+      if (s.ok()) {
+        next.state = MigLayout::State::kApplying;
+        next.message = "";
+        again = poll_;
+      } else {
+        next.state = MigLayout::State::kFailed;
+        next.message = std::string(s.message());
+        ++failed_;
+      }
+    }
+  }
+  if (next.state == MigLayout::State::kFailed && !again) again = Backoff(next.attempts);
+  if (next != l.status) {
+    MigLayout updated = l;
+    updated.status = next;
+    RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) { return store::UpdateObject(tx, updated); }));
+  }
+  return again ? runtime::Result::After(*again) : runtime::Result::Done();
+}
+
+}  // namespace gpuaas::controller
