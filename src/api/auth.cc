@@ -125,7 +125,8 @@ absl::StatusOr<std::pair<std::string, TokenInfo>> Authenticator::Create(const st
 
 absl::StatusOr<std::vector<TokenInfo>> Authenticator::List() const {
   std::vector<TokenInfo> out;
-  for (const auto& rec : cache_.Snapshot(std::string(kTokenKind))->items) {
+  const std::shared_ptr<const store::KindSnapshot> tokens = cache_.Snapshot(std::string(kTokenKind));
+  for (const auto& rec : tokens->items) {
     nlohmann::json j = nlohmann::json::parse(rec->json, nullptr, false);
     if (!j.is_object()) continue;
     TokenInfo t;

@@ -167,7 +167,9 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   // GPUs per catalogue model, from the cache's labels (no decoding), for pool capacity checks.
   service::PoolService pools(db, RealClock::Get(), [&cache] {
     std::map<std::string, int64_t> counts;
-    for (const auto& g : cache.Snapshot(std::string(model::GpuCapacity::kKind))->items) {
+    // Hold the snapshot: iterating a temporary's member would outlive it.
+    const std::shared_ptr<const store::KindSnapshot> gpus = cache.Snapshot(std::string(model::GpuCapacity::kKind));
+    for (const auto& g : gpus->items) {
       auto it = g->labels.find(std::string(controller::kLabelModel));
       if (it != g->labels.end()) ++counts[it->second];
     }

@@ -84,7 +84,8 @@ absl::StatusOr<Range> ParseRange(const HttpRequest& req, int64_t now, int64_t de
 template <typename T>
 std::vector<T> DecodeAll(store::ObjectCache& cache, std::string_view ns = {}) {
   std::vector<T> out;
-  for (const auto& obj : cache.Snapshot(std::string(T::kKind))->items) {
+  const std::shared_ptr<const store::KindSnapshot> snap = cache.Snapshot(std::string(T::kKind));
+  for (const auto& obj : snap->items) {
     if (!ns.empty() && obj->ns != ns) continue;
     absl::StatusOr<T> v = model::Decode<T>(obj->json);
     if (v.ok()) out.push_back(std::move(*v));
