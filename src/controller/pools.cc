@@ -21,6 +21,8 @@ using model::MigLayout;
 using GpuPtr = std::shared_ptr<const model::GpuCapacity>;
 
 constexpr std::string_view kWaiting = "waiting";
+// The fallback retry of a pool waiting for capacity (capacity changes queue it at once).
+const runtime::BackoffPolicy kWaitBackoff{std::chrono::seconds(5), std::chrono::minutes(5)};
 
 bool IsTrue(const GpuPool& p, std::string_view type) {
   const model::Condition* c = model::FindCondition(p.status.conditions, type);
@@ -30,7 +32,7 @@ bool IsTrue(const GpuPool& p, std::string_view type) {
 bool Approved(const GpuPool& p) { return p.status.approval && p.status.approval->approved; }
 
 // Approved, live and still short of devices: such a pool waits for capacity.
-bool Waiting(const GpuPool& p) { return Approved(p) && model::PoolIsLive(p) && !IsTrue(p, model::kAllocated); }
+bool AwaitsCapacity(const GpuPool& p) { return Approved(p) && model::PoolIsLive(p) && !IsTrue(p, model::kAllocated); }
 
 // The GPU of a device, from the informer (GpuCapacity objects are named by the lower-case UUID).
 GpuPtr GpuOf(const runtime::Informer<model::GpuCapacity>& gpus, const std::string& uuid) {
@@ -93,7 +95,7 @@ PoolController::PoolController(store::Store& store, runtime::Manager& manager)
     return out;
   });
   pools_.AddIndex(std::string(kWaiting), [](const GpuPool& p) {
-    return Waiting(p) ? std::vector<std::string>{"yes"} : std::vector<std::string>{};
+    return AwaitsCapacity(p) ? std::vector<std::string>{"yes"} : std::vector<std::string>{};
   });
   pools_.OnChange([this](const GpuPool* before, const GpuPool* after) {
     const GpuPool& p = after ? *after : *before;
@@ -118,6 +120,7 @@ PoolController::PoolController(store::Store& store, runtime::Manager& manager)
 }
 
 void PoolController::QueueWaiting() {
+  ++capacity_epoch_;
   for (const auto& p : pools_.ByIndex(kWaiting, "yes")) queue_->Add(allocator::PoolKey(*p));
 }
 
@@ -136,6 +139,17 @@ absl::StatusOr<runtime::Result> PoolController::Reconcile(const std::string& key
 
 absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
   const std::string key = allocator::PoolKey(listed);
+  const uint64_t epoch = capacity_epoch_.load();
+  {
+    // Nothing freed since this pool last failed to fit, and the pool is the same: the timer's
+    // retry has nothing new to try.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto w = waits_.find(key);
+    if (w != waits_.end() && AwaitsCapacity(listed) && w->second.epoch == epoch &&
+        w->second.generation == listed.metadata.generation) {
+      return runtime::Result::After(kWaitBackoff.After(w->second.attempts));
+    }
+  }
   PoolStats delta;
   bool waiting = false;
   // Everything the pools informer shows up to this revision is in the owners below; pools that
@@ -342,14 +356,17 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
     stats_.unschedulable += delta.unschedulable;
     stats_.replaced += delta.replaced;
     if (waiting) {
-      waits = ++waits_[key];
+      Waiting& w = waits_[key];
+      waits = ++w.attempts;
+      w.epoch = epoch;
+      w.generation = listed.metadata.generation;
     } else {
       waits_.erase(key);
     }
   }
   if (!waiting) return runtime::Result::Done();
   // Capacity changes queue the pool at once; this is only the fallback.
-  return runtime::Result::After(runtime::BackoffPolicy{std::chrono::seconds(5), std::chrono::minutes(5)}.After(waits));
+  return runtime::Result::After(kWaitBackoff.After(waits));
 }
 
 }  // namespace gpuaas::controller

@@ -61,8 +61,17 @@ class PoolController final : public runtime::Reconciler {
   runtime::WorkQueue* queue_ = nullptr;
   std::shared_ptr<const allocator::Profile> profile_;
   mutable std::mutex mu_;
-  PoolStats stats_;                  // guarded by mu_
-  std::map<std::string, int> waits_;  // consecutive unschedulable reconciles per pool; guarded by mu_
+  PoolStats stats_;  // guarded by mu_
+  // Bumped whenever capacity may have been freed (the events that QueueWaiting).
+  std::atomic<uint64_t> capacity_epoch_{0};
+  // A pool that could not be placed, and when: it is tried again only once capacity or the pool
+  // changed, so that the backoff timer alone costs no allocation over the whole fleet.
+  struct Waiting {
+    int attempts = 0;
+    uint64_t epoch = 0;
+    int64_t generation = 0;
+  };
+  std::map<std::string, Waiting> waits_;  // guarded by mu_
 };
 
 }  // namespace gpuaas::controller
