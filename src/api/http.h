@@ -3,6 +3,7 @@
 #define GPUAAS_API_HTTP_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,11 +25,33 @@ struct HttpRequest {
   std::string Header(std::string_view name) const;
 };
 
+// Where a streamed response (a watch) writes: chunks go out in order, as the connection
+// allows. Thread-safe; never blocks (chunks queue).
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  // Queues a chunk; false once the stream is closed (the client left, the server stops, or the
+  // client reads too slowly and its queue passed the limit), after which the writer should let go.
+  virtual bool Write(std::string chunk) = 0;
+  // Ends the stream (the last chunk) and the connection.
+  virtual void End() = 0;
+};
+
+// The producer of a streamed body: Open is called once the head went out.
+class ResponseStream {
+ public:
+  virtual ~ResponseStream() = default;
+  virtual void Open(std::shared_ptr<StreamSink> sink) = 0;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // When set, `body` is ignored: the head goes out with chunked transfer encoding and the
+  // stream writes the body for as long as it lasts.
+  std::shared_ptr<ResponseStream> stream = nullptr;
 };
 
 // Decodes %XX escapes (and '+' as space when `plus_is_space`); false on a malformed escape.

@@ -12,6 +12,7 @@
 #include "api/http.h"
 #include "api/internal/http_server.h"
 #include "api/internal/telemetry_api.h"
+#include "api/internal/watch.h"
 #include "api/metrics.h"
 #include "api/problem.h"
 #include "common/log.h"
@@ -128,6 +129,7 @@ struct ApiServer::Impl {
   Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
       : options(std::move(o)), cache(c), pools(p), auth(a) {
     if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, clock);
+    watches = std::make_unique<internal::WatchHub>(cache, options.watch_bookmark_interval);
   }
 
   ServerOptions options;
@@ -136,6 +138,7 @@ struct ApiServer::Impl {
   Authenticator* auth;  // null: no authentication, every caller is an operator
   RealClock clock;
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
+  std::unique_ptr<internal::WatchHub> watches;
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
@@ -281,6 +284,35 @@ struct ApiServer::Impl {
     absl::StatusOr<model::LabelSelector> selector =
         model::LabelSelector::Parse(req.Param("labelSelector"));
     if (!selector.ok()) return Error(selector.status());
+    if (const std::string w = req.Param("watch"); !w.empty() && w != "0" && w != "false") {
+      if (w != "1" && w != "true") {
+        return Error(absl::InvalidArgumentError(fmt::format("watch: \"{}\" is not true, false, 1 or 0", w)));
+      }
+      internal::WatchRequest wr;
+      wr.kind = type->kind;
+      wr.ns = std::string(ns);
+      if (only_own_project) wr.only_name = who.project;
+      wr.selector = *selector;
+      if (req.HasParam("resourceVersion") && !req.Param("resourceVersion").empty()) {
+        std::optional<int64_t> rv = ParseInt(req.Param("resourceVersion"));
+        if (!rv || *rv < 0) {
+          return Error(absl::InvalidArgumentError(
+              fmt::format("resourceVersion: \"{}\" is not a non-negative integer", req.Param("resourceVersion"))));
+        }
+        wr.resource_version = *rv;
+      }
+      const std::string b = req.Param("allowWatchBookmarks");
+      wr.bookmarks = b == "true" || b == "1";
+      if (req.HasParam("timeoutSeconds")) {
+        std::optional<int64_t> t = ParseInt(req.Param("timeoutSeconds"));
+        if (!t || *t <= 0 || *t > 86400) {
+          return Error(absl::InvalidArgumentError(fmt::format(
+              "timeoutSeconds: \"{}\" is not a number of seconds from 1 to 86400", req.Param("timeoutSeconds"))));
+        }
+        wr.timeout = std::chrono::seconds(*t);
+      }
+      return watches->Open(std::move(wr));
+    }
     size_t limit = 0;
     if (req.HasParam("limit")) {
       std::optional<int64_t> l = ParseInt(req.Param("limit"));
@@ -713,6 +745,7 @@ absl::Status ApiServer::Start() {
 int ApiServer::port() const { return impl_->http ? impl_->http->port() : 0; }
 
 void ApiServer::Stop() {
+  impl_->watches->CloseAll();  // watches end with their last chunk
   if (impl_->http) impl_->http->Stop();
 }
 

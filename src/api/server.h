@@ -5,6 +5,7 @@
 #ifndef GPUAAS_API_SERVER_H_
 #define GPUAAS_API_SERVER_H_
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -29,6 +30,8 @@ struct ServerOptions {
   int threads = 2;
   size_t max_body_bytes = 1 << 20;
   std::string version;
+  // How often a watch that allows bookmarks gets one.
+  std::chrono::milliseconds watch_bookmark_interval{60000};
   // Appends more metrics to /metrics (the controllers'); called on an I/O thread, must be
   // thread-safe. Optional.
   std::function<void(std::string&)> more_metrics;

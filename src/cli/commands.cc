@@ -1,5 +1,8 @@
 #include "cli/commands.h"
 
+#include <functional>
+#include <sstream>
+
 #include <httplib.h>
 
 #include <cctype>
@@ -239,6 +242,11 @@ void PrintTable(const std::string& plural, const std::vector<json>& items, std::
   }
 }
 
+// Follows a list route's watch from `revision`, calling `on_event` for each ADDED, MODIFIED or
+// DELETED event, and resuming after the server ends a watch. Returns only on an error.
+absl::Status Watch(const ClientOptions& o, const std::string& base, std::string revision,
+                   const std::function<void(const nlohmann::json&)>& on_event);
+
 }  // namespace
 
 int Get(const ClientOptions& o, const std::string& what, const std::string& name, std::ostream& out,
@@ -252,6 +260,10 @@ int Get(const ClientOptions& o, const std::string& what, const std::string& name
   }
   const std::string base = fmt::format("/apis/gpuaas.io/v1/{}", r->plural);
   std::vector<json> items;
+  std::string list_revision;
+  if (o.watch && !name.empty()) {
+    return Fail(err, absl::InvalidArgumentError("--watch follows a list: give no NAME (use -l to narrow it)"));
+  }
   if (!name.empty()) {
     absl::StatusOr<std::string> body = Fetch(o, base + "/" + Escape(name));
     if (!body.ok()) return Fail(err, body.status());
@@ -272,22 +284,110 @@ int Get(const ClientOptions& o, const std::string& what, const std::string& name
       json page = json::parse(*body, nullptr, false);
       if (!page.is_object()) return Fail(err, absl::InternalError("server sent invalid JSON"));
       for (json& item : page["items"]) items.push_back(std::move(item));
+      if (list_revision.empty()) list_revision = page["metadata"].value("resourceVersion", "");
       token = page["metadata"].value("continue", "");
     } while (!token.empty());
-    if (*format != Format::kTable) {
+    if (*format != Format::kTable && !o.watch) {
       json list = {{"apiVersion", "gpuaas.io/v1"}, {"kind", std::string(r->kind) + "List"},
                    {"items", items}};
       absl::Status s = PrintDoc(list.dump(), *format, out);
       return s.ok() ? 0 : Fail(err, s);
     }
-    if (items.empty()) {
+    if (items.empty() && !o.watch) {
       err << "No resources found.\n";
       return 0;
     }
   }
-  PrintTable(r->plural, items, out);
-  return 0;
+  if (!o.watch) {
+    PrintTable(r->plural, items, out);
+    return 0;
+  }
+  // --watch: the list first, then every change after its revision, as kubectl get -w prints them.
+  if (*format == Format::kTable) {
+    if (!items.empty()) PrintTable(r->plural, items, out);
+  } else {
+    for (const json& item : items) {
+      if (absl::Status s = PrintDoc(item.dump(), *format, out); !s.ok()) return Fail(err, s);
+    }
+  }
+  out << std::flush;
+  bool header = items.empty() && *format == Format::kTable;
+  absl::Status s = Watch(o, base, list_revision, [&](const json& event) {
+    const json& obj = event["object"];
+    if (*format != Format::kTable) {
+      (void)PrintDoc(obj.dump(), *format, out);
+    } else {
+      std::ostringstream row;
+      PrintTable(r->plural, {obj}, row);
+      const std::string text = row.str();
+      // The header once; then rows only.
+      out << (header ? text : text.substr(text.find('\n') + 1));
+      header = false;
+    }
+    out << std::flush;
+  });
+  return s.ok() ? 0 : Fail(err, s);
 }
+
+namespace {
+
+absl::Status Watch(const ClientOptions& o, const std::string& base, std::string revision,
+                   const std::function<void(const json&)>& on_event) {
+  while (true) {
+    httplib::Client client(o.server);
+    if (!client.is_valid()) return absl::InvalidArgumentError(fmt::format("--server \"{}\" is not a valid URL", o.server));
+    client.set_connection_timeout(5);
+    client.set_read_timeout(300);  // bookmarks arrive every minute
+    if (!o.token.empty()) client.set_bearer_token_auth(o.token);
+    std::string path = base + "?watch=1&allowWatchBookmarks=true";
+    if (!revision.empty()) path += "&resourceVersion=" + Escape(revision);
+    if (!o.selector.empty()) path += "&labelSelector=" + Escape(o.selector);
+    std::string buffer, error_body;
+    int status = 0;
+    httplib::Result r = client.Get(
+        path, httplib::Headers{},
+        [&](const httplib::Response& res) {
+          status = res.status;
+          return true;
+        },
+        [&](const char* data, size_t n) {
+          if (status != 200) {
+            error_body.append(data, n);
+            return true;
+          }
+          buffer.append(data, n);
+          for (size_t nl; (nl = buffer.find('\n')) != std::string::npos; buffer.erase(0, nl + 1)) {
+            json e = json::parse(buffer.substr(0, nl), nullptr, false);
+            if (!e.is_object()) continue;
+            const std::string rv = e["object"]["metadata"].value("resourceVersion", "");
+            if (!rv.empty()) revision = rv;
+            if (e["type"] == "BOOKMARK") continue;
+            if (e["type"] == "ERROR") {
+              status = e["object"].value("code", 500);
+              error_body = e["object"].dump();
+              return false;
+            }
+            on_event(e);
+          }
+          return true;
+        });
+    if (status == 410) {
+      return absl::OutOfRangeError("the watch fell too far behind (410 Expired); run the command again to relist");
+    }
+    if (status != 0 && status != 200) {
+      json p = json::parse(error_body, nullptr, false);
+      return absl::UnknownError(fmt::format("Error from server ({}): {}", status,
+                                            p.is_object() ? p.value("detail", p.value("message", error_body)) : error_body));
+    }
+    if (!r && status == 0) {
+      return absl::UnavailableError(fmt::format("cannot reach the gpuaas server at {} ({})", o.server,
+                                                httplib::to_string(r.error())));
+    }
+    // The server ended the watch (its timeout, a restart): go on from the last revision seen.
+  }
+}
+
+}  // namespace
 
 int Summary(const ClientOptions& o, std::ostream& out, std::ostream& err) {
   absl::StatusOr<Format> format = ParseFormat(o.output);

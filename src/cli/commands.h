@@ -14,6 +14,7 @@ struct ClientOptions {
   std::string server = "http://127.0.0.1:8080";
   std::string output = "table";
   std::string selector;  // -l
+  bool watch = false;    // -w: after the list, follow changes
   std::string token;     // bearer token, --token or GPUAAS_TOKEN
 };
 

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   get->add_option("resource", what, "clusters, nodes, gpus or specs")->required();
   get->add_option("name", name, "one object's name");
   get->add_option("-l,--selector", client.selector, "label selector, e.g. gpuaas.io/cluster=alpha");
+  get->add_flag("-w,--watch", client.watch, "after the list, print each change as it happens (Ctrl-C ends)");
   add_client_flags(get, true);
 
   CLI::App* summary = app.add_subcommand("summary", "the fleet at a glance");

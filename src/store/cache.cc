@@ -40,7 +40,7 @@ absl::Status ObjectCache::Start(const std::vector<std::string>& kinds) {
   return absl::OkStatus();
 }
 
-void ObjectCache::AddListener(CacheListener listener) {
+int ObjectCache::AddListener(CacheListener listener) {
   std::lock_guard<std::mutex> apply(apply_mu_);
   std::vector<CacheEvent> all;
   int64_t rev = 0;
@@ -52,11 +52,18 @@ void ObjectCache::AddListener(CacheListener listener) {
     }
   }
   listener(all, rev);
-  listeners_.push_back(std::move(listener));
+  const int id = next_listener_++;
+  listeners_.emplace(id, std::move(listener));
+  return id;
+}
+
+void ObjectCache::RemoveListener(int id) {
+  std::lock_guard<std::mutex> apply(apply_mu_);
+  listeners_.erase(id);
 }
 
 void ObjectCache::Notify(const std::vector<CacheEvent>& events, int64_t revision) {
-  for (const CacheListener& l : listeners_) l(events, revision);
+  for (const auto& [id, l] : listeners_) l(events, revision);
 }
 
 void ObjectCache::Stop() {

@@ -60,8 +60,11 @@ class ObjectCache {
   // added event, then with every batch applied later, on the thread that applies it (the
   // cache's, or SyncNow's caller), one batch at a time, before WaitFor's waiters wake. A relist
   // after the change feed was compacted reaches it as the difference it made. Listeners must
-  // not call back into the cache's writers (SyncNow) and should be quick.
-  void AddListener(CacheListener listener);
+  // not call back into the cache's writers (SyncNow) and should be quick. Returns an id for
+  // RemoveListener, which a listener that dies before the cache must call: once it returns, the
+  // listener is not called again.
+  int AddListener(CacheListener listener);
+  void RemoveListener(int id);
 
   // The current snapshot of `kind` (empty for a kind not loaded). Cheap: shared, not copied.
   std::shared_ptr<const KindSnapshot> Snapshot(const std::string& kind);
@@ -71,6 +74,8 @@ class ObjectCache {
   // Blocks until the cache has applied revision `rev` (read-your-writes), up to `timeout`.
   bool WaitFor(int64_t rev, std::chrono::milliseconds timeout);
   int64_t Revision() const { return revision_.load(); }
+  // The store this cache follows.
+  Store& store() { return store_; }
 
   // Applies pending changes now rather than waiting for the background thread (tests).
   absl::Status SyncNow();
@@ -100,7 +105,8 @@ class ObjectCache {
   std::mutex apply_mu_;  // serialises Relist and ApplyChanges (taken before mu_)
   std::condition_variable applied_;
   std::map<std::string, KindState, std::less<>> kinds_;
-  std::vector<CacheListener> listeners_;  // guarded by apply_mu_
+  std::map<int, CacheListener> listeners_;  // guarded by apply_mu_
+  int next_listener_ = 0;                   // guarded by apply_mu_
   std::atomic<int64_t> revision_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -1,6 +1,9 @@
 #include "api/internal/http_server.h"
 
+#include <array>
 #include <atomic>
+#include <deque>
+#include <mutex>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -69,6 +72,17 @@ using tcp = asio::ip::tcp;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
+  // True while a streamed response still has something to send.
+  bool Streaming() {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    return streaming_ && !gone_;
+  }
+  // Closes the socket outright (the server stops; its I/O threads no longer run).
+  void Abort() {
+    beast::error_code ec;
+    stream_.socket().close(ec);
+  }
+
   Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
           asio::thread_pool& workers)
       : stream_(std::move(socket)), options_(options), handler_(handler), workers_(workers) {}
@@ -168,7 +182,129 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  // The watch side: chunks queued from any thread, written in order on the session's strand.
+  bool QueueChunk(std::string chunk) {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    if (gone_ || ended_) return false;
+    if (out_bytes_ + chunk.size() > kMaxQueuedBytes) {
+      // A client that does not read: let it go rather than hold its backlog; it resumes with
+      // the last resourceVersion it saw.
+      gone_ = true;
+      asio::post(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
+      return false;
+    }
+    out_bytes_ += chunk.size();
+    out_.push_back(std::move(chunk));
+    KickLocked();
+    return true;
+  }
+  void QueueEnd() {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    if (gone_ || ended_) return;
+    ended_ = true;
+    KickLocked();
+  }
+  static constexpr size_t kMaxQueuedBytes = 8 << 20;
+
+  void KickLocked() {
+    if (writing_) return;
+    writing_ = true;
+    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->WriteNextChunk(); });
+  }
+
+  void WriteNextChunk() {
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lock(out_mu_);
+      if (gone_) {
+        writing_ = false;
+        return;
+      }
+      if (out_.empty()) {
+        if (!ended_) {
+          writing_ = false;
+          return;
+        }
+        last = true;
+      } else {
+        current_ = std::move(out_.front());
+        out_.pop_front();
+        out_bytes_ -= current_.size();
+      }
+    }
+    auto done = [self = shared_from_this(), last](beast::error_code ec, size_t) {
+      if (ec || last) {
+        {
+          std::lock_guard<std::mutex> lock(self->out_mu_);
+          self->gone_ = true;
+          self->writing_ = false;
+        }
+        return self->Close();
+      }
+      self->WriteNextChunk();
+    };
+    if (last) {
+      asio::async_write(stream_, http::make_chunk_last(), std::move(done));
+    } else {
+      asio::async_write(stream_, http::make_chunk(asio::buffer(current_)), std::move(done));
+    }
+  }
+
+  // Sends the head of a streamed response, then hands the stream its sink.
+  void StartStream(HttpResponse r, unsigned version) {
+    stream_.expires_never();  // a watch stays open for as long as it lasts
+    {
+      std::lock_guard<std::mutex> lock(out_mu_);
+      streaming_ = true;
+    }
+    auto head = std::make_shared<http::response<http::empty_body>>();
+    head->version(version);
+    head->result(static_cast<http::status>(r.status));
+    head->set(http::field::server, "gpuaas");
+    head->set(http::field::content_type, r.content_type);
+    for (auto& [k, v] : r.headers) head->set(k, v);
+    head->keep_alive(false);
+    head->chunked(true);
+    auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*head);
+    http::async_write_header(
+        stream_, *serializer,
+        [self = shared_from_this(), head, serializer, producer = std::move(r.stream)](beast::error_code ec, size_t) {
+          if (ec) return self->Close();
+          producer->Open(std::make_shared<Sink>(self));
+          self->AwaitClientClose();
+        });
+  }
+
+  // A client that closes its end ends the stream; anything it sends is ignored.
+  void AwaitClientClose() {
+    stream_.async_read_some(asio::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (!ec) return self->AwaitClientClose();
+      {
+        std::lock_guard<std::mutex> lock(self->out_mu_);
+        self->gone_ = true;
+      }
+      self->Close();
+    });
+  }
+
+  // What a ResponseStream writes to: a weak handle on the session.
+  class Sink final : public StreamSink {
+   public:
+    explicit Sink(const std::shared_ptr<Session>& s) : session_(s) {}
+    bool Write(std::string chunk) override {
+      std::shared_ptr<Session> s = session_.lock();
+      return s != nullptr && s->QueueChunk(std::move(chunk));
+    }
+    void End() override {
+      if (std::shared_ptr<Session> s = session_.lock()) s->QueueEnd();
+    }
+
+   private:
+    std::weak_ptr<Session> session_;
+  };
+
   void Write(HttpResponse r, bool head, bool keep_alive, unsigned version) {
+    if (r.stream && !head) return StartStream(std::move(r), version);
     res_ = {};
     res_.version(version);
     res_.result(static_cast<http::status>(r.status));
@@ -193,6 +329,15 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
+  std::mutex out_mu_;
+  std::deque<std::string> out_;  // guarded by out_mu_
+  size_t out_bytes_ = 0;         // guarded by out_mu_
+  bool writing_ = false;         // guarded by out_mu_
+  bool ended_ = false;           // guarded by out_mu_
+  bool gone_ = false;            // guarded by out_mu_
+  bool streaming_ = false;       // guarded by out_mu_
+  std::string current_;          // the chunk being written (on the strand)
+  std::array<char, 512> discard_{};
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
   const HttpServerOptions& options_;
@@ -215,7 +360,13 @@ struct HttpServer::Impl {
       } else {
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(socket), options, handler, workers)->Start();
+        auto session = std::make_shared<Session>(std::move(socket), options, handler, workers);
+        {
+          std::lock_guard<std::mutex> lock(sessions_mu);
+          std::erase_if(sessions, [](const std::weak_ptr<Session>& w) { return w.expired(); });
+          sessions.push_back(session);
+        }
+        session->Start();
       }
       Accept();
     });
@@ -226,6 +377,17 @@ struct HttpServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor;
   asio::thread_pool workers;  // runs handlers that may block (writes)
+  std::mutex sessions_mu;
+  std::vector<std::weak_ptr<Session>> sessions;  // guarded by sessions_mu
+
+  std::vector<std::shared_ptr<Session>> Live() {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    std::vector<std::shared_ptr<Session>> out;
+    for (const auto& w : sessions) {
+      if (auto s = w.lock()) out.push_back(std::move(s));
+    }
+    return out;
+  }
   std::vector<std::thread> threads;
   int port = 0;
 };
@@ -269,9 +431,18 @@ void HttpServer::Stop() {
     s.acceptor.close(ec);
   });
   s.workers.join();  // let in-flight writes finish (they commit to the store)
+  // Streams that were ended (watches) get up to two seconds to send their last chunk.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::vector<std::shared_ptr<Session>> live = s.Live();
+    if (std::none_of(live.begin(), live.end(), [](const auto& x) { return x->Streaming(); })) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   s.io.stop();
   for (std::thread& t : s.threads) t.join();
   s.threads.clear();
+  // Nothing runs on the sockets any more: close what is still open, so that no client waits.
+  for (const auto& session : s.Live()) session->Abort();
 }
 
 }  // namespace internal

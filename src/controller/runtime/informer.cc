@@ -16,8 +16,12 @@ std::pair<std::string, std::string> SplitKey(std::string_view key) {
   return {std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))};
 }
 
+InformerSet::~InformerSet() {
+  if (listener_) cache_.RemoveListener(*listener_);
+}
+
 void InformerSet::Start() {
-  cache_.AddListener([this](const std::vector<store::CacheEvent>& events, int64_t revision) {
+  listener_ = cache_.AddListener([this](const std::vector<store::CacheEvent>& events, int64_t revision) {
     OnBatch(events, revision);
   });
 }

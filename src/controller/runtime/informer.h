@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <shared_mutex>
@@ -172,6 +173,7 @@ class Informer final : public InformerBase {
 class InformerSet {
  public:
   explicit InformerSet(store::ObjectCache& cache) : cache_(cache) {}
+  ~InformerSet();
   InformerSet(const InformerSet&) = delete;
   InformerSet& operator=(const InformerSet&) = delete;
 
@@ -194,6 +196,7 @@ class InformerSet {
 
   store::ObjectCache& cache_;
   std::map<std::string, std::unique_ptr<InformerBase>, std::less<>> informers_;
+  std::optional<int> listener_;
 };
 
 }  // namespace gpuaas::controller::runtime
