@@ -187,7 +187,8 @@ def run(binary, args, workdir, name):
         h200 = gpus_of(s, "H200-SXM-141GB")
         s.post(POOLS, pool_body("filler", "H200-SXM-141GB", h200))
         s.put(f"{POOLS}/filler/approval", {"approve": True, "reason": "bench"})
-        wait(lambda: cond(s.get(f"{POOLS}/filler"), "Allocated") == "True", 1800, "the filler pool")
+        # Ready: every MIG GPU it took is reconfigured, so that idle means idle.
+        wait(lambda: cond(s.get(f"{POOLS}/filler"), "Ready") == "True", 1800, "the filler pool")
         for i in range(args.waiting_pools):
             s.post(POOLS, pool_body(f"wait-{i}", "H200-SXM-141GB", 1))
             s.put(f"{POOLS}/wait-{i}/approval", {"approve": True, "reason": "bench"})

@@ -173,7 +173,7 @@ TEST_F(PoolLifecycle, UnplaceableAndRejectedPoolsSayWhy) {
 TEST_F(PoolLifecycle, MigFailuresRetryWithBackoffAndRestartsConverge) {
   sims_[0]->FailNextMigChanges(1);
   Request("big", {{"H200-SXM-141GB", "4g.71gb", 5}});
-  Converge(1);  // allocate; request the layout; see it fail (the retry is due in 2 s)
+  Converge(2);  // allocate; request the layout; see it fail a second later (the retry is due 2 s after)
   GpuPool p = Get("big");
   EXPECT_EQ(Cond(p, "Provisioned"), "False/MigLayoutFailed") << Cond(p, "Provisioned");
   // A new control plane (a restarted server) picks up where the old one stopped.

@@ -73,19 +73,12 @@ absl::StatusOr<size_t> HealthController::Restore() {
 }
 
 absl::StatusOr<runtime::Result> HealthController::Reconcile(const std::string& key) {
-  if (key == kHubKey) {
-    for (const std::string& uuid : hub_.TakeChangedHealth()) queue_->Add(ToLower(uuid));
-    return runtime::Result::Done();
-  }
-  if (key == kKnownKey) {
-    std::set<std::string> uuids;
-    for (const auto& g : gpus_.List()) uuids.insert(g->spec.uuid);
-    hub_.SetKnownGpus(std::move(uuids));
-    return runtime::Result::Done();
-  }
-  std::shared_ptr<const model::GpuCapacity> cur = gpus_.Get("", key);
-  if (!cur) return runtime::Result::Done();  // not in the inventory (yet): the verdict waits in the hub
-  const Time now = manager_.clock().Now();
+  return ReconcileBatch({key});
+}
+
+std::optional<model::GpuCapacity> HealthController::Judge(const std::string& name, Time now) {
+  std::shared_ptr<const model::GpuCapacity> cur = gpus_.Get("", name);
+  if (!cur) return std::nullopt;  // not in the inventory (yet): the verdict waits in the hub
   model::GpuCapacity g = *cur;
   const telemetry::GpuVerdict v = hub_.Verdict(g.spec.uuid);
   bool dirty = false;
@@ -93,10 +86,35 @@ absl::StatusOr<runtime::Result> HealthController::Reconcile(const std::string& k
   dirty |= model::SetCondition(g.status.conditions, ToCondition(model::kGpuResetRequired, v.reset_required, now));
   dirty |= model::SetCondition(g.status.conditions, ToCondition(model::kGpuOverheating, v.overheating, now));
   dirty |= model::SummarizeGpuHealth(g, now);
-  if (!dirty) return runtime::Result::Done();
-  // At the version read: a conflict (the inventory wrote the GPU meanwhile) is retried.
-  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) { return store::UpdateObject(tx, g); }));
-  ++writes_;
+  if (!dirty) return std::nullopt;
+  return g;
+}
+
+absl::StatusOr<runtime::Result> HealthController::ReconcileBatch(const std::vector<std::string>& keys) {
+  const Time now = manager_.clock().Now();
+  std::vector<model::GpuCapacity> updates;
+  for (const std::string& key : keys) {
+    if (key == kHubKey) {
+      for (const std::string& uuid : hub_.TakeChangedHealth()) queue_->Add(ToLower(uuid));
+    } else if (key == kKnownKey) {
+      std::set<std::string> uuids;
+      for (const auto& g : gpus_.List()) uuids.insert(g->spec.uuid);
+      hub_.SetKnownGpus(std::move(uuids));
+    } else if (std::optional<model::GpuCapacity> g = Judge(key, now)) {
+      updates.push_back(std::move(*g));
+    }
+  }
+  if (updates.empty()) return runtime::Result::Done();
+  // Each at the version read: a conflict (the inventory wrote a GPU meanwhile) retries the batch
+  // once the informers caught up.
+  absl::Status s = store_.Transact([&](store::Txn& tx) -> absl::Status {
+    for (model::GpuCapacity& g : updates) RETURN_IF_ERROR(store::UpdateObject(tx, g));
+    return absl::OkStatus();
+  });
+  if (absl::IsAborted(s)) manager_.AwaitRevision(store_.Revision());
+  RETURN_IF_ERROR(s);
+  writes_ += static_cast<int64_t>(updates.size());
+  manager_.AwaitRevision(store_.Revision());
   return runtime::Result::Done();
 }
 

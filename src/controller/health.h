@@ -15,6 +15,8 @@
 #define GPUAAS_CONTROLLER_HEALTH_H_
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -36,11 +38,18 @@ class HealthController final : public runtime::Reconciler {
   absl::StatusOr<size_t> Restore();
 
   absl::StatusOr<runtime::Result> Reconcile(const std::string& key) override;
+  // Up to 500 GPUs at once, written in one transaction: a new fleet of 10,000 GPUs is judged in
+  // 20 commits rather than 10,000.
+  size_t MaxBatch() const override { return 500; }
+  absl::StatusOr<runtime::Result> ReconcileBatch(const std::vector<std::string>& keys) override;
 
   // GpuCapacity writes made (for tests).
   int64_t writes() const { return writes_.load(); }
 
  private:
+  // The GPU with its health as it should be, when that differs from what is stored.
+  std::optional<model::GpuCapacity> Judge(const std::string& name, Time now);
+
   store::Store& store_;
   telemetry::Hub& hub_;
   runtime::Manager& manager_;

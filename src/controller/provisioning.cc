@@ -48,8 +48,31 @@ MigLayoutController::MigLayoutController(store::Store& store, runtime::Manager& 
 }
 
 absl::StatusOr<runtime::Result> MigLayoutController::Reconcile(const std::string& name) {
+  return ReconcileBatch({name});
+}
+
+absl::StatusOr<runtime::Result> MigLayoutController::ReconcileBatch(const std::vector<std::string>& names) {
+  std::vector<MigLayout> updates;
+  std::optional<Duration> again;
+  for (const std::string& name : names) {
+    std::optional<Duration> a = Step(name, updates);
+    if (a && (!again || *a < *again)) again = a;
+  }
+  if (!updates.empty()) {
+    absl::Status s = store_.Transact([&](store::Txn& tx) -> absl::Status {
+      for (MigLayout& l : updates) RETURN_IF_ERROR(store::UpdateObject(tx, l));
+      return absl::OkStatus();
+    });
+    if (absl::IsAborted(s)) manager_.AwaitRevision(store_.Revision());
+    RETURN_IF_ERROR(s);
+    manager_.AwaitRevision(store_.Revision());
+  }
+  return again ? runtime::Result::After(*again) : runtime::Result::Done();
+}
+
+std::optional<Duration> MigLayoutController::Step(const std::string& name, std::vector<MigLayout>& updates) {
   std::shared_ptr<const MigLayout> cur = layouts_.Get("", name);
-  if (!cur) return runtime::Result::Done();
+  if (!cur) return std::nullopt;
   const MigLayout& l = *cur;
   std::shared_ptr<const model::GpuCapacity> g = gpus_.Get("", name);
   const Time now = manager_.clock().Now();
@@ -101,9 +124,9 @@ absl::StatusOr<runtime::Result> MigLayoutController::Reconcile(const std::string
   if (next != l.status) {
     MigLayout updated = l;
     updated.status = next;
-    RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) { return store::UpdateObject(tx, updated); }));
+    updates.push_back(std::move(updated));
   }
-  return again ? runtime::Result::After(*again) : runtime::Result::Done();
+  return again;
 }
 
 }  // namespace gpuaas::controller

@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,11 +34,19 @@ class MigLayoutController final : public runtime::Reconciler {
                       Duration poll = std::chrono::seconds(1));
 
   absl::StatusOr<runtime::Result> Reconcile(const std::string& name) override;
+  // Many layouts at once (a large pool reconfigures hundreds of GPUs): the drivers are asked
+  // for each, their statuses written in one transaction.
+  size_t MaxBatch() const override { return 200; }
+  absl::StatusOr<runtime::Result> ReconcileBatch(const std::vector<std::string>& names) override;
 
   int64_t applied() const { return applied_.load(); }  // layouts asked of a driver
   int64_t failed() const { return failed_.load(); }
 
  private:
+  // Decides one layout (asking the driver when due); its new status joins `updates`. Returns
+  // when to look again.
+  std::optional<Duration> Step(const std::string& name, std::vector<model::MigLayout>& updates);
+
   store::Store& store_;
   runtime::Manager& manager_;
   std::map<std::string, cluster::ClusterDriver*> drivers_;

@@ -34,34 +34,51 @@ void Manager::StartInformers() {
   std::call_once(informers_started_, [this] { informers_.Start(); });
 }
 
-void Manager::Process(Entry& e, const std::string& key) {
+std::vector<std::string> Manager::Batch(Entry& e, std::string first) {
+  std::vector<std::string> keys = {std::move(first)};
+  const size_t max = std::max<size_t>(1, e.reconciler->MaxBatch());
+  while (keys.size() < max) {
+    std::optional<std::string> more = e.queue->TryGet();
+    if (!more) break;
+    keys.push_back(std::move(*more));
+  }
+  return keys;
+}
+
+void Manager::Process(Entry& e, std::vector<std::string> keys) {
   const auto start = std::chrono::steady_clock::now();
   ++e.metrics->active_workers;
-  absl::StatusOr<Result> r = e.reconciler->Reconcile(key);
+  absl::StatusOr<Result> r =
+      keys.size() == 1 ? e.reconciler->Reconcile(keys.front()) : e.reconciler->ReconcileBatch(keys);
   --e.metrics->active_workers;
   e.metrics->Observe(std::chrono::steady_clock::now() - start);
-  if (!r.ok()) {
-    ++e.metrics->error;
-    if (absl::IsAborted(r.status())) {
-      log::Debug("{}: {}: {} (retrying)", e.name, key, std::string(r.status().message()));
+  for (const std::string& key : keys) {
+    if (!r.ok()) {
+      ++e.metrics->error;
+      e.queue->AddRateLimited(key);
     } else {
-      log::Warn("{}: {}: {} (retrying with backoff)", e.name, key, r.status().ToString());
+      e.queue->Forget(key);
+      if (r->requeue_after) {
+        ++e.metrics->requeue_after;
+        e.queue->AddAfter(key, *r->requeue_after);
+      } else {
+        ++e.metrics->success;
+      }
     }
-    e.queue->AddRateLimited(key);
-  } else {
-    e.queue->Forget(key);
-    if (r->requeue_after) {
-      ++e.metrics->requeue_after;
-      e.queue->AddAfter(key, *r->requeue_after);
+    e.queue->Done(key);
+  }
+  if (!r.ok()) {
+    const std::string what = keys.size() == 1 ? keys.front() : fmt::format("{} keys", keys.size());
+    if (absl::IsAborted(r.status())) {
+      log::Debug("{}: {}: {} (retrying)", e.name, what, std::string(r.status().message()));
     } else {
-      ++e.metrics->success;
+      log::Warn("{}: {}: {} (retrying with backoff)", e.name, what, r.status().ToString());
     }
   }
-  e.queue->Done(key);
 }
 
 void Manager::Worker(Entry& e) {
-  while (std::optional<std::string> key = e.queue->Get()) Process(e, *key);
+  while (std::optional<std::string> key = e.queue->Get()) Process(e, Batch(e, std::move(*key)));
 }
 
 void Manager::AwaitRevision(int64_t rev) {
@@ -98,8 +115,9 @@ int Manager::RunUntilIdle(int max_reconciles) {
       while (done < max_reconciles) {
         std::optional<std::string> key = e->queue->TryGet();
         if (!key) break;
-        Process(*e, *key);
-        ++done;
+        std::vector<std::string> keys = Batch(*e, std::move(*key));
+        done += static_cast<int>(keys.size());
+        Process(*e, std::move(keys));
         any = true;
       }
     }

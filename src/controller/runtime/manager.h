@@ -26,6 +26,7 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -45,6 +46,11 @@ class Reconciler {
  public:
   virtual ~Reconciler() = default;
   virtual absl::StatusOr<Result> Reconcile(const std::string& key) = 0;
+  // A controller whose reconciles are many small writes (one per GPU) may take up to
+  // MaxBatch() ready keys at once and write them in one transaction: the outcome then applies to
+  // every key of the batch. The default takes one key at a time.
+  virtual size_t MaxBatch() const { return 1; }
+  virtual absl::StatusOr<Result> ReconcileBatch(const std::vector<std::string>& keys) { return Reconcile(keys.front()); }
 };
 
 // Per-controller figures, exposed on /metrics under controller-runtime's names.
@@ -104,8 +110,10 @@ class Manager {
     std::unique_ptr<WorkQueue> queue;
     std::unique_ptr<ControllerMetrics> metrics;
   };
-  // Reconciles one key taken from `e.queue` and files the outcome.
-  void Process(Entry& e, const std::string& key);
+  // Reconciles keys taken from `e.queue` (one, or a batch) and files the outcome for each.
+  void Process(Entry& e, std::vector<std::string> keys);
+  // The first key, then as many more ready ones as the reconciler batches.
+  std::vector<std::string> Batch(Entry& e, std::string first);
   void Worker(Entry& e);
 
   const Clock& clock_;
