@@ -1,0 +1,148 @@
+// The server is killed (SIGKILL) at random moments while clients request, approve and release
+// pools and submit workloads, and started again on the same database after each kill. Then:
+// no device is in two live pools, no acknowledged approval or release is lost, and every pool
+// converges (Ready, waiting with a reason, rejected or released).
+#include <httplib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+
+namespace gpuaas::testing {
+namespace {
+
+using nlohmann::json;
+constexpr char kPools[] = "/apis/gpuaas.io/v1/namespaces/crash/gpupools";
+
+std::string Cond(const json& obj, const std::string& type) {
+  for (const json& c : obj["status"].value("conditions", json::array())) {
+    if (c["type"] == type) return c["status"];
+  }
+  return "-";
+}
+
+TEST(Crash, KilledAtRandomMomentsTheServerLosesNothingAndConverges) {
+  char tmpl[] = "/tmp/gpuaas-crash-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/fleet.yaml") << R"(clusters:
+  - name: lab
+    nodePools:
+      - {name: h200, count: 2, model: H200-SXM-141GB, migNodes: 1, migLayouts: ["3g.71gb@0 3g.71gb@4"]}
+      - {name: h100, count: 2, model: H100-SXM5-80GB}
+)";
+  const std::string args = "--insecure-no-auth --fleet " + dir + "/fleet.yaml --db sqlite:" + dir + "/g.db";
+  std::mt19937 rng(20261203);
+  std::set<std::string> approved, released;  // acknowledged by the server before a kill
+  int created = 0;
+  for (int round = 0; round < 20; ++round) {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(args, dir + "/server.log")) << server.Log();
+    httplib::Client c(server.Url());
+    c.set_read_timeout(10);
+    if (round == 0) {
+      auto r = c.Post("/apis/gpuaas.io/v1/projects",
+                      R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"crash"}})", "application/json");
+      ASSERT_TRUE(r && r->status == 201);
+    }
+    // A burst of requests on a thread of its own; the kill comes at a random moment within it.
+    std::atomic<bool> stop{false};
+    std::thread burst([&] {
+      httplib::Client b(server.Url());
+      b.set_read_timeout(10);
+      std::mt19937 brng(static_cast<unsigned>(round));
+      while (!stop) {
+        const std::string name = "p" + std::to_string(created);
+        const char* item = brng() % 2 ? R"({"model":"H100-SXM5-80GB","profile":"full","count":1})"
+                                      : R"({"model":"H200-SXM-141GB","profile":"3g.71gb","count":1})";
+        auto r = b.Post(kPools,
+                        std::string(R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":")") + name +
+                            R"("},"spec":{"items":[)" + item + "]}}",
+                        "application/json");
+        if (r && r->status == 409) {  // created before the last kill, its answer lost
+          ++created;
+          continue;
+        }
+        if (!r || r->status != 201) break;
+        ++created;
+        r = b.Put(std::string(kPools) + "/" + name + "/approval", R"({"approve":true,"reason":"crash test"})",
+                  "application/json");
+        if (!r) break;
+        if (r->status == 200) approved.insert(name);
+        r = b.Post("/apis/gpuaas.io/v1/namespaces/crash/workloads",
+                   R"({"apiVersion":"gpuaas.io/v1","kind":"Workload","metadata":{"name":"w-)" + name +
+                       R"("},"spec":{"pool":")" + name + R"(","resources":{")" +
+                       (std::string(item).find("full") != std::string::npos ? "nvidia.com/gpu"
+                                                                             : "nvidia.com/mig-3g.71gb") +
+                       R"(":1}}})",
+                   "application/json");
+        if (!r) break;
+        if (created > 3 && brng() % 3 == 0) {
+          const std::string old = "p" + std::to_string(brng() % (created - 1));
+          r = b.Post(std::string(kPools) + "/" + old + "/release", "", "application/json");
+          if (!r) break;
+          if (r->status == 200) released.insert(old);
+        }
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 400));  // the random moment
+    EXPECT_EQ(server.Stop(SIGKILL), -SIGKILL);
+    stop = true;
+    burst.join();
+  }
+  ASSERT_GT(approved.size(), 20u) << "the bursts did too little to test anything";
+
+  // A last start; everything settles.
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(args, dir + "/server.log")) << server.Log();
+  httplib::Client c(server.Url());
+  json pools;
+  auto settled = [&] {
+    auto r = c.Get(kPools);
+    if (!r || r->status != 200) return false;
+    pools = json::parse(r->body);
+    for (const json& p : pools["items"]) {
+      const bool approved_true = Cond(p, "Approved") == "True";
+      const std::string released = Cond(p, "Released");
+      if (released == "False") return false;  // a release under way
+      const bool done = !approved_true || released == "True" || Cond(p, "Ready") == "True" ||
+                        Cond(p, "Allocated") == "False";
+      if (!done) return false;
+    }
+    return true;
+  };
+  bool ok = false;
+  for (int i = 0; i < 600 && !(ok = settled()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(ok) << pools.dump(1);
+
+  std::map<std::string, json> by_name;
+  for (const json& p : pools["items"]) by_name[p["metadata"]["name"]] = p;
+  for (const std::string& name : approved) {
+    ASSERT_TRUE(by_name.count(name)) << name << " was approved, and is gone";
+    EXPECT_EQ(Cond(by_name[name], "Approved"), "True") << name;
+  }
+  for (const std::string& name : released) {
+    EXPECT_EQ(Cond(by_name[name], "Released"), "True") << name << " was released: " << by_name[name].dump();
+  }
+  std::set<std::string> devices;
+  for (const json& p : pools["items"]) {
+    if (Cond(p, "Released") == "True") continue;
+    for (const json& d : p["status"].value("allocation", json::array())) {
+      const std::string key = d["gpuUUID"].get<std::string>() + "@" +
+                              (d.contains("placement") ? std::to_string(d["placement"]["start"].get<int>()) : "full");
+      EXPECT_TRUE(devices.insert(key).second) << "device in two live pools: " << key;
+    }
+  }
+  EXPECT_EQ(server.Stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpuaas::testing
