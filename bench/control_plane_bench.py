@@ -5,12 +5,13 @@ Measures, for each binary given (the code under test and a baseline build of an 
 in the same run):
   - ready: seconds from process start to /readyz answering 200;
   - a loaded, idle fleet: Ready pools (2 full H100 GPUs each, 10 running workloads each through
-    time slicing) and approved pools waiting for capacity (H200 GPUs, all held by one filler
-    pool); then process CPU time over --idle seconds (utime + stime from /proc) and RSS;
+    time slicing) and approved pools waiting for capacity (one B200 each; the fleet's 16 B200s,
+    two nodes of the first cluster, are all held by one filler pool); then process CPU time over
+    --idle seconds (utime + stime from /proc) and RSS;
   - GET /api/v1/summary latency (median of 20);
   - approval to Ready of a 1-GPU full pool, one at a time, polled every 2 ms: p50 and p99;
   - release to allocation: the filler pool is released and the time until the first and the
-    last waiting pool are Allocated is taken.
+    last of the waiting pools that now fit (16) are Allocated is taken.
 No telemetry simulation (no --demo). Loopback only; everything is bounded in count and time.
 
   python3 bench/control_plane_bench.py --gpus 10000 --clusters 2 \
@@ -156,6 +157,9 @@ def fleet_file(gpus, clusters, path):
             if count:
                 pools.append({"name": name, "count": count, "model": model, "gpusPerNode": 8, "cpuCores": 128,
                               "memoryGiB": 1024, "migNodes": count // 4, "migLayouts": [layout]})
+        if c == 0:  # a scarce model: the capacity that waiting pools wait for
+            pools.append({"name": "b200", "count": 2, "model": "B200-180GB", "gpusPerNode": 8, "cpuCores": 128,
+                          "memoryGiB": 2048})
         out["clusters"].append({"name": f"bench-{c + 1}", "region": "bench", "nodePools": pools})
     with open(path, "w") as f:
         json.dump(out, f)
@@ -183,14 +187,13 @@ def run(binary, args, workdir, name):
         wait(lambda: sum(w.get("status", {}).get("phase") == "Running"
                          for w in s.get("/apis/gpuaas.io/v1/namespaces/bench/workloads")["items"]) >= args.workloads,
              900, "the running workloads")
-        # Every H200 held by one pool; pools that want one more wait.
-        h200 = gpus_of(s, "H200-SXM-141GB")
-        s.post(POOLS, pool_body("filler", "H200-SXM-141GB", h200))
+        # Every B200 held by one pool; pools that want one more wait.
+        scarce = gpus_of(s, "B200-180GB")
+        s.post(POOLS, pool_body("filler", "B200-180GB", scarce))
         s.put(f"{POOLS}/filler/approval", {"approve": True, "reason": "bench"})
-        # Ready: every MIG GPU it took is reconfigured, so that idle means idle.
         wait(lambda: cond(s.get(f"{POOLS}/filler"), "Ready") == "True", 1800, "the filler pool")
         for i in range(args.waiting_pools):
-            s.post(POOLS, pool_body(f"wait-{i}", "H200-SXM-141GB", 1))
+            s.post(POOLS, pool_body(f"wait-{i}", "B200-180GB", 1))
             s.put(f"{POOLS}/wait-{i}/approval", {"approve": True, "reason": "bench"})
         wait(lambda: sum(cond(p, "Allocated") == "False" for p in s.get(POOLS)["items"]) >= args.waiting_pools,
              300, "the waiting pools")
@@ -232,7 +235,7 @@ def run(binary, args, workdir, name):
             n = sum(cond(p, "Allocated") == "True" for p in s.get(POOLS)["items"] if p["metadata"]["name"].startswith("wait-"))
             if n > 0 and first is None:
                 first = time.monotonic() - a
-            if n == args.waiting_pools:
+            if n == min(args.waiting_pools, scarce):
                 last = time.monotonic() - a
                 break
             time.sleep(0.002)
