@@ -110,9 +110,9 @@ TEST(Crash, KilledAtRandomMomentsTheServerLosesNothingAndConverges) {
     pools = json::parse(r->body);
     for (const json& p : pools["items"]) {
       const bool approved_true = Cond(p, "Approved") == "True";
-      const std::string released = Cond(p, "Released");
-      if (released == "False") return false;  // a release under way
-      const bool done = !approved_true || released == "True" || Cond(p, "Ready") == "True" ||
+      const std::string release = Cond(p, "Released");
+      if (release == "False") return false;  // a release under way
+      const bool done = !approved_true || release == "True" || Cond(p, "Ready") == "True" ||
                         Cond(p, "Allocated") == "False";
       if (!done) return false;
     }

@@ -292,41 +292,41 @@ absl::StatusOr<ObservedCluster> SimulatedCluster::Observe() {
   ObservedCluster out;
   bool pending = false;
   {
-  std::lock_guard<std::mutex> lock(mu_);
-  // The simulated MIG manager: apply changes whose delay has passed.
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->wait-- > 0) {
-      ++it;
-      continue;
-    }
-    ObservedGpu* g = FindGpu(it->gpu_uuid);
-    if (fail_next_ > 0) {
-      --fail_next_;
-      mig_state_[it->node] = {"failed", fmt::format("simulated failure applying a layout to {}", it->gpu_uuid)};
-    } else if (g != nullptr) {
-      // Instances that stay (same profile and start) keep their UUID and their pods; the others
-      // are destroyed and created anew, as `nvidia-smi mig -dgi/-cgi` would.
-      std::vector<ObservedMigInstance> next;
-      for (ObservedMigInstance mi : it->instances) {
-        auto same = std::find_if(g->mig_instances.begin(), g->mig_instances.end(), [&](const ObservedMigInstance& o) {
-          return g->mig_enabled && o.profile == mi.profile && o.start == mi.start;
-        });
-        if (same != g->mig_instances.end()) {
-          next.push_back(*same);
-          continue;
-        }
-        mi.uuid = "MIG-" + StableUuid(fmt::format("{}/{}/{}/{}", g->uuid, mi.profile, mi.start, ++generation_));
-        mi.in_use = false;
-        next.push_back(std::move(mi));
+    std::lock_guard<std::mutex> lock(mu_);
+    // The simulated MIG manager: apply changes whose delay has passed.
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->wait-- > 0) {
+        ++it;
+        continue;
       }
-      g->mig_enabled = it->mig_enabled;
-      g->mig_instances = it->mig_enabled ? std::move(next) : std::vector<ObservedMigInstance>{};
-      mig_state_[it->node] = {"success", ""};
+      ObservedGpu* g = FindGpu(it->gpu_uuid);
+      if (fail_next_ > 0) {
+        --fail_next_;
+        mig_state_[it->node] = {"failed", fmt::format("simulated failure applying a layout to {}", it->gpu_uuid)};
+      } else if (g != nullptr) {
+        // Instances that stay (same profile and start) keep their UUID and their pods; the others
+        // are destroyed and created anew, as `nvidia-smi mig -dgi/-cgi` would.
+        std::vector<ObservedMigInstance> next;
+        for (ObservedMigInstance mi : it->instances) {
+          auto same = std::find_if(g->mig_instances.begin(), g->mig_instances.end(), [&](const ObservedMigInstance& o) {
+            return g->mig_enabled && o.profile == mi.profile && o.start == mi.start;
+          });
+          if (same != g->mig_instances.end()) {
+            next.push_back(*same);
+            continue;
+          }
+          mi.uuid = "MIG-" + StableUuid(fmt::format("{}/{}/{}/{}", g->uuid, mi.profile, mi.start, ++generation_));
+          mi.in_use = false;
+          next.push_back(std::move(mi));
+        }
+        g->mig_enabled = it->mig_enabled;
+        g->mig_instances = it->mig_enabled ? std::move(next) : std::vector<ObservedMigInstance>{};
+        mig_state_[it->node] = {"success", ""};
+      }
+      it = pending_.erase(it);
     }
-    it = pending_.erase(it);
-  }
-  out = state_;
-  pending = !pending_.empty();
+    out = state_;
+    pending = !pending_.empty();
   }
   // A change still waiting for its delay: the MIG manager keeps working, so look again.
   if (pending) Changed();
@@ -346,51 +346,51 @@ absl::Status SimulatedCluster::ApplyMigLayout(const std::string& node, const std
                                               bool mig_enabled,
                                               const std::vector<ObservedMigInstance>& instances) {
   {
-  std::lock_guard<std::mutex> lock(mu_);
-  ObservedGpu* g = FindGpu(gpu_uuid);
-  if (g == nullptr) return absl::NotFoundError(fmt::format("no GPU {} in cluster {}", gpu_uuid, spec_.name));
-  // The GPU Operator evicts GPU pods before it reconfigures; gpuaas never asks while work runs,
-  // and the simulation refuses, so that a caller that did would be caught.
-  // A change may add instances next to running ones, but must not remove a busy instance or
-  // switch the MIG mode of a GPU with work on it.
-  bool busy = g->in_use && mig_enabled != g->mig_enabled;
-  for (const ObservedMigInstance& m : g->mig_instances) {
-    const bool kept = mig_enabled && std::any_of(instances.begin(), instances.end(), [&](const ObservedMigInstance& n) {
-      return n.profile == m.profile && n.start == m.start;
-    });
-    busy = busy || (m.in_use && !kept);
-  }
-  if (g->in_use && mig_enabled) busy = true;
-  if (busy) {
-    return absl::FailedPreconditionError(fmt::format("GPU {} runs workloads; refusing to change its MIG layout", gpu_uuid));
-  }
-  // Check the layout as the MIG manager would: a real GPU refuses illegal geometry.
-  std::vector<ObservedMigInstance> sized = instances;
-  if (mig_enabled) {
-    const std::string product = [&] {
-      for (const ObservedNode& n : state_.nodes) {
-        for (const ObservedGpu& x : n.gpus) {
-          if (x.uuid == gpu_uuid) return n.gpu_product;
-        }
-      }
-      return std::string();
-    }();
-    absl::StatusOr<const catalog::GpuModel*> m = catalog::ModelFromProduct(product);
-    if (!m.ok()) return m.status();
-    catalog::Layout layout;
-    for (ObservedMigInstance& mi : sized) {
-      const catalog::MigProfile* p = catalog::FindProfile(**m, mi.profile);
-      if (p == nullptr) return absl::InvalidArgumentError(fmt::format("{} has no profile {}", (*m)->name, mi.profile));
-      mi.size = p->memory_slices;
-      layout.push_back({p, mi.start});
+    std::lock_guard<std::mutex> lock(mu_);
+    ObservedGpu* g = FindGpu(gpu_uuid);
+    if (g == nullptr) return absl::NotFoundError(fmt::format("no GPU {} in cluster {}", gpu_uuid, spec_.name));
+    // The GPU Operator evicts GPU pods before it reconfigures; gpuaas never asks while work runs,
+    // and the simulation refuses, so that a caller that did would be caught.
+    // A change may add instances next to running ones, but must not remove a busy instance or
+    // switch the MIG mode of a GPU with work on it.
+    bool busy = g->in_use && mig_enabled != g->mig_enabled;
+    for (const ObservedMigInstance& m : g->mig_instances) {
+      const bool kept = mig_enabled && std::any_of(instances.begin(), instances.end(), [&](const ObservedMigInstance& n) {
+        return n.profile == m.profile && n.start == m.start;
+      });
+      busy = busy || (m.in_use && !kept);
     }
-    if (absl::Status s = catalog::ValidateLayout(**m, layout); !s.ok()) return s;
-  }
-  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [&](const PendingChange& c) { return c.gpu_uuid == gpu_uuid; }),
-                 pending_.end());
-  pending_.push_back({node, gpu_uuid, mig_enabled, std::move(sized), mig_delay_});
-  mig_state_[node] = {"pending", ""};
+    if (g->in_use && mig_enabled) busy = true;
+    if (busy) {
+      return absl::FailedPreconditionError(fmt::format("GPU {} runs workloads; refusing to change its MIG layout", gpu_uuid));
+    }
+    // Check the layout as the MIG manager would: a real GPU refuses illegal geometry.
+    std::vector<ObservedMigInstance> sized = instances;
+    if (mig_enabled) {
+      const std::string product = [&] {
+        for (const ObservedNode& n : state_.nodes) {
+          for (const ObservedGpu& x : n.gpus) {
+            if (x.uuid == gpu_uuid) return n.gpu_product;
+          }
+        }
+        return std::string();
+      }();
+      absl::StatusOr<const catalog::GpuModel*> m = catalog::ModelFromProduct(product);
+      if (!m.ok()) return m.status();
+      catalog::Layout layout;
+      for (ObservedMigInstance& mi : sized) {
+        const catalog::MigProfile* p = catalog::FindProfile(**m, mi.profile);
+        if (p == nullptr) return absl::InvalidArgumentError(fmt::format("{} has no profile {}", (*m)->name, mi.profile));
+        mi.size = p->memory_slices;
+        layout.push_back({p, mi.start});
+      }
+      if (absl::Status s = catalog::ValidateLayout(**m, layout); !s.ok()) return s;
+    }
+    pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                  [&](const PendingChange& c) { return c.gpu_uuid == gpu_uuid; }),
+                   pending_.end());
+    pending_.push_back({node, gpu_uuid, mig_enabled, std::move(sized), mig_delay_});
+    mig_state_[node] = {"pending", ""};
   }
   Changed();
   return absl::OkStatus();
