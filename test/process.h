@@ -56,6 +56,9 @@ class Background {
  public:
   bool Start(const std::string& cmd, const std::string& log_path, const std::string& ready, int timeout_s = 30) {
     log_path_ = log_path;
+    // Empty the log here, before the child exists: a log left by an earlier run of the same
+    // command (a restart) must not be read as this one's (its port).
+    std::ofstream(log_path, std::ios::trunc).close();
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = std::fopen(log_path.c_str(), "w");
