@@ -23,6 +23,8 @@ using GpuPtr = std::shared_ptr<const model::GpuCapacity>;
 constexpr std::string_view kWaiting = "waiting";
 // The fallback retry of a pool waiting for capacity (capacity changes queue it at once).
 const runtime::BackoffPolicy kWaitBackoff{std::chrono::seconds(5), std::chrono::minutes(5)};
+// How often a pool whose devices wait for their MIG layout looks at its GPUs without being told.
+constexpr Duration kProvisionPoll = std::chrono::seconds(2);
 
 bool IsTrue(const GpuPool& p, std::string_view type) {
   const model::Condition* c = model::FindCondition(p.status.conditions, type);
@@ -152,6 +154,7 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
   }
   PoolStats delta;
   bool waiting = false;
+  bool provisioning = false;
   // Everything the pools informer shows up to this revision is in the owners below; pools that
   // changed after it are read again inside the transaction.
   const int64_t seen = pools_.SyncedRevision();
@@ -159,6 +162,7 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
   absl::Status s = store_.Transact([&](store::Txn& tx) -> absl::Status {
     delta = PoolStats{};
     waiting = false;
+    provisioning = false;
     wrote = false;
     ASSIGN_OR_RETURN(std::optional<GpuPool> cur, store::GetObject<GpuPool>(tx, listed.metadata.ns, listed.metadata.name));
     if (!cur) return absl::OkStatus();
@@ -334,6 +338,7 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
         ++delta.ready;
       }
     } else {
+      provisioning = true;
       changed |= failed.empty() ? set(model::kProvisioned, false, "WaitingForMigLayout",
                                       fmt::format("{} of {} device(s) wait for their GPU's MIG layout", missing,
                                                   pool.status.allocation.size()))
@@ -364,6 +369,9 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
       waits_.erase(key);
     }
   }
+  // Devices that wait for their MIG layout arrive with a GPU change; looking again now and then
+  // as well keeps a pool from hanging on a change it was not told of.
+  if (provisioning) return runtime::Result::After(kProvisionPoll);
   if (!waiting) return runtime::Result::Done();
   // Capacity changes queue the pool at once; this is only the fallback.
   return runtime::Result::After(kWaitBackoff.After(waits));
