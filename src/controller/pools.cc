@@ -283,6 +283,20 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
         }
         pool.status.allocation.push_back({p.cluster, p.node, p.gpu_uuid, p.profile, p.start, p.instance_uuid});
       }
+      // The plan builds on the desired layouts the informer showed: one changed since (by a pool
+      // written meanwhile) would be overwritten without its instances. Decide again instead.
+      ASSIGN_OR_RETURN(std::vector<store::Key> relaid, tx.ChangedKeys(MigLayout::kKind, seen));
+      for (const store::Key& k : relaid) {
+        ASSIGN_OR_RETURN(std::optional<MigLayout> now_l, store::GetObject<MigLayout>(tx, "", k.name));
+        const MigLayout* seen_l = nullptr;  // as the snapshot used it
+        for (const MigLayout* l : layouts) {
+          if (l->metadata.name == k.name) seen_l = l;
+        }
+        const bool same = now_l && seen_l != nullptr && now_l->spec == seen_l->spec;
+        if (!same && (now_l || seen_l != nullptr)) {
+          return absl::AbortedError(fmt::format("the desired MIG layout of {} changed meanwhile", k.name));
+        }
+      }
       for (const auto& [uuid, change] : out.plan.gpu_changes) {
         const allocator::GpuState& g = *std::find_if(fleet.gpus.begin(), fleet.gpus.end(),
                                                      [&](const allocator::GpuState& x) { return x.uuid == uuid; });
