@@ -23,6 +23,13 @@ bool Matches(const model::GpuCapacity& g, const MigLayout& l) {
   });
 }
 
+// The MIG manager says it is done with the node, a poll after we asked, yet the GPU does not
+// have the layout: the request was lost (the node, its MIG manager or gpuaas restarted) and is
+// made again.
+bool ApplyLostAfter(cluster::ClusterDriver& d, const std::string& node, Duration since, Duration poll) {
+  return since >= poll && d.NodeMigState(node).state == "success";
+}
+
 Duration Backoff(int64_t attempts) {
   return std::chrono::seconds(std::min<int64_t>(60, int64_t{1} << std::min<int64_t>(attempts, 6)));
 }
@@ -76,6 +83,9 @@ std::optional<Duration> MigLayoutController::Step(const std::string& name, std::
   const MigLayout& l = *cur;
   std::shared_ptr<const model::GpuCapacity> g = gpus_.Get("", name);
   const Time now = manager_.clock().Now();
+  auto ApplyLost = [this](cluster::ClusterDriver& d, const std::string& n, Duration since) {
+    return ApplyLostAfter(d, n, since, poll_);
+  };
   MigLayout::Status next = l.status;
   std::optional<Duration> again;
   // Drivers speak the cluster's node names; NodeCapacity names are "cluster.node".
@@ -85,7 +95,8 @@ std::optional<Duration> MigLayoutController::Step(const std::string& name, std::
   } else if (auto d = drivers_.find(l.spec.cluster); d == drivers_.end()) {
     next.state = MigLayout::State::kFailed;
     next.message = fmt::format("no driver for cluster {}", l.spec.cluster);
-  } else if (l.status.state == MigLayout::State::kApplying && l.status.observed_generation == l.metadata.generation) {
+  } else if (l.status.state == MigLayout::State::kApplying && l.status.observed_generation == l.metadata.generation &&
+             !ApplyLost(*d->second, node, now - l.status.last_attempt)) {
     cluster::ClusterDriver::MigState ms = d->second->NodeMigState(node);
     if (ms.state == "failed") {
       next.state = MigLayout::State::kFailed;
