@@ -5,7 +5,8 @@
 //   Failed (the driver refused or the MIG manager failed) -> retried with exponential backoff
 //   (2^attempts s, at most a minute), or at once for a newer generation.
 // A layout already Applied is checked again whenever its GPU changes: a GPU that lost its layout
-// (a node reboot, a driver reload) gets it again. The driver refuses to change a GPU with running
+// (a node reboot, a driver reload) gets it again. A layout still Applying when the MIG manager
+// reports the node done but the GPU lacks it was lost on the way (a restart) and is asked again. The driver refuses to change a GPU with running
 // workloads, so gpuaas never reconfigures work away.
 #ifndef GPUAAS_CONTROLLER_PROVISIONING_H_
 #define GPUAAS_CONTROLLER_PROVISIONING_H_
