@@ -48,11 +48,12 @@ class PoolLifecycle : public ::testing::Test {
       clock_.Advance(std::chrono::seconds(1));
     }
   }
-  void Request(const std::string& name, std::vector<model::PoolItem> items, bool approve = true) {
+  void Request(const std::string& name, std::vector<model::PoolItem> items, bool approve = true,
+               const std::string& cluster = "alpha") {
     GpuPool p;
     p.metadata.name = name;
     p.metadata.ns = "vision";
-    p.spec.cluster = "alpha";
+    p.spec.cluster = cluster;
     p.spec.items = std::move(items);
     ASSERT_TRUE(service_->CreatePool(p, "alice").ok());
     if (approve) {
@@ -92,6 +93,23 @@ TEST_F(PoolLifecycle, MigPoolOnFreeInstancesIsReadyAtOnce) {
   for (const auto& d : p.status.allocation) {
     EXPECT_EQ(d.profile, "3g.71gb");
     EXPECT_EQ(d.instance_uuid.rfind("MIG-", 0), 0u);
+  }
+}
+
+TEST_F(PoolLifecycle, APoolGetsDevicesOfItsModelInItsCluster) {
+  // Both clusters have H100 nodes; each pool stays in the one it names.
+  Request("in-beta", {{"H100-SXM5-80GB", "full", 3}}, true, "beta");
+  Request("in-alpha", {{"H100-SXM5-80GB", "full", 3}}, true, "alpha");
+  Converge(2);
+  for (const auto& [name, cluster] : {std::pair{"in-beta", "beta"}, std::pair{"in-alpha", "alpha"}}) {
+    GpuPool p = Get(name);
+    EXPECT_EQ(Cond(p, "Allocated"), "True/Allocated") << name;
+    ASSERT_EQ(p.status.allocation.size(), 3u) << name;
+    for (const auto& d : p.status.allocation) {
+      EXPECT_EQ(d.cluster, cluster) << name;
+      EXPECT_EQ(d.profile, "full");
+      EXPECT_EQ(d.node.find(std::string(cluster) + ".h100"), 0u) << d.node;
+    }
   }
 }
 

@@ -254,6 +254,8 @@ absl::StatusOr<runtime::Result> InventoryController::Reconcile(const std::string
 absl::StatusOr<SyncStats> InventoryController::Sync(cluster::ClusterDriver& driver) {
   const Time now = manager_.clock().Now();
   const std::string name(driver.ClusterName());
+  // Compare with our own last write of this cluster, not with the state before it.
+  if (auto w = written_.find(name); w != written_.end()) manager_.AwaitRevision(w->second);
   absl::StatusOr<cluster::ObservedCluster> observed = driver.Observe();
   SyncStats stats;
   if (!observed.ok()) {
@@ -267,7 +269,7 @@ absl::StatusOr<SyncStats> InventoryController::Sync(cluster::ClusterDriver& driv
     }
     RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) { return store::UpdateObject(tx, c); }));
     ++stats.updated;
-    manager_.AwaitRevision(store_.Revision());
+    written_[name] = store_.Revision();
     return stats;
   }
   Inventory inv = BuildInventory(*observed, now);
@@ -285,10 +287,10 @@ absl::StatusOr<SyncStats> InventoryController::Sync(cluster::ClusterDriver& driv
     RETURN_IF_ERROR(Write(tx, dg, now, stats));
     return Write(tx, ds, now, stats);
   });
-  if (absl::IsAborted(written)) manager_.AwaitRevision(store_.Revision());  // the retry compares afresh
+  // Read our own writes (or, after a conflict, the newer state) before this cluster's next
+  // comparison, which would otherwise conflict with them.
+  written_[name] = store_.Revision();
   RETURN_IF_ERROR(written);
-  // Read our own writes before the next comparison, which would otherwise conflict with them.
-  manager_.AwaitRevision(store_.Revision());
   return stats;
 }
 

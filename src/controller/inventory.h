@@ -75,6 +75,9 @@ class InventoryController final : public runtime::Reconciler {
   runtime::Manager& manager_;
   std::map<std::string, cluster::ClusterDriver*> drivers_;
   std::map<std::string, bool> watched_;  // drivers that report changes
+  // The revision of each cluster's last write: its next comparison waits for the informers to
+  // show it, while other clusters' observations go on meanwhile. One worker, so unguarded.
+  std::map<std::string, int64_t> written_;
   Duration resync_;
   runtime::Informer<model::Cluster>& clusters_;
   runtime::Informer<model::NodeCapacity>& nodes_;

@@ -21,6 +21,7 @@ using model::MigLayout;
 using GpuPtr = std::shared_ptr<const model::GpuCapacity>;
 
 constexpr std::string_view kWaiting = "waiting";
+constexpr std::string_view kByModel = "model";
 // The fallback retry of a pool waiting for capacity (capacity changes queue it at once).
 const runtime::BackoffPolicy kWaitBackoff{std::chrono::seconds(5), std::chrono::minutes(5)};
 // How often a pool whose devices wait for their MIG layout looks at its GPUs without being told.
@@ -98,6 +99,10 @@ PoolController::PoolController(store::Store& store, runtime::Manager& manager)
   });
   pools_.AddIndex(std::string(kWaiting), [](const GpuPool& p) {
     return AwaitsCapacity(p) ? std::vector<std::string>{"yes"} : std::vector<std::string>{};
+  });
+  // Candidates of an allocation: the GPUs of the models it asks for, in its cluster if it names one.
+  gpus_.AddIndex(std::string(kByModel), [](const model::GpuCapacity& g) {
+    return std::vector<std::string>{g.spec.model, g.spec.cluster + "/" + g.spec.model};
   });
   pools_.OnChange([this](const GpuPool* before, const GpuPool* after) {
     const GpuPool& p = after ? *after : *before;
@@ -245,12 +250,25 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
       for (const auto& [k, p] : by_key) others.push_back(p.get());
       const std::map<std::string, std::string> owners = allocator::DeviceOwners(others);
 
-      std::vector<GpuPtr> gpu_objs = gpus_.List();
-      std::vector<std::shared_ptr<const model::NodeCapacity>> node_objs = nodes_.List();
-      std::vector<std::shared_ptr<const MigLayout>> layout_objs = layouts_.List();
+      // Only the GPUs of the models asked for (and their nodes) can hold the deficit.
+      std::vector<GpuPtr> gpu_objs;
+      std::set<std::string> models;
+      for (const model::PoolItem& i : deficit) models.insert(i.model);
+      for (const std::string& m : models) {
+        std::vector<GpuPtr> of = gpus_.ByIndex(kByModel, pool.spec.cluster.empty() ? m : pool.spec.cluster + "/" + m);
+        gpu_objs.insert(gpu_objs.end(), std::make_move_iterator(of.begin()), std::make_move_iterator(of.end()));
+      }
+      std::vector<std::shared_ptr<const model::NodeCapacity>> node_objs;
+      std::set<std::string_view> node_names;
       std::vector<const model::GpuCapacity*> gpus;
       gpus.reserve(gpu_objs.size());
-      for (const GpuPtr& g : gpu_objs) gpus.push_back(g.get());
+      for (const GpuPtr& g : gpu_objs) {
+        gpus.push_back(g.get());
+        if (node_names.insert(g->spec.node).second) {
+          if (auto n = nodes_.Get("", g->spec.node)) node_objs.push_back(std::move(n));
+        }
+      }
+      std::vector<std::shared_ptr<const MigLayout>> layout_objs = layouts_.List();
       std::vector<const model::NodeCapacity*> nodes;
       for (const auto& n : node_objs) nodes.push_back(n.get());
       std::vector<const MigLayout*> layouts;

@@ -750,7 +750,69 @@ absl::StatusOr<MigLayout> Decode(std::string_view text) {
   });
 }
 
+namespace {
+
+// The text of the top-level member "metadata" of a JSON object, found by following strings and
+// nesting without building the document (the cache reads only labels, and spec and status are
+// most of an object's bytes). Empty when the text is not an object with that member spelled
+// plainly; the caller then parses the whole text, which also reports malformed JSON.
+std::string_view TopLevelMember(std::string_view text, std::string_view key) {
+  int depth = 0;
+  bool expect_key = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      const size_t start = i + 1;
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+      }
+      if (i >= text.size()) return {};
+      if (depth == 1 && expect_key) {
+        expect_key = false;
+        if (text.substr(start, i - start) != key) continue;
+        size_t v = text.find(':', i + 1);
+        if (v == std::string_view::npos) return {};
+        for (++v; v < text.size() && (text[v] == ' ' || text[v] == '\t' || text[v] == '\n' || text[v] == '\r'); ++v) {
+        }
+        if (v >= text.size() || text[v] != '{') return {};
+        // Find the matching brace.
+        int d = 0;
+        for (size_t e = v; e < text.size(); ++e) {
+          if (text[e] == '"') {
+            for (++e; e < text.size() && text[e] != '"'; ++e) {
+              if (text[e] == '\\') ++e;
+            }
+          } else if (text[e] == '{' || text[e] == '[') {
+            ++d;
+          } else if (text[e] == '}' || text[e] == ']') {
+            if (--d == 0) return text.substr(v, e - v + 1);
+          }
+        }
+        return {};
+      }
+    } else if (c == '{' || c == '[') {
+      ++depth;
+      expect_key = depth == 1 && c == '{';
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == ',' && depth == 1) {
+      expect_key = true;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view text) {
+  if (std::string_view meta = TopLevelMember(text, "metadata"); !meta.empty()) {
+    absl::StatusOr<ObjectMeta> m = Guard([&] {
+      json j = json::parse(meta.begin(), meta.end(), nullptr, false);
+      if (j.is_discarded()) throw DecodeError{"metadata is not valid JSON"};
+      return DecodeMetaObj(In(j, "metadata"));
+    });
+    if (m.ok()) return m;
+  }
   return Guard([&] {
     json j = json::parse(text.begin(), text.end(), nullptr, false);
     if (j.is_discarded()) throw DecodeError{"body is not valid JSON"};

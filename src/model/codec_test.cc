@@ -72,6 +72,35 @@ void ExpectError(std::string_view json, std::string_view fragment) {
       << "got: " << r.status().message() << "\nwant: " << fragment;
 }
 
+TEST(Codec, DecodeMetaReadsOnlyTheTopLevelMetadata) {
+  // Keys, strings and nesting that could mislead a scan: a "metadata" inside spec, braces and
+  // escaped quotes inside strings, metadata after the other members.
+  const std::string text = R"({"spec":{"metadata":{"name":"inner"},"note":"}\"{[","list":[{"a":"]"}]},)"
+                           R"("kind":"X", "metadata" : {"name":"outer","labels":{"k":"v}\"","x":"{"}},)"
+                           R"("status":{"s":"metadata"}})";
+  absl::StatusOr<ObjectMeta> m = DecodeMeta(text);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->name, "outer");
+  EXPECT_EQ(m->labels.at("k"), "v}\"");
+  EXPECT_EQ(m->labels.at("x"), "{");
+
+  // What the encoder writes reads back the same as through the whole object.
+  const std::string gpu = Encode(SampleGpu());
+  absl::StatusOr<ObjectMeta> meta = DecodeMeta(gpu);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->name, SampleGpu().metadata.name);
+  EXPECT_EQ(meta->labels, SampleGpu().metadata.labels);
+  EXPECT_EQ(meta->resource_version, 42);
+
+  // Without a plain metadata member the whole text is parsed, and errors are reported.
+  EXPECT_FALSE(DecodeMeta(R"({"kind":"X"})").ok());
+  EXPECT_FALSE(DecodeMeta(R"({"metadata":{"name":"a")").ok());
+  EXPECT_FALSE(DecodeMeta("not json").ok());
+  absl::StatusOr<ObjectMeta> escaped = DecodeMeta(R"({"meta\u0064ata":{"name":"e"}})");
+  ASSERT_TRUE(escaped.ok()) << escaped.status();
+  EXPECT_EQ(escaped->name, "e");
+}
+
 TEST(Codec, RejectsBadInputWithTheField) {
   std::string good = Encode(SampleGpu());
   auto with = [&](std::string_view from, std::string_view to) {

@@ -111,7 +111,7 @@ absl::Status ObjectCache::Relist() {
   }
   // The events' kinds point to map keys, whose nodes moved into kinds_ and stay put.
   Notify(events, rev);
-  applied_.notify_all();
+  Applied(rev);
   return absl::OkStatus();
 }
 
@@ -127,10 +127,16 @@ absl::Status ObjectCache::ApplyChanges() {
     }
     if (!changes.ok()) return changes.status();
     if (changes->empty()) return absl::OkStatus();
+    // Decoded before taking the lock that readers wait on.
+    std::vector<std::shared_ptr<const CachedObject>> decoded(changes->size());
+    for (size_t i = 0; i < changes->size(); ++i) {
+      if ((*changes)[i].type != ChangeType::kDeleted) decoded[i] = ToCached((*changes)[i].record);
+    }
     std::vector<CacheEvent> events;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const Change& c : *changes) {
+      for (size_t i = 0; i < changes->size(); ++i) {
+        const Change& c = (*changes)[i];
         auto it = kinds_.find(c.record.key.kind);
         if (it == kinds_.end()) continue;
         auto key = std::make_pair(c.record.key.ns, c.record.key.name);
@@ -141,7 +147,7 @@ absl::Status ObjectCache::ApplyChanges() {
           if (old != objects.end()) objects.erase(old);
           if (before) events.push_back({it->first, std::move(before), nullptr});
         } else {
-          std::shared_ptr<const CachedObject> after = ToCached(c.record);
+          std::shared_ptr<const CachedObject> after = std::move(decoded[i]);
           objects[key] = after;
           events.push_back({it->first, std::move(before), std::move(after)});
         }
@@ -150,7 +156,7 @@ absl::Status ObjectCache::ApplyChanges() {
       revision_ = changes->back().revision;
     }
     if (!listeners_.empty()) Notify(events, revision_.load());
-    applied_.notify_all();
+    Applied(revision_.load());
   }
 }
 
@@ -190,9 +196,17 @@ std::shared_ptr<const CachedObject> ObjectCache::Get(std::string_view kind, std:
   return obj == it->second.objects.end() ? nullptr : obj->second;
 }
 
+void ObjectCache::Applied(int64_t rev) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notified_ = rev;
+  }
+  applied_.notify_all();
+}
+
 bool ObjectCache::WaitFor(int64_t rev, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  return applied_.wait_for(lock, timeout, [&] { return revision_.load() >= rev; });
+  return applied_.wait_for(lock, timeout, [&] { return notified_.load() >= rev; });
 }
 
 }  // namespace gpuaas::store

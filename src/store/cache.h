@@ -71,9 +71,12 @@ class ObjectCache {
   std::shared_ptr<const CachedObject> Get(std::string_view kind, std::string_view ns,
                                           std::string_view name);
 
-  // Blocks until the cache has applied revision `rev` (read-your-writes), up to `timeout`.
+  // Blocks until the cache has applied revision `rev` and its listeners have seen it
+  // (read-your-writes), up to `timeout`.
   bool WaitFor(int64_t rev, std::chrono::milliseconds timeout);
+  // The revision of the snapshots; Notified() is the one the listeners have seen too.
   int64_t Revision() const { return revision_.load(); }
+  int64_t Notified() const { return notified_.load(); }
   // The store this cache follows.
   Store& store() { return store_; }
 
@@ -98,6 +101,7 @@ class ObjectCache {
   absl::Status Relist();
   absl::Status ApplyChanges();
   void Notify(const std::vector<CacheEvent>& events, int64_t revision);  // apply_mu_ held
+  void Applied(int64_t revision);  // the listeners have seen `revision`: wake WaitFor
   void Loop();
 
   Store& store_;
@@ -108,6 +112,7 @@ class ObjectCache {
   std::map<int, CacheListener> listeners_;  // guarded by apply_mu_
   int next_listener_ = 0;                   // guarded by apply_mu_
   std::atomic<int64_t> revision_{0};
+  std::atomic<int64_t> notified_{0};  // <= revision_; set once the listeners returned
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -57,6 +57,37 @@ constexpr const char* kMigrations[] = {
       ) WITHOUT ROWID;
       CREATE INDEX rollups_by_time ON rollups (step, bucket);
     )sql",
+    // 4: objects and changes as rowid tables. Their rows (an object's JSON, about 1 KB) are too
+    // large for WITHOUT ROWID, whose B-tree then holds few rows per page: writing 100,000 GPUs
+    // took three times as long.
+    R"sql(
+      CREATE TABLE objects_v4 (
+        kind TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        uid TEXT NOT NULL,
+        resource_version INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (kind, namespace, name)
+      );
+      INSERT INTO objects_v4 SELECT kind, namespace, name, uid, resource_version, data FROM objects;
+      DROP TABLE objects;
+      ALTER TABLE objects_v4 RENAME TO objects;
+      CREATE TABLE changes_v4 (
+        revision INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        type INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        uid TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (revision, seq)
+      );
+      INSERT INTO changes_v4 SELECT revision, seq, type, kind, namespace, name, uid, data FROM changes;
+      DROP TABLE changes;
+      ALTER TABLE changes_v4 RENAME TO changes;
+    )sql",
 };
 static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
 
@@ -316,6 +347,15 @@ class SqliteStore final : public Store {
     return std::optional<Record>(Record{key, s.Text(0), s.Int(1), s.Text(2)});
   }
 
+  // The stored resourceVersion of `key`, without its data; nullopt when it does not exist.
+  absl::StatusOr<std::optional<int64_t>> VersionLocked(const Key& key) {
+    Stmt s = Prepare("SELECT resource_version FROM objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3");
+    s.Bind(1, key.kind).Bind(2, key.ns).Bind(3, key.name);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return std::optional<int64_t>();
+    return std::optional<int64_t>(s.Int(0));
+  }
+
   absl::StatusOr<std::vector<Record>> ListLocked(std::string_view kind, std::string_view ns) {
     Stmt s = Prepare(
         "SELECT namespace, name, uid, resource_version, data FROM objects "
@@ -442,15 +482,13 @@ absl::Status Conflict(const Key& key, int64_t expected, int64_t actual) {
 
 absl::Status SqliteTxn::Put(const Key& key, std::string_view uid, std::string_view data,
                             int64_t expected_rv) {
-  ASSIGN_OR_RETURN(std::optional<Record> cur, Get(key));
+  ASSIGN_OR_RETURN(std::optional<int64_t> cur, store_.VersionLocked(key));
   if (expected_rv == kMustNotExist && cur) {
     return absl::AlreadyExistsError(fmt::format("{} already exists", key.ToString()));
   }
   if (expected_rv > 0) {
     if (!cur) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
-    if (cur->resource_version != expected_rv) {
-      return Conflict(key, expected_rv, cur->resource_version);
-    }
+    if (*cur != expected_rv) return Conflict(key, expected_rv, *cur);
   }
   Stmt s = store_.Prepare(
       "INSERT INTO objects (kind, namespace, name, uid, resource_version, data) "

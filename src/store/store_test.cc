@@ -320,6 +320,59 @@ TEST(SqliteStore, MigratesAVersion1FileInPlace) {
   fs::remove_all(dir);
 }
 
+TEST(SqliteStore, MigratesVersion3TablesToRowidKeepingTheFeed) {
+  std::string dir = TempDir();
+  std::string path = dir + "/v3.db";
+  {
+    // Objects and changes as schema version 3 had them: WITHOUT ROWID.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* v3 = R"sql(
+      CREATE TABLE objects (kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+        uid TEXT NOT NULL, resource_version INTEGER NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (kind, namespace, name)) WITHOUT ROWID;
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+      INSERT INTO meta VALUES ('revision', 7), ('compacted', 5);
+      CREATE TABLE changes (revision INTEGER NOT NULL, seq INTEGER NOT NULL, type INTEGER NOT NULL,
+        kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL,
+        data TEXT NOT NULL, PRIMARY KEY (revision, seq)) WITHOUT ROWID;
+      CREATE TABLE rollups (series TEXT NOT NULL, step INTEGER NOT NULL, bucket INTEGER NOT NULL,
+        mean REAL NOT NULL, max REAL NOT NULL, PRIMARY KEY (series, step, bucket)) WITHOUT ROWID;
+      INSERT INTO objects VALUES ('Thing', 'ns', 'a', 'u1', 7, 'a7');
+      INSERT INTO changes VALUES (6, 0, 0, 'Thing', 'ns', 'a', 'u1', 'a6');
+      INSERT INTO changes VALUES (7, 0, 1, 'Thing', 'ns', 'a', 'u1', 'a7');
+      PRAGMA user_version = 3;)sql";
+    ASSERT_EQ(sqlite3_exec(db, v3, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  {
+    auto store = OpenStore("sqlite:" + path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ((*store)->Revision(), 7);
+    EXPECT_EQ((*(*store)->Get({"Thing", "ns", "a"}))->data, "a7");
+    absl::StatusOr<std::vector<Change>> feed = (*store)->Changes(5, 10);
+    ASSERT_TRUE(feed.ok()) << feed.status();
+    ASSERT_EQ(feed->size(), 2u);
+    EXPECT_EQ((*feed)[1].record.data, "a7");
+    EXPECT_EQ((*feed)[1].type, ChangeType::kModified);
+    // Upserts still find the key.
+    ASSERT_TRUE((*store)->Transact([](Txn& tx) { return tx.Put({"Thing", "ns", "a"}, "u1", "a8", 7); }).ok());
+    EXPECT_EQ((*store)->Transact([](Txn& tx) { return tx.Put({"Thing", "ns", "a"}, "u1", "x", kMustNotExist); }).code(),
+              absl::StatusCode::kAlreadyExists);
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name IN ('objects', 'changes')",
+                               -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  const std::string sql = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  EXPECT_EQ(sql.find("WITHOUT ROWID"), std::string::npos) << sql;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  fs::remove_all(dir);
+}
+
 TEST(SqliteStore, RefusesANewerSchema) {
   std::string dir = TempDir();
   std::string path = dir + "/new.db";

@@ -82,6 +82,7 @@ void Manager::Worker(Entry& e) {
 }
 
 void Manager::AwaitRevision(int64_t rev) {
+  if (cache_.Notified() >= rev) return;
   if (started_) {
     if (!cache_.WaitFor(rev, std::chrono::seconds(10))) log::Warn("the object cache lags behind revision {}", rev);
   } else if (absl::Status s = cache_.SyncNow(); !s.ok()) {
