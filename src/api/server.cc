@@ -11,6 +11,7 @@
 #include "api/auth.h"
 #include "api/http.h"
 #include "api/internal/http_server.h"
+#include "api/internal/pages.h"
 #include "api/internal/telemetry_api.h"
 #include "api/internal/watch.h"
 #include "api/metrics.h"
@@ -30,6 +31,8 @@ namespace {
 
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kApiPrefix = "/apis/gpuaas.io/v1";
+// How long the snapshot of a paged list is held after its last page was read.
+constexpr std::chrono::seconds kPageTtl = std::chrono::minutes(5);
 
 using Reply = HttpResponse;
 
@@ -91,21 +94,31 @@ bool PathSegments(std::string_view path, std::array<std::string_view, kMaxSegmen
   return true;
 }
 
-std::string ContinueToken(std::string_view plural, std::string_view ns, std::string_view name) {
-  return Base64UrlEncode(fmt::format("v1\x1f{}\x1f{}\x1f{}", plural, ns, name));
+// Where the next page of a list starts: after (ns, name) of the list read at `revision`.
+struct ContinueAt {
+  int64_t revision = 0;
+  std::pair<std::string, std::string> after;
+};
+
+std::string ContinueToken(std::string_view plural, int64_t revision, std::string_view ns, std::string_view name) {
+  return Base64UrlEncode(fmt::format("v2\x1f{}\x1f{}\x1f{}\x1f{}", plural, revision, ns, name));
 }
 
-// The (namespace, name) after which a page continues, or InvalidArgument.
-absl::StatusOr<std::pair<std::string, std::string>> ParseContinue(std::string_view plural,
-                                                                  std::string_view token) {
+// A token of ContinueToken, or InvalidArgument; OutOfRange (410) for a token of an earlier
+// format, whose list cannot be continued consistently.
+absl::StatusOr<ContinueAt> ParseContinue(std::string_view plural, std::string_view token) {
   std::optional<std::string> raw = Base64UrlDecode(token);
   std::vector<std::string_view> parts;
   if (raw) parts = Split(*raw, '\x1f');
-  if (parts.size() != 4 || parts[0] != "v1" || parts[1] != plural) {
+  if (parts.size() == 4 && parts[0] == "v1" && parts[1] == plural) {
+    return absl::OutOfRangeError("continue: the token is too old to continue the list consistently; list again");
+  }
+  std::optional<int64_t> rev = parts.size() == 5 ? ParseInt(parts[2]) : std::nullopt;
+  if (parts.size() != 5 || parts[0] != "v2" || parts[1] != plural || !rev || *rev < 0) {
     return absl::InvalidArgumentError(
         "continue: invalid token; pass the metadata.continue value of the previous page unchanged");
   }
-  return std::make_pair(std::string(parts[2]), std::string(parts[3]));
+  return ContinueAt{*rev, {std::string(parts[3]), std::string(parts[4])}};
 }
 
 }  // namespace
@@ -139,6 +152,7 @@ struct ApiServer::Impl {
   RealClock clock;
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
   std::unique_ptr<internal::WatchHub> watches;
+  internal::PageSnapshots pages{64, kPageTtl};
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
@@ -322,15 +336,28 @@ struct ApiServer::Impl {
       }
       limit = static_cast<size_t>(*l);
     }
-    std::shared_ptr<const store::KindSnapshot> snap = cache.Snapshot(type->kind);
+    // Every page of one list reads the first page's snapshot.
+    std::shared_ptr<const store::KindSnapshot> snap;
+    std::optional<ContinueAt> at;
+    if (req.HasParam("continue") && !req.Param("continue").empty()) {
+      absl::StatusOr<ContinueAt> parsed = ParseContinue(type->plural, req.Param("continue"));
+      if (!parsed.ok()) return Error(parsed.status());
+      at = *parsed;
+      snap = pages.Find(type->kind, at->revision, std::chrono::steady_clock::now());
+      if (snap == nullptr) {
+        return Error(absl::OutOfRangeError(fmt::format(
+            "continue: the list at resourceVersion {} is no longer held (pages are kept {} s after the last "
+            "one was read); list again from the start",
+            at->revision, kPageTtl.count())));
+      }
+    } else {
+      snap = cache.Snapshot(type->kind);
+    }
     const auto& items = snap->items;
     size_t begin = 0;
-    if (req.HasParam("continue") && !req.Param("continue").empty()) {
-      absl::StatusOr<std::pair<std::string, std::string>> after =
-          ParseContinue(type->plural, req.Param("continue"));
-      if (!after.ok()) return Error(after.status());
+    if (at) {
       begin = static_cast<size_t>(
-          std::upper_bound(items.begin(), items.end(), *after,
+          std::upper_bound(items.begin(), items.end(), at->after,
                            [](const std::pair<std::string, std::string>& key, const auto& obj) {
                              return key < std::make_pair(obj->ns, obj->name);
                            }) -
@@ -361,7 +388,8 @@ struct ApiServer::Impl {
         if (selected(last)) break;
       }
       body += fmt::format(R"(,"continue":"{}")",
-                          ContinueToken(type->plural, items[last]->ns, items[last]->name));
+                          ContinueToken(type->plural, snap->revision, items[last]->ns, items[last]->name));
+      pages.Hold(type->kind, snap, std::chrono::steady_clock::now());
       if (selector->Empty() && ns.empty() && !only_own_project) {
         body += fmt::format(R"(,"remainingItemCount":{})", items.size() - i);
       }

@@ -5,6 +5,8 @@
 #include <set>
 
 #include "cluster/simulated/fleet.h"
+#include "common/status.h"
+#include "common/strings.h"
 #include "controller/control_plane.h"
 #include "gtest/gtest.h"
 #include "model/codec.h"
@@ -191,6 +193,48 @@ TEST_F(ApiTest, PagingWalksEveryItemOnce) {
   ExpectProblem(bad_limit, 400, "BadRequest");
   auto negative = c.Get("/apis/gpuaas.io/v1/gpucapacities?limit=-1");
   ExpectProblem(negative, 400, "BadRequest");
+}
+
+TEST_F(ApiTest, PagesReadTheFirstPagesRevision) {
+  json first = GetJson("/apis/gpuaas.io/v1/gpucapacities?limit=50");
+  const std::string rv = first["metadata"]["resourceVersion"];
+  std::set<std::string> names;
+  for (const json& g : first["items"]) names.insert(g["metadata"]["name"]);
+  // Meanwhile a GPU of a later page goes away and a new one appears.
+  json all = GetJson("/apis/gpuaas.io/v1/gpucapacities");
+  const std::string gone = all["items"][100]["metadata"]["name"];
+  std::optional<store::Record> kept = *store_->Get({"GpuCapacity", "", gone});
+  ASSERT_TRUE(kept.has_value());
+  const store::Key added{"GpuCapacity", "", "gpu-ffffffff-page-test"};
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
+    RETURN_IF_ERROR(tx.Delete(kept->key, 0));
+    json extra = all["items"][0];
+    extra["metadata"]["name"] = added.name;
+    return tx.Put(added, "uid-page-test", extra.dump(), store::kMustNotExist);
+  }).ok());
+  ASSERT_TRUE(cache_->WaitFor(store_->Revision(), std::chrono::seconds(5)));
+  EXPECT_EQ(GetJson("/apis/gpuaas.io/v1/gpucapacities")["items"].size(), 144u);
+  std::string token = first["metadata"]["continue"];
+  while (!token.empty()) {
+    json page = GetJson("/apis/gpuaas.io/v1/gpucapacities?limit=50&continue=" + token);
+    EXPECT_EQ(page["metadata"]["resourceVersion"], rv);
+    for (const json& g : page["items"]) names.insert(g["metadata"]["name"]);
+    token = page["metadata"].value("continue", "");
+  }
+  EXPECT_EQ(names.size(), 144u);
+  EXPECT_TRUE(names.count(gone));
+  EXPECT_FALSE(names.count(added.name));
+  // A token whose list is no longer held (here: a revision never listed) gets 410 Expired.
+  httplib::Client c = Client();
+  auto expired = c.Get("/apis/gpuaas.io/v1/gpucapacities?limit=5&continue=" +
+                       Base64UrlEncode("v2\x1f" "gpucapacities\x1f" "1\x1f\x1f" "gpu-0"));
+  ExpectProblem(expired, 410, "Expired");
+  // Put the fleet back as the other tests expect it.
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
+    RETURN_IF_ERROR(tx.Delete(added, 0));
+    return tx.Put(kept->key, kept->uid, kept->data, store::kMustNotExist);
+  }).ok());
+  ASSERT_TRUE(cache_->WaitFor(store_->Revision(), std::chrono::seconds(5)));
 }
 
 TEST_F(ApiTest, ErrorClasses) {
