@@ -274,7 +274,10 @@ TEST_F(MonitoringTest, PushedTextIsStrictAndRolesAreEnforced) {
   EXPECT_EQ(other->status, 415);
   // Who may push: operators and agents; members may not; agents may do nothing else.
   ASSERT_EQ(post(text, kMemberToken)->status, 403);
-  ASSERT_EQ(client_->Post("/api/v1/telemetry", text, "text/plain")->status, 401);
+  auto anonymous = client_->Post("/api/v1/telemetry", text, "text/plain");
+  ASSERT_TRUE(anonymous);
+  ASSERT_EQ(anonymous->status, 401);
+  EXPECT_EQ(anonymous->get_header_value("WWW-Authenticate"), "Bearer realm=\"gpuaas\"");
   auto agent_writes = client_->Post("/apis/gpuaas.io/v1/projects", {{"Authorization", std::string("Bearer ") + kAgentToken}},
                                     R"({"metadata":{"name":"p"}})", "application/json");
   ASSERT_TRUE(agent_writes);

@@ -1,11 +1,55 @@
 #include "api/problem.h"
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuaas::api {
 
+namespace {
+
+constexpr std::string_view kHttpPayload = "gpuaas.io/http";  // "STATUS REASON"
+
+absl::StatusCode NearestCode(int http_status) {
+  switch (http_status) {
+    case 400: case 413: case 414: case 415: case 422: return absl::StatusCode::kInvalidArgument;
+    case 401: return absl::StatusCode::kUnauthenticated;
+    case 403: return absl::StatusCode::kPermissionDenied;
+    case 404: return absl::StatusCode::kNotFound;
+    case 405: case 501: return absl::StatusCode::kUnimplemented;
+    case 409: return absl::StatusCode::kAborted;
+    case 410: return absl::StatusCode::kOutOfRange;
+    case 429: return absl::StatusCode::kResourceExhausted;
+    case 503: return absl::StatusCode::kUnavailable;
+    case 504: return absl::StatusCode::kDeadlineExceeded;
+    default: return http_status < 500 ? absl::StatusCode::kFailedPrecondition : absl::StatusCode::kInternal;
+  }
+}
+
+}  // namespace
+
+absl::Status HttpError(int http_status, std::string_view reason, std::string_view detail) {
+  absl::Status s(NearestCode(http_status), absl::string_view(detail.data(), detail.size()));
+  s.SetPayload(absl::string_view(kHttpPayload.data(), kHttpPayload.size()), absl::Cord(fmt::format("{} {}", http_status, reason)));
+  return s;
+}
+
+HttpResponse ErrorResponse(const absl::Status& s) {
+  Problem p = ProblemFor(s);
+  return {p.status, std::string(kProblemContentType), ProblemJson(p), {}};
+}
+
 Problem ProblemFor(const absl::Status& s) {
   std::string detail(s.message());
+  if (absl::optional<absl::Cord> http = s.GetPayload(absl::string_view(kHttpPayload.data(), kHttpPayload.size()))) {
+    const std::string v(*http);
+    const size_t sp = v.find(' ');
+    int code = 0;
+    if (sp != std::string::npos && absl::SimpleAtoi(v.substr(0, sp), &code) && code >= 400 && code <= 599) {
+      return {code, v.substr(sp + 1), detail};
+    }
+  }
   switch (s.code()) {
     case absl::StatusCode::kOk: return {200, "OK", detail};
     case absl::StatusCode::kInvalidArgument: return {400, "BadRequest", detail};

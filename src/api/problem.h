@@ -1,5 +1,6 @@
-// Errors over HTTP: the one mapping from Status codes to HTTP statuses, and problem+json bodies
-// (RFC 9457) that carry a machine-readable `reason` as Kubernetes Status objects do.
+// Errors over HTTP: handlers return absl::Status, and this is the one mapping from it to HTTP
+// statuses and problem+json bodies (RFC 9457) that carry a machine-readable `reason` as
+// Kubernetes Status objects do.
 #ifndef GPUAAS_API_PROBLEM_H_
 #define GPUAAS_API_PROBLEM_H_
 
@@ -7,6 +8,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "api/http.h"
 
 namespace gpuaas::api {
 
@@ -18,8 +20,16 @@ struct Problem {
   std::string detail;  // for people
 };
 
+// An outcome with no Status code of its own (405, 413, 414, 415, a reason such as NotReady): a
+// Status of the nearest code that carries the HTTP status and reason for ProblemFor.
+absl::Status HttpError(int http_status, std::string_view reason, std::string_view detail);
+
 // The HTTP status and reason for a non-OK Status.
 Problem ProblemFor(const absl::Status& status);
+
+// The one mapping of an error to a response: problem+json of ProblemFor. Handlers return
+// Status; the server calls this.
+HttpResponse ErrorResponse(const absl::Status& status);
 
 // {"type":"about:blank","title":"Not Found","status":404,"reason":"NotFound","detail":"..."}
 std::string ProblemJson(const Problem& p);

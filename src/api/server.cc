@@ -36,15 +36,6 @@ constexpr std::chrono::seconds kPageTtl = std::chrono::minutes(5);
 
 using Reply = HttpResponse;
 
-Reply Error(const absl::Status& s) {
-  Problem p = ProblemFor(s);
-  return {p.status, std::string(kProblemContentType), ProblemJson(p), {}};
-}
-
-Reply ErrorReply(int status, std::string reason, std::string detail) {
-  return {status, std::string(kProblemContentType),
-          ProblemJson({status, std::move(reason), std::move(detail)}), {}};
-}
 
 // Path parameters of a matched route, as views into the request path.
 struct Params {
@@ -57,7 +48,7 @@ struct Params {
     return {};
   }
 };
-using Handler = std::function<Reply(const HttpRequest&, const Params&, const Principal&)>;
+using Handler = std::function<absl::StatusOr<Reply>(const HttpRequest&, const Params&, const Principal&)>;
 
 // Who may call a route: anyone, any authenticated caller (handlers then scope members to their
 // project), or operators only.
@@ -223,8 +214,8 @@ struct ApiServer::Impl {
     return auth->Authenticate(Trim(std::string_view(h).substr(7)));
   }
 
-  static Reply Forbidden(const Principal& who) {
-    return ErrorReply(403, "Forbidden", fmt::format("user {} ({}) may not do this; operators only", who.user,
+  static absl::Status Forbidden(const Principal& who) {
+    return absl::PermissionDeniedError(fmt::format("user {} ({}) may not do this; operators only", who.user,
                                                     ToString(who.role)));
   }
 
@@ -235,36 +226,41 @@ struct ApiServer::Impl {
     std::string allow;
     const std::string method = req.method == "HEAD" ? "GET" : req.method;
     const Route* route = Match(req.path, method, params, allow);
-    Reply reply;
     const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
-    if (route != nullptr) {
-      const auto& [handler, access] = route->methods.at(method);
-      std::optional<Principal> who = Identify(req);
-      if (access != Access::kPublic && !who) {
-        reply = ErrorReply(401, "Unauthorized",
-                           "a valid bearer token is required (Authorization: Bearer TOKEN)");
-        reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
-      } else if (access == Access::kOperator && !who->operator_()) {
-        reply = Forbidden(*who);
-      } else if (access == Access::kTelemetry && !who->operator_() && who->role != Role::kAgent) {
-        reply = ErrorReply(403, "Forbidden", fmt::format("user {} ({}) may not push telemetry; operators and agents only",
-                                                         who->user, ToString(who->role)));
-      } else if (access != Access::kTelemetry && method != "GET" && who && who->role == Role::kAgent) {
-        reply = ErrorReply(403, "Forbidden",
-                           fmt::format("user {} is a node agent: it may read and push telemetry, nothing else", who->user));
-      } else {
-        reply = handler(req, params, who.value_or(Principal{"anonymous", Role::kMember, ""}));
-      }
-    } else if (!allow.empty()) {
-      reply = ErrorReply(405, "MethodNotAllowed",
-                         fmt::format("{} {} is not allowed; allowed: {}", req.method, req.path, allow));
-      reply.headers.emplace_back("Allow", allow);
-    } else {
-      reply = ErrorReply(404, "NotFound", fmt::format("no route for {} {}", req.method, req.path));
-    }
+    absl::StatusOr<Reply> result = Serve(req, route, method, params, allow);
+    Reply reply = result.ok() ? *std::move(result) : ErrorResponse(result.status());
+    if (!result.ok() && reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
+    if (!result.ok() && reply.status == 405) reply.headers.emplace_back("Allow", allow);
     metrics->Observe(route_index, RequestMetrics::MethodIndex(req.method), reply.status,
                      std::chrono::steady_clock::now() - start);
     return reply;
+  }
+
+  // Who may call the route, then its handler.
+  absl::StatusOr<Reply> Serve(const HttpRequest& req, const Route* route, const std::string& method,
+                              const Params& params, const std::string& allow) {
+    if (route == nullptr) {
+      if (!allow.empty()) {
+        return HttpError(405, "MethodNotAllowed",
+                         fmt::format("{} {} is not allowed; allowed: {}", req.method, req.path, allow));
+      }
+      return absl::NotFoundError(fmt::format("no route for {} {}", req.method, req.path));
+    }
+    const auto& [handler, access] = route->methods.at(method);
+    std::optional<Principal> who = Identify(req);
+    if (access != Access::kPublic && !who) {
+      return absl::UnauthenticatedError("a valid bearer token is required (Authorization: Bearer TOKEN)");
+    }
+    if (access == Access::kOperator && !who->operator_()) return Forbidden(*who);
+    if (access == Access::kTelemetry && !who->operator_() && who->role != Role::kAgent) {
+      return absl::PermissionDeniedError(fmt::format(
+          "user {} ({}) may not push telemetry; operators and agents only", who->user, ToString(who->role)));
+    }
+    if (access != Access::kTelemetry && method != "GET" && who && who->role == Role::kAgent) {
+      return absl::PermissionDeniedError(
+          fmt::format("user {} is a node agent: it may read and push telemetry, nothing else", who->user));
+    }
+    return handler(req, params, who.value_or(Principal{"anonymous", Role::kMember, ""}));
   }
 
   // --- handlers -------------------------------------------------------------------------
@@ -276,12 +272,11 @@ struct ApiServer::Impl {
     return nullptr;
   }
 
-  Reply UnknownResource(std::string_view plural) {
-    return ErrorReply(404, "NotFound",
-                      fmt::format("the server has no resource type \"{}\" in gpuaas.io/v1", plural));
+  static absl::Status UnknownResource(std::string_view plural) {
+    return absl::NotFoundError(fmt::format("the server has no resource type \"{}\" in gpuaas.io/v1", plural));
   }
 
-  Reply List(const HttpRequest& req, const Params& p, const Principal& who) {
+  absl::StatusOr<Reply> List(const HttpRequest& req, const Params& p, const Principal& who) {
     const ResourceType* type = FindType(p.at("plural"));
     if (type == nullptr) return UnknownResource(p.at("plural"));
     std::string_view ns = p.at("namespace");
@@ -290,17 +285,17 @@ struct ApiServer::Impl {
     if (!who.operator_()) {
       // Members list their own project's objects only; another project looks empty-handed.
       if (!ns.empty() && !who.Sees(ns)) {
-        return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
+        return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
       }
       if (type->namespaced) ns = who.project;
     }
     const bool only_own_project = !who.operator_() && type->kind == model::Project::kKind;
     absl::StatusOr<model::LabelSelector> selector =
         model::LabelSelector::Parse(req.Param("labelSelector"));
-    if (!selector.ok()) return Error(selector.status());
+    if (!selector.ok()) return selector.status();
     if (const std::string w = req.Param("watch"); !w.empty() && w != "0" && w != "false") {
       if (w != "1" && w != "true") {
-        return Error(absl::InvalidArgumentError(fmt::format("watch: \"{}\" is not true, false, 1 or 0", w)));
+        return absl::InvalidArgumentError(fmt::format("watch: \"{}\" is not true, false, 1 or 0", w));
       }
       internal::WatchRequest wr;
       wr.kind = type->kind;
@@ -310,8 +305,8 @@ struct ApiServer::Impl {
       if (req.HasParam("resourceVersion") && !req.Param("resourceVersion").empty()) {
         std::optional<int64_t> rv = ParseInt(req.Param("resourceVersion"));
         if (!rv || *rv < 0) {
-          return Error(absl::InvalidArgumentError(
-              fmt::format("resourceVersion: \"{}\" is not a non-negative integer", req.Param("resourceVersion"))));
+          return absl::InvalidArgumentError(
+              fmt::format("resourceVersion: \"{}\" is not a non-negative integer", req.Param("resourceVersion")));
         }
         wr.resource_version = *rv;
       }
@@ -320,8 +315,8 @@ struct ApiServer::Impl {
       if (req.HasParam("timeoutSeconds")) {
         std::optional<int64_t> t = ParseInt(req.Param("timeoutSeconds"));
         if (!t || *t <= 0 || *t > 86400) {
-          return Error(absl::InvalidArgumentError(fmt::format(
-              "timeoutSeconds: \"{}\" is not a number of seconds from 1 to 86400", req.Param("timeoutSeconds"))));
+          return absl::InvalidArgumentError(fmt::format(
+              "timeoutSeconds: \"{}\" is not a number of seconds from 1 to 86400", req.Param("timeoutSeconds")));
         }
         wr.timeout = std::chrono::seconds(*t);
       }
@@ -331,8 +326,8 @@ struct ApiServer::Impl {
     if (req.HasParam("limit")) {
       std::optional<int64_t> l = ParseInt(req.Param("limit"));
       if (!l || *l < 0) {
-        return Error(absl::InvalidArgumentError(fmt::format(
-            "limit: \"{}\" is not a non-negative integer", req.Param("limit"))));
+        return absl::InvalidArgumentError(fmt::format(
+            "limit: \"{}\" is not a non-negative integer", req.Param("limit")));
       }
       limit = static_cast<size_t>(*l);
     }
@@ -341,14 +336,14 @@ struct ApiServer::Impl {
     std::optional<ContinueAt> at;
     if (req.HasParam("continue") && !req.Param("continue").empty()) {
       absl::StatusOr<ContinueAt> parsed = ParseContinue(type->plural, req.Param("continue"));
-      if (!parsed.ok()) return Error(parsed.status());
+      if (!parsed.ok()) return parsed.status();
       at = *parsed;
       snap = pages.Find(type->kind, at->revision, std::chrono::steady_clock::now());
       if (snap == nullptr) {
-        return Error(absl::OutOfRangeError(fmt::format(
+        return absl::OutOfRangeError(fmt::format(
             "continue: the list at resourceVersion {} is no longer held (pages are kept {} s after the last "
             "one was read); list again from the start",
-            at->revision, kPageTtl.count())));
+            at->revision, kPageTtl.count()));
       }
     } else {
       snap = cache.Snapshot(type->kind);
@@ -395,10 +390,10 @@ struct ApiServer::Impl {
       }
     }
     body += "}}";
-    return {200, std::string(kJson), std::move(body), {}};
+    return Reply{200, std::string(kJson), std::move(body), {}};
   }
 
-  Reply GetOne(const HttpRequest&, const Params& p, const Principal& who) {
+  absl::StatusOr<Reply> GetOne(const HttpRequest&, const Params& p, const Principal& who) {
     const ResourceType* type = FindType(p.at("plural"));
     if (type == nullptr) return UnknownResource(p.at("plural"));
     const std::string_view ns = p.at("namespace");
@@ -407,186 +402,192 @@ struct ApiServer::Impl {
     const bool hidden = (type->namespaced && !who.Sees(ns)) ||
                         (type->kind == model::Project::kKind && !who.Sees(p.at("name")));
     if (hidden) {
-      return ErrorReply(404, "NotFound", fmt::format("{} \"{}\" not found", type->plural, p.at("name")));
+      return absl::NotFoundError(fmt::format("{} \"{}\" not found", type->plural, p.at("name")));
     }
     if (ns.empty() && type->namespaced) {
-      return ErrorReply(404, "NotFound",
-                        fmt::format("{} live in a project: GET /apis/gpuaas.io/v1/namespaces/PROJECT/{}/{}",
+      return absl::NotFoundError(fmt::format("{} live in a project: GET /apis/gpuaas.io/v1/namespaces/PROJECT/{}/{}",
                                     type->plural, type->plural, p.at("name")));
     }
     std::shared_ptr<const store::CachedObject> obj = cache.Get(type->kind, ns, p.at("name"));
     if (!obj) {
-      return ErrorReply(404, "NotFound",
-                        fmt::format("{} \"{}\" not found{}", type->plural, p.at("name"),
+      return absl::NotFoundError(fmt::format("{} \"{}\" not found{}", type->plural, p.at("name"),
                                     ns.empty() ? "" : fmt::format(" in project {}", ns)));
     }
-    return {200, std::string(kJson), obj->json, {}};
+    return Reply{200, std::string(kJson), obj->json, {}};
   }
 
   // --- writes ---------------------------------------------------------------------------
 
   // The reply for a written object: waits until the cache shows it, so that the client's next
-  // GET reads its own write.
+  // GET reads its own write. When the cache lags longer, the write stands (it is committed) and
+  // the reply says so in a Warning header, as kube-apiserver warns: a read may not show it yet.
   template <typename T>
-  Reply Written(const absl::StatusOr<T>& obj, int status) {
-    if (!obj.ok()) return Error(obj.status());
-    cache.WaitFor(obj->metadata.resource_version, std::chrono::seconds(5));
-    return {status, std::string(kJson), model::Encode(*obj), {}};
-  }
-
-  static std::optional<Reply> NeedJson(const HttpRequest& req) {
-    const std::string ct = req.Header("Content-Type");
-    if (ct.rfind("application/json", 0) != 0) {
-      return ErrorReply(415, "UnsupportedMediaType",
-                        fmt::format("Content-Type must be application/json, not \"{}\"", ct));
+  absl::StatusOr<Reply> Written(const absl::StatusOr<T>& obj, int status) {
+    if (!obj.ok()) return obj.status();
+    Reply r{status, std::string(kJson), model::Encode(*obj), {}};
+    if (!cache.WaitFor(obj->metadata.resource_version, options.read_your_write_timeout)) {
+      r.headers.emplace_back(
+          "Warning", fmt::format("299 - \"the write is committed at resourceVersion {}, but this server's read cache "
+                                 "does not show it yet: a read may return the earlier state for a while\"",
+                                 obj->metadata.resource_version));
     }
-    return std::nullopt;
+    return r;
   }
 
-  Reply NoPools() { return ErrorReply(501, "NotImplemented", "this server runs without pools"); }
+  static absl::Status NeedJson(const HttpRequest& req) {
+    const std::string ct = req.Header("Content-Type");
+    // "application/json", optionally with parameters ("; charset=utf-8"); not "application/jsonx".
+    const std::string_view type = Trim(std::string_view(ct).substr(0, ct.find(';')));
+    if (!EqualsIgnoreCase(type, "application/json")) {
+      return HttpError(415, "UnsupportedMediaType", fmt::format("Content-Type must be application/json, not \"{}\"", ct));
+    }
+    return absl::OkStatus();
+  }
 
-  Reply CreateProject(const HttpRequest& req, const Params&, const Principal& who) {  // operators
+  static absl::Status NoPools() { return absl::UnimplementedError("this server runs without pools"); }
+
+  absl::StatusOr<Reply> CreateProject(const HttpRequest& req, const Params&, const Principal& who) {  // operators
     if (!pools) return NoPools();
-    if (auto bad = NeedJson(req)) return *bad;
+    RETURN_IF_ERROR(NeedJson(req));
     absl::StatusOr<model::Project> p = model::Decode<model::Project>(req.body);
-    if (!p.ok()) return Error(p.status());
+    if (!p.ok()) return p.status();
     return Written(pools->CreateProject(std::move(*p), who.user), 201);
   }
 
-  Reply CreatePool(const HttpRequest& req, const Params& params, const Principal& who) {
+  absl::StatusOr<Reply> CreatePool(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
-    if (auto bad = NeedJson(req)) return *bad;
+    RETURN_IF_ERROR(NeedJson(req));
     absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(req.body);
-    if (!p.ok()) return Error(p.status());
+    if (!p.ok()) return p.status();
     const std::string ns(params.at("namespace"));
-    if (!who.Sees(ns)) return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
+    if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
     if (!p->metadata.ns.empty() && p->metadata.ns != ns) {
-      return Error(absl::InvalidArgumentError(fmt::format(
-          "metadata.namespace \"{}\" does not match the project in the path ({})", p->metadata.ns, ns)));
+      return absl::InvalidArgumentError(fmt::format(
+          "metadata.namespace \"{}\" does not match the project in the path ({})", p->metadata.ns, ns));
     }
     p->metadata.ns = ns;
     return Written(pools->CreatePool(std::move(*p), who.user), 201);
   }
 
-  Reply CreateWorkload(const HttpRequest& req, const Params& params, const Principal& who) {
+  absl::StatusOr<Reply> CreateWorkload(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
-    if (auto bad = NeedJson(req)) return *bad;
+    RETURN_IF_ERROR(NeedJson(req));
     const std::string ns(params.at("namespace"));
-    if (!who.Sees(ns)) return ErrorReply(404, "NotFound", fmt::format("projects \"{}\" not found", ns));
+    if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
     absl::StatusOr<model::Workload> w = model::Decode<model::Workload>(req.body);
-    if (!w.ok()) return Error(w.status());
+    if (!w.ok()) return w.status();
     if (!w->metadata.ns.empty() && w->metadata.ns != ns) {
-      return Error(absl::InvalidArgumentError("metadata.namespace does not match the project in the path"));
+      return absl::InvalidArgumentError("metadata.namespace does not match the project in the path");
     }
     w->metadata.ns = ns;
     return Written(pools->CreateWorkload(std::move(*w), who.user), 201);
   }
 
-  Reply DeleteWorkload(const HttpRequest&, const Params& params, const Principal& who) {
+  absl::StatusOr<Reply> DeleteWorkload(const HttpRequest&, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
     if (!who.Sees(params.at("namespace"))) {
-      return ErrorReply(404, "NotFound", fmt::format("workloads \"{}\" not found", params.at("name")));
+      return absl::NotFoundError(fmt::format("workloads \"{}\" not found", params.at("name")));
     }
     return Written(pools->DeleteWorkload(std::string(params.at("namespace")), std::string(params.at("name")), who.user),
                    200);
   }
 
-  Reply Approval(const HttpRequest& req, const Params& params, const Principal& who) {
+  absl::StatusOr<Reply> Approval(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
     if (!who.Sees(params.at("namespace"))) {
-      return ErrorReply(404, "NotFound", fmt::format("gpupools \"{}\" not found", params.at("name")));
+      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
     }
     if (!who.operator_()) return Forbidden(who);
-    if (auto bad = NeedJson(req)) return *bad;
+    RETURN_IF_ERROR(NeedJson(req));
     nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
     if (!j.is_object() || !j.contains("approve") || !j["approve"].is_boolean()) {
-      return Error(absl::InvalidArgumentError(
-          "body must be {\"approve\": true|false, \"reason\": \"...\"}"));
+      return absl::InvalidArgumentError(
+          "body must be {\"approve\": true|false, \"reason\": \"...\"}");
     }
     if (j.contains("reason") && !j["reason"].is_string()) {
-      return Error(absl::InvalidArgumentError("reason: expected a string"));
+      return absl::InvalidArgumentError("reason: expected a string");
     }
     const bool approve = j["approve"].get<bool>();
     const std::string reason = j.value("reason", "");
     if (!approve && reason.empty()) {
-      return Error(absl::InvalidArgumentError("a rejection needs a reason"));
+      return absl::InvalidArgumentError("a rejection needs a reason");
     }
     return Written(pools->Approve(std::string(params.at("namespace")), std::string(params.at("name")),
                                   approve, reason, who.user),
                    200);
   }
 
-  Reply ReleasePool(const HttpRequest&, const Params& params, const Principal& who) {
+  absl::StatusOr<Reply> ReleasePool(const HttpRequest&, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
     if (!who.Sees(params.at("namespace"))) {
-      return ErrorReply(404, "NotFound", fmt::format("gpupools \"{}\" not found", params.at("name")));
+      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
     }
     return Written(pools->Release(std::string(params.at("namespace")), std::string(params.at("name")),
                                   who.user),
                    200);
   }
 
-  Reply AuditLog(const HttpRequest& req, const Params&, const Principal&) {
+  absl::StatusOr<Reply> AuditLog(const HttpRequest& req, const Params&, const Principal&) {
     if (!pools) return NoPools();
     int64_t after = 0;
     if (req.HasParam("after")) {
       std::optional<int64_t> a = ParseInt(req.Param("after"));
-      if (!a || *a < 0) return Error(absl::InvalidArgumentError("after: expected a revision"));
+      if (!a || *a < 0) return absl::InvalidArgumentError("after: expected a revision");
       after = *a;
     }
     auto events = pools->Audit(after, 1000);
-    if (!events.ok()) return Error(events.status());
+    if (!events.ok()) return events.status();
     nlohmann::json items = nlohmann::json::array();
     for (const auto& [rev, e] : *events) {
       items.push_back({{"revision", rev}, {"time", FormatTime(e.time)}, {"user", e.user},
                        {"action", e.action}, {"object", e.object}, {"detail", e.detail}});
     }
     nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"}, {"kind", "AuditEventList"}, {"items", items}};
-    return {200, std::string(kJson), j.dump(), {}};
+    return Reply{200, std::string(kJson), j.dump(), {}};
   }
 
-  Reply NoAuth() { return ErrorReply(501, "NotImplemented", "this server runs without authentication"); }
+  static absl::Status NoAuth() { return absl::UnimplementedError("this server runs without authentication"); }
 
   static nlohmann::json TokenJson(const TokenInfo& t) {
     return {{"id", t.id}, {"user", t.user}, {"role", ToString(t.role)}, {"project", t.project},
             {"createdBy", t.created_by}, {"created", FormatTime(t.created)}};
   }
 
-  Reply Tokens(const HttpRequest&, const Params&, const Principal&) {
+  absl::StatusOr<Reply> Tokens(const HttpRequest&, const Params&, const Principal&) {
     if (!auth) return NoAuth();
     auto tokens = auth->List();
-    if (!tokens.ok()) return Error(tokens.status());
+    if (!tokens.ok()) return tokens.status();
     nlohmann::json items = nlohmann::json::array();
     for (const TokenInfo& t : *tokens) items.push_back(TokenJson(t));
-    return {200, std::string(kJson), nlohmann::json{{"items", items}}.dump(), {}};
+    return Reply{200, std::string(kJson), nlohmann::json{{"items", items}}.dump(), {}};
   }
 
-  Reply CreateToken(const HttpRequest& req, const Params&, const Principal& who) {
+  absl::StatusOr<Reply> CreateToken(const HttpRequest& req, const Params&, const Principal& who) {
     if (!auth) return NoAuth();
-    if (auto bad = NeedJson(req)) return *bad;
+    RETURN_IF_ERROR(NeedJson(req));
     nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
     if (!j.is_object() || !j.contains("user") || !j["user"].is_string() || !j.contains("role") ||
         !j["role"].is_string() || (j.contains("project") && !j["project"].is_string())) {
-      return Error(absl::InvalidArgumentError(
-          "body must be {\"user\": \"...\", \"role\": \"operator|member|agent\", \"project\": \"...\"}"));
+      return absl::InvalidArgumentError(
+          "body must be {\"user\": \"...\", \"role\": \"operator|member|agent\", \"project\": \"...\"}");
     }
     std::optional<Role> role = ParseRole(j["role"].get<std::string>());
-    if (!role) return Error(absl::InvalidArgumentError("role: must be operator, member or agent"));
+    if (!role) return absl::InvalidArgumentError("role: must be operator, member or agent");
     auto created = auth->Create(j["user"], *role, j.value("project", ""), who.user);
-    if (!created.ok()) return Error(created.status());
+    if (!created.ok()) return created.status();
     nlohmann::json out = TokenJson(created->second);
     out["token"] = created->first;
-    return {201, std::string(kJson), out.dump(), {}};
+    return Reply{201, std::string(kJson), out.dump(), {}};
   }
 
-  Reply RevokeToken(const HttpRequest&, const Params& p, const Principal&) {
+  absl::StatusOr<Reply> RevokeToken(const HttpRequest&, const Params& p, const Principal&) {
     if (!auth) return NoAuth();
     absl::Status s = auth->Revoke(std::string(p.at("id")));
-    if (!s.ok()) return Error(s);
-    return {200, std::string(kJson), R"({"revoked":true})", {}};
+    if (!s.ok()) return s;
+    return Reply{200, std::string(kJson), R"({"revoked":true})", {}};
   }
 
-  Reply Discovery(const HttpRequest&, const Params&, const Principal&) {
+  absl::StatusOr<Reply> Discovery(const HttpRequest&, const Params&, const Principal&) {
     nlohmann::json j = {{"kind", "APIResourceList"},
                         {"apiVersion", "v1"},
                         {"groupVersion", "gpuaas.io/v1"},
@@ -600,7 +601,7 @@ struct ApiServer::Impl {
                                 {"verbs", writable ? nlohmann::json{"get", "list", "create"}
                                                    : nlohmann::json{"get", "list"}}});
     }
-    return {200, std::string(kJson), j.dump(), {}};
+    return Reply{200, std::string(kJson), j.dump(), {}};
   }
 
   std::shared_ptr<const model::FleetSummary> Summary() {
@@ -618,7 +619,7 @@ struct ApiServer::Impl {
     return summary;
   }
 
-  Reply SummaryReply(const HttpRequest&, const Params&, const Principal&) {
+  absl::StatusOr<Reply> SummaryReply(const HttpRequest&, const Params&, const Principal&) {
     std::shared_ptr<const model::FleetSummary> s = Summary();
     auto count = [](const model::FleetSummary::ModelCount& c) {
       return nlohmann::json{{"gpus", c.gpus}, {"migEnabled", c.mig_enabled}, {"full", c.full},
@@ -648,10 +649,10 @@ struct ApiServer::Impl {
                      {"free", s->logical_total.free()},
                      {"byProfile", std::move(logical)}}},
     };
-    return {200, std::string(kJson), j.dump(), {}};
+    return Reply{200, std::string(kJson), j.dump(), {}};
   }
 
-  Reply Metrics(const HttpRequest&, const Params&, const Principal&) {
+  absl::StatusOr<Reply> Metrics(const HttpRequest&, const Params&, const Principal&) {
     std::string out;
     metrics->Render(out);
     std::shared_ptr<const model::FleetSummary> s = Summary();
@@ -684,7 +685,7 @@ struct ApiServer::Impl {
     out += "# HELP gpuaas_store_revision Last store revision applied to the read cache.\n";
     out += "# TYPE gpuaas_store_revision gauge\n";
     out += fmt::format("gpuaas_store_revision {}\n", cache.Revision());
-    return {200, "text/plain; version=0.0.4; charset=utf-8", std::move(out), {}};
+    return Reply{200, "text/plain; version=0.0.4; charset=utf-8", std::move(out), {}};
   }
 
   void Routes() {
@@ -692,9 +693,9 @@ struct ApiServer::Impl {
     using P = const Params&;
     using W = const Principal&;
     Add("/healthz", "GET", [](R, P, W) { return Reply{200, "text/plain", "ok", {}}; }, Access::kPublic);
-    Add("/readyz", "GET", [this](R, P, W) {
-      return ready ? Reply{200, "text/plain", "ok", {}}
-                   : ErrorReply(503, "NotReady", "the first inventory sync has not finished");
+    Add("/readyz", "GET", [this](R, P, W) -> absl::StatusOr<Reply> {
+      if (!ready) return HttpError(503, "NotReady", "the first inventory sync has not finished");
+      return Reply{200, "text/plain", "ok", {}};
     }, Access::kPublic);
     Add("/version", "GET", [this](R, P, W) {
       nlohmann::json j = {{"gitVersion", options.version}, {"apiVersion", "gpuaas.io/v1"},
@@ -711,21 +712,21 @@ struct ApiServer::Impl {
         Access::kOperator);
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
     Add(pools_path, "GET", [this](R r, P p, W w) { return List(r, p, w); });
-    Add(pools_path, "POST", [this](R r, P p, W w) {
+    Add(pools_path, "POST", [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") == model::Workload::kPlural) return CreateWorkload(r, p, w);
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return CreatePool(r, p, w);
     });
-    Add(pools_path + "/{name}", "DELETE", [this](R r, P p, W w) {
+    Add(pools_path + "/{name}", "DELETE", [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::Workload::kPlural) return UnknownResource(p.at("plural"));
       return DeleteWorkload(r, p, w);
     });
     Add(pools_path + "/{name}", "GET", [this](R r, P p, W w) { return GetOne(r, p, w); });
-    Add(pools_path + "/{name}/approval", "PUT", [this](R r, P p, W w) {
+    Add(pools_path + "/{name}/approval", "PUT", [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return Approval(r, p, w);
     });
-    Add(pools_path + "/{name}/release", "POST", [this](R r, P p, W w) {
+    Add(pools_path + "/{name}/release", "POST", [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return ReleasePool(r, p, w);
     });

@@ -30,6 +30,9 @@ struct ServerOptions {
   int threads = 2;
   size_t max_body_bytes = 1 << 20;
   std::string version;
+  // How long a write's reply waits for the read cache to show the write (read-your-writes);
+  // past it the reply carries a Warning header.
+  std::chrono::milliseconds read_your_write_timeout{5000};
   // How often a watch that allows bookmarks gets one.
   std::chrono::milliseconds watch_bookmark_interval{60000};
   // Appends more metrics to /metrics (the controllers'); called on an I/O thread, must be

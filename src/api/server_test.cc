@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "api/problem.h"
 #include "cluster/simulated/fleet.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -237,6 +238,24 @@ TEST_F(ApiTest, PagesReadTheFirstPagesRevision) {
   ASSERT_TRUE(cache_->WaitFor(store_->Revision(), std::chrono::seconds(5)));
 }
 
+TEST(Problem, OneMappingFromStatusToHttp) {
+  EXPECT_EQ(ErrorResponse(absl::NotFoundError("x")).status, 404);
+  EXPECT_EQ(ErrorResponse(absl::AbortedError("x")).status, 409);
+  EXPECT_EQ(ErrorResponse(absl::OutOfRangeError("x")).status, 410);
+  EXPECT_EQ(ErrorResponse(absl::InternalError("x")).status, 500);
+  // Outcomes without a Status code of their own keep their HTTP status and reason.
+  const absl::Status s = HttpError(405, "MethodNotAllowed", "PUT /x is not allowed");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  HttpResponse r = ErrorResponse(s);
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  json body = json::parse(r.body);
+  EXPECT_EQ(body["reason"], "MethodNotAllowed");
+  EXPECT_EQ(body["title"], "Method Not Allowed");
+  EXPECT_EQ(body["detail"], "PUT /x is not allowed");
+  EXPECT_EQ(ProblemFor(HttpError(503, "NotReady", "wait")).reason, "NotReady");
+}
+
 TEST_F(ApiTest, ErrorClasses) {
   httplib::Client c = Client();
   auto unknown_route = c.Get("/no/such/thing");
@@ -378,6 +397,35 @@ TEST_F(PoolApiTest, RequestApproveRelease) {
   EXPECT_EQ(audit["items"][3]["action"], "Release");
 }
 
+TEST_F(PoolApiTest, AWriteTheReadCacheDoesNotShowInTimeSaysSo) {
+  // A server whose cache does not follow the store (no thread): every write stays unseen.
+  store::ObjectCache frozen(*store_);
+  std::vector<std::string> kinds;
+  for (const ResourceType& t : ResourceTypes()) kinds.push_back(t.kind);
+  ASSERT_TRUE(frozen.Load(kinds).ok());
+  ServerOptions o;
+  o.port = 0;
+  o.read_your_write_timeout = std::chrono::milliseconds(50);
+  ApiServer lagging(o, frozen, pools_.get());
+  ASSERT_TRUE(lagging.Start().ok());
+  httplib::Client c("127.0.0.1", lagging.port());
+  auto created = c.Post(std::string(kV1) + "/projects",
+                        R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"slow"}})",
+                        "application/json; charset=utf-8");
+  ASSERT_TRUE(created);
+  EXPECT_EQ(created->status, 201) << created->body;  // committed all the same
+  const std::string warning = created->get_header_value("Warning");
+  EXPECT_EQ(warning.rfind("299 - \"", 0), 0u) << warning;
+  EXPECT_NE(warning.find("read cache does not show it yet"), std::string::npos) << warning;
+  // The server whose cache follows answers without a warning.
+  auto seen = Send("POST", std::string(kV1) + "/projects",
+                   R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"quick"}})");
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->status, 201);
+  EXPECT_FALSE(seen->has_header("Warning"));
+  lagging.Stop();
+}
+
 TEST_F(PoolApiTest, BadWritesAreRefusedAndChangeNothing) {
   ASSERT_EQ(Send("POST", std::string(kV1) + "/projects",
                  R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"vision"},)"
@@ -395,6 +443,7 @@ TEST_F(PoolApiTest, BadWritesAreRefusedAndChangeNothing) {
       R"("spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":2}]}})";
   expect(Send("POST", pools, pool2), 403, "QuotaExceeded");
   expect(Send("POST", pools, pool2, "text/plain"), 415, "UnsupportedMediaType");
+  expect(Send("POST", pools, pool2, "application/jsonx"), 415, "UnsupportedMediaType");
   expect(Send("POST", pools, "{not json"), 400, "BadRequest");
   expect(Send("POST", pools,
               R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"p"},)"

@@ -124,8 +124,7 @@ class Session : public std::enable_shared_from_this<Session> {
                  ec == http::error::partial_message) {
         return Close();  // a socket error or a client gone mid-request: nobody to answer
       }
-      HttpResponse r{status, std::string(kProblemContentType), ProblemJson({status, reason, detail}), {}};
-      return Write(std::move(r), /*head=*/false, /*keep_alive=*/false, 11);
+      return Write(ErrorResponse(HttpError(status, reason, detail)), /*head=*/false, /*keep_alive=*/false, 11);
     }
     http::request<http::string_body>& msg = parser_->get();
     HttpRequest req;
@@ -155,9 +154,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool head = msg.method() == http::verb::head;
     const unsigned version = msg.version();
     if (!ok) {
-      HttpResponse resp{400, std::string(kProblemContentType),
-                        ProblemJson({400, "BadRequest", "malformed percent-encoding in the request target"}), {}};
-      return Write(std::move(resp), head, keep_alive, version);
+      return Write(ErrorResponse(absl::InvalidArgumentError("malformed percent-encoding in the request target")),
+                   head, keep_alive, version);
     }
     // Reads answer from in-memory snapshots and run here, on the I/O thread. Writes wait for
     // the store and the cache, so they run on the worker pool: a slow commit must not stall
@@ -178,7 +176,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return handler_(req);
     } catch (const std::exception& e) {
       log::Error("handler {} {} threw: {}", req.method, req.path, e.what());
-      return {500, std::string(kProblemContentType), ProblemJson({500, "InternalError", "internal error"}), {}};
+      return ErrorResponse(absl::InternalError("internal error"));
     }
   }
 

@@ -25,11 +25,6 @@ using telemetry::DeviceRef;
 constexpr std::string_view kJson = "application/json";
 constexpr int64_t kMaxPoints = 11000;  // as Prometheus's query_range
 
-HttpResponse Error(const absl::Status& s) {
-  Problem p = ProblemFor(s);
-  return {p.status, std::string(kProblemContentType), ProblemJson(p), {}};
-}
-
 HttpResponse Reply(const json& j) { return {200, std::string(kJson), j.dump(), {}}; }
 
 // Unix seconds (with a fraction) or RFC 3339.
@@ -155,28 +150,27 @@ json Nullable(double v, bool has) {
 
 }  // namespace
 
-HttpResponse TelemetryApi::Ingest(const HttpRequest& req, const Principal&) {
+absl::StatusOr<HttpResponse> TelemetryApi::Ingest(const HttpRequest& req, const Principal&) {
   const std::string ct = ToLower(req.Header("Content-Type"));
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch()).count();
   absl::StatusOr<telemetry::IngestResult> r;
   if (ct.starts_with("application/json")) {
     absl::StatusOr<telemetry::NodeReport> report = telemetry::DecodeReport(req.body);
-    if (!report.ok()) return Error(report.status());
+    if (!report.ok()) return report.status();
     r = hub_.IngestReport(*report, now_ms);
   } else if (ct.starts_with("text/plain")) {
     r = hub_.IngestText(req.body, now_ms);
     if (!r.ok()) {
-      return Error(absl::InvalidArgumentError(fmt::format("Prometheus text: {}", std::string(r.status().message()))));
+      return absl::InvalidArgumentError(fmt::format("Prometheus text: {}", std::string(r.status().message())));
     }
   } else {
-    Problem p{415, "UnsupportedMediaType",
-              fmt::format("Content-Type \"{}\": send application/json (an agent report) or text/plain "
-                          "(dcgm-exporter's Prometheus text)",
-                          ct)};
-    return {415, std::string(kProblemContentType), ProblemJson(p), {}};
+    return HttpError(415, "UnsupportedMediaType",
+                     fmt::format("Content-Type \"{}\": send application/json (an agent report) or text/plain "
+                                 "(dcgm-exporter's Prometheus text)",
+                                 ct));
   }
-  if (!r.ok()) return Error(r.status());
+  if (!r.ok()) return r.status();
   return Reply({{"samples", r->samples},
                 {"stored", r->stored},
                 {"blank", r->blank},
@@ -185,31 +179,31 @@ HttpResponse TelemetryApi::Ingest(const HttpRequest& req, const Principal&) {
                 {"unmatchedGpus", r->unmatched_gpus}});
 }
 
-HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
+absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
   const std::string series = req.Param("series");
   const size_t a = series.find(':'), b = series.rfind(':');
   if (series.empty() || a == std::string::npos || a == b) {
-    return Error(absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         "series: must be SCOPE:ID:METRIC, e.g. gpu:GPU-…:power_w, pool:PROJECT/POOL:utilization, "
-        "cluster:NAME:used_gpus"));
+        "cluster:NAME:used_gpus");
   }
   const std::string scope = series.substr(0, a), id = series.substr(a + 1, b - a - 1), metric = series.substr(b + 1);
   const int64_t now = Seconds(clock_.Now());
   absl::StatusOr<Range> range = ParseRange(req, now, 3600, 60);
-  if (!range.ok()) return Error(range.status());
+  if (!range.ok()) return range.status();
   const bool aggregate_metric = metric == "utilization" || metric == "allocated_gpus" || metric == "used_gpus";
   std::optional<telemetry::Field> field = telemetry::FieldFromSeries(metric);
   if (!aggregate_metric && !field && metric != "power_w") {
     std::string names;
     for (const telemetry::FieldInfo& f : telemetry::AllFields()) names += std::string(f.series) + ", ";
-    return Error(absl::InvalidArgumentError(fmt::format(
-        "metric \"{}\": use utilization, allocated_gpus or used_gpus, or a reading: {}", metric, names.substr(0, names.size() - 2))));
+    return absl::InvalidArgumentError(fmt::format(
+        "metric \"{}\": use utilization, allocated_gpus or used_gpus, or a reading: {}", metric, names.substr(0, names.size() - 2)));
   }
 
   std::vector<DeviceRef> devices;
   std::string unit = field ? "" : "GPUs";
   if (scope == "gpu" || scope == "mig") {
-    if (!who.operator_()) return Error(absl::PermissionDeniedError("GPU and MIG series are for operators"));
+    if (!who.operator_()) return absl::PermissionDeniedError("GPU and MIG series are for operators");
     std::string gpu = id;
     int gi = -1;
     if (scope == "mig") {
@@ -229,8 +223,8 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
         if (ec != std::errc() || end != g.data() + g.size()) gi = -1;
       }
       if (gi < 0) {
-        return Error(absl::NotFoundError(fmt::format(
-            "MIG instance {}: no readings name it; use GPU-…/<GPU instance id> or a MIG UUID an agent reported", id)));
+        return absl::NotFoundError(fmt::format(
+            "MIG instance {}: no readings name it; use GPU-…/<GPU instance id> or a MIG UUID an agent reported", id));
       }
     }
     if (std::optional<model::GpuCapacity> g = DecodeOne<model::GpuCapacity>(cache_, "", ToLower(gpu))) {
@@ -241,7 +235,7 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
       const telemetry::FieldInfo& info = telemetry::Info(*field);
       const std::string dev = info.per_instance && gi >= 0 ? fmt::format("{}/{}", gpu, gi) : gpu;
       if (!hub_.series().Latest(dev, *field)) {
-        return Error(absl::NotFoundError(fmt::format("no {} readings for {} {}", metric, scope, id)));
+        return absl::NotFoundError(fmt::format("no {} readings for {} {}", metric, scope, id));
       }
       json points = json::array();
       for (const telemetry::Bucket& bk : hub_.series().Query(dev, *field, range->from, range->to, range->step, now)) {
@@ -252,8 +246,8 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
     }
   } else if (scope == "pool" || scope == "project" || scope == "workload" || scope == "cluster") {
     if (field) {
-      return Error(absl::InvalidArgumentError(fmt::format(
-          "metric \"{}\" is per device; for a {} use utilization, allocated_gpus, used_gpus or power_w", metric, scope)));
+      return absl::InvalidArgumentError(fmt::format(
+          "metric \"{}\" is per device; for a {} use utilization, allocated_gpus, used_gpus or power_w", metric, scope));
     }
     const auto gpus = GpusByUuid(cache_);
     std::vector<model::GpuPool> pools;
@@ -261,20 +255,20 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
     if (scope == "pool" || scope == "workload") {
       const size_t slash = id.find('/');
       if (slash == std::string::npos) {
-        return Error(absl::InvalidArgumentError(fmt::format("{} id \"{}\": must be PROJECT/NAME", scope, id)));
+        return absl::InvalidArgumentError(fmt::format("{} id \"{}\": must be PROJECT/NAME", scope, id));
       }
       project = id.substr(0, slash);
       const std::string name = id.substr(slash + 1);
-      if (!who.Sees(project)) return Error(absl::NotFoundError(fmt::format("{} {} not found", scope, id)));
+      if (!who.Sees(project)) return absl::NotFoundError(fmt::format("{} {} not found", scope, id));
       if (scope == "pool") {
         std::optional<model::GpuPool> p = DecodeOne<model::GpuPool>(cache_, project, name);
-        if (!p) return Error(absl::NotFoundError(fmt::format("pool {} not found", id)));
+        if (!p) return absl::NotFoundError(fmt::format("pool {} not found", id));
         pools.push_back(std::move(*p));
       } else {
         // A workload is its runs: every Profile of it, each device counted from the run's start
         // to its end, so that finished and preempted runs still show.
         if (!DecodeOne<model::Workload>(cache_, project, name)) {
-          return Error(absl::NotFoundError(fmt::format("workload {} not found", id)));
+          return absl::NotFoundError(fmt::format("workload {} not found", id));
         }
         for (const model::Profile& run : DecodeAll<model::Profile>(cache_, project)) {
           if (run.spec.pod != name) continue;
@@ -287,12 +281,12 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
         }
       }
     } else if (scope == "project") {
-      if (!who.Sees(id)) return Error(absl::NotFoundError(fmt::format("project {} not found", id)));
-      if (!cache_.Get(model::Project::kKind, "", id)) return Error(absl::NotFoundError(fmt::format("project {} not found", id)));
+      if (!who.Sees(id)) return absl::NotFoundError(fmt::format("project {} not found", id));
+      if (!cache_.Get(model::Project::kKind, "", id)) return absl::NotFoundError(fmt::format("project {} not found", id));
       pools = DecodeAll<model::GpuPool>(cache_, id);
     } else {
-      if (!who.operator_()) return Error(absl::PermissionDeniedError("cluster series are for operators"));
-      if (!cache_.Get(model::Cluster::kKind, "", id)) return Error(absl::NotFoundError(fmt::format("cluster {} not found", id)));
+      if (!who.operator_()) return absl::PermissionDeniedError("cluster series are for operators");
+      if (!cache_.Get(model::Cluster::kKind, "", id)) return absl::NotFoundError(fmt::format("cluster {} not found", id));
       for (model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
         if (p.spec.cluster == id) pools.push_back(std::move(p));
       }
@@ -302,8 +296,8 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
       for (const telemetry::AssessedDevice& d : PoolDevices(hub_, p, gpus)) devices.push_back(d.ref);
     }
   } else {
-    return Error(absl::InvalidArgumentError(
-        fmt::format("scope \"{}\": use gpu, mig, workload, pool, project or cluster", scope)));
+    return absl::InvalidArgumentError(
+        fmt::format("scope \"{}\": use gpu, mig, workload, pool, project or cluster", scope));
   }
 
   json points = json::array();
@@ -338,10 +332,10 @@ HttpResponse TelemetryApi::Query(const HttpRequest& req, const Principal& who) {
                 {"points", points}});
 }
 
-HttpResponse TelemetryApi::Alerts(const HttpRequest& req, const Principal&) {
+absl::StatusOr<HttpResponse> TelemetryApi::Alerts(const HttpRequest& req, const Principal&) {
   const std::string active = req.Param("active");
   if (!active.empty() && active != "true" && active != "false") {
-    return Error(absl::InvalidArgumentError("active: must be true or false"));
+    return absl::InvalidArgumentError("active: must be true or false");
   }
   std::map<std::string, std::pair<std::string, std::string>> where;  // uuid -> (cluster, node)
   for (const model::GpuCapacity& g : DecodeAll<model::GpuCapacity>(cache_)) where[g.spec.uuid] = {g.spec.cluster, g.spec.node};
@@ -367,23 +361,23 @@ HttpResponse TelemetryApi::Alerts(const HttpRequest& req, const Principal&) {
   return Reply({{"items", items}});
 }
 
-HttpResponse TelemetryApi::Assessment(const HttpRequest& req, const Principal& who) {
+absl::StatusOr<HttpResponse> TelemetryApi::Assessment(const HttpRequest& req, const Principal& who) {
   const int64_t now = Seconds(clock_.Now());
   absl::StatusOr<Range> range = ParseRange(req, now, 86400, 60);
-  if (!range.ok()) return Error(range.status());
+  if (!range.ok()) return range.status();
   telemetry::AssessmentOptions opt;
   if (req.HasParam("idleBelow")) {
     const std::string v = req.Param("idleBelow");
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), opt.idle_below);
     if (ec != std::errc() || end != v.data() + v.size() || opt.idle_below < 0 || opt.idle_below > 1) {
-      return Error(absl::InvalidArgumentError("idleBelow: a utilization between 0 and 1, e.g. 0.05"));
+      return absl::InvalidArgumentError("idleBelow: a utilization between 0 and 1, e.g. 0.05");
     }
   }
   if (req.HasParam("idleFor")) {
     const std::string v = req.Param("idleFor");
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), opt.idle_for_s);
     if (ec != std::errc() || end != v.data() + v.size() || opt.idle_for_s <= 0) {
-      return Error(absl::InvalidArgumentError("idleFor: a positive number of seconds"));
+      return absl::InvalidArgumentError("idleFor: a positive number of seconds");
     }
   }
   const auto gpus = GpusByUuid(cache_);

@@ -23,10 +23,10 @@ class TelemetryApi {
   TelemetryApi(telemetry::Hub& hub, store::ObjectCache& cache, const Clock& clock)
       : hub_(hub), cache_(cache), clock_(clock) {}
 
-  HttpResponse Ingest(const HttpRequest& req, const Principal& who);
-  HttpResponse Query(const HttpRequest& req, const Principal& who);
-  HttpResponse Alerts(const HttpRequest& req, const Principal& who);
-  HttpResponse Assessment(const HttpRequest& req, const Principal& who);
+  absl::StatusOr<HttpResponse> Ingest(const HttpRequest& req, const Principal& who);
+  absl::StatusOr<HttpResponse> Query(const HttpRequest& req, const Principal& who);
+  absl::StatusOr<HttpResponse> Alerts(const HttpRequest& req, const Principal& who);
+  absl::StatusOr<HttpResponse> Assessment(const HttpRequest& req, const Principal& who);
   // Appends the hub's own gauges (samples, series, memory, active alerts) to a /metrics body.
   void AppendMetrics(std::string& out);
 
