@@ -1,5 +1,7 @@
 // Monitoring end to end: the gpuaas server, a simulated node agent injecting XID 79 and a
 // double-bit ECC error on two GPUs, and (where installed) a real Prometheus scraping both.
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -18,6 +20,7 @@ using nlohmann::json;
 constexpr const char* kOperatorToken = "operator-token-0123456789";
 constexpr const char* kMemberToken = "member-token-0123456789ab";
 constexpr const char* kAgentToken = "agent-token-0123456789abcd";
+constexpr const char* kNodeOneToken = "node-one-token-0123456789";
 
 class MonitoringTest : public ::testing::Test {
  protected:
@@ -26,7 +29,8 @@ class MonitoringTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     std::ofstream(dir_ + "/tokens") << kOperatorToken << ",ops,operator\n"
                                     << kMemberToken << ",alice,member,vision\n"
-                                    << kAgentToken << ",node-agent,agent\n";
+                                    << kAgentToken << ",node-agent,agent,lab/h200-01+h200-02\n"
+                                    << kNodeOneToken << ",node-one,agent,lab/h200-01\n";
     std::ofstream(dir_ + "/fleet.yaml") << R"(clusters:
   - name: lab
     nodePools:
@@ -245,7 +249,7 @@ TEST_F(MonitoringTest, PushedTextIsStrictAndRolesAreEnforced) {
                            "\",err_code=\"43\"} 43\nDCGM_FI_DEV_GPU_TEMP{gpu=\"3\",UUID=\"" + z +
                            "\"} 9223372036854775794\nDCGM_FI_DEV_POWER_USAGE{gpu=\"3\",UUID=\"GPU-unknown\"} 5\n";
   for (int i = 0; i < 3; ++i) {  // the XID gauge repeats: one event
-    auto r = post(text, kAgentToken);
+    auto r = post(text, kOperatorToken);  // operators may push for any GPU
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     json j = json::parse(r->body);
@@ -257,6 +261,26 @@ TEST_F(MonitoringTest, PushedTextIsStrictAndRolesAreEnforced) {
   const json alerts = Get("/api/v1/alerts");
   for (const json& a : alerts["items"]) xid43 += a["source"] == "XID 43" ? 1 : 0;
   EXPECT_EQ(xid43, 1);
+  // An agent pushes for the GPUs of its token's nodes only: a body that also names a GPU of
+  // another node, or one the inventory does not know, is refused whole. The check ignores case.
+  const std::string w = Gpus()[6]["spec"]["uuid"];  // on h200-02
+  std::string z_lower = z;
+  std::transform(z_lower.begin(), z_lower.end(), z_lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string own = "DCGM_FI_DEV_GPU_TEMP{gpu=\"3\",UUID=\"" + z + "\"} 41\n";
+  for (const std::string& body : {own, "DCGM_FI_DEV_GPU_TEMP{gpu=\"3\",UUID=\"" + z_lower + "\"} 42\n"}) {
+    auto mine = post(body, kNodeOneToken);
+    ASSERT_TRUE(mine);
+    EXPECT_EQ(mine->status, 200) << mine->body;
+  }
+  for (const std::string& intruder : {w, std::string("GPU-unknown")}) {
+    auto foreign = post(own + "DCGM_FI_DEV_XID_ERRORS{gpu=\"2\",UUID=\"" + intruder + "\",err_code=\"79\"} 79\n",
+                        kNodeOneToken);
+    ASSERT_TRUE(foreign);
+    EXPECT_EQ(foreign->status, 403) << foreign->body;
+    EXPECT_NE(foreign->body.find("lab/h200-01 only"), std::string::npos) << foreign->body;
+  }
+  const json after = Get("/api/v1/alerts");  // held: a temporary's member would dangle in the loop
+  for (const json& a : after["items"]) EXPECT_NE(a["source"], "XID 79") << a.dump();
   // Malformed text: 400 with the line, nothing stored.
   auto bad = post("DCGM_FI_DEV_POWER_USAGE{UUID=\"" + z + "\"} 1\nDCGM_FI_DEV_POWER_USAGE{UUID=\"x} 2\n", kAgentToken);
   ASSERT_TRUE(bad);

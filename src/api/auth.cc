@@ -50,8 +50,20 @@ std::string Sha256Hex(std::string_view data) {
   return Hex(md, sizeof md);
 }
 
+absl::Status ValidateUser(std::string_view user) {
+  if (user.empty()) return absl::InvalidArgumentError("user: required");
+  if (user.size() > 253 || !IsValidUtf8(user)) {
+    return absl::InvalidArgumentError("user: at most 253 bytes of UTF-8");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Authenticator::AddStaticToken(const std::string& token, Principal who) {
   if (token.size() < 16) return absl::InvalidArgumentError("tokens must have at least 16 characters");
+  RETURN_IF_ERROR(ValidateUser(who.user));
+  if (who.role == Role::kAgent && (who.cluster.empty() || who.nodes.empty())) {
+    return absl::InvalidArgumentError("an agent token names its cluster and nodes (CLUSTER/NODE[+NODE...])");
+  }
   if (who.role == Role::kMember && who.project.empty()) {
     return absl::InvalidArgumentError("a member token needs a project");
   }
@@ -68,13 +80,26 @@ absl::Status Authenticator::LoadTokenFile(const std::string& path) {
     if (l.empty() || l.front() == '#') continue;
     std::vector<std::string_view> f = Split(l, ',');
     auto bad = [&](std::string_view why) {
-      return absl::InvalidArgumentError(fmt::format("{}:{}: {} (want token,user,role[,project])", path, n, why));
+      return absl::InvalidArgumentError(fmt::format(
+          "{}:{}: {} (want token,user,role[,project] or token,user,agent,CLUSTER/NODE[+NODE...])", path, n, why));
     };
     if (f.size() < 3 || f.size() > 4) return bad("wrong number of fields");
     std::optional<Role> role = ParseRole(Trim(f[2]));
-    if (!role) return bad("role must be operator or member");
-    Principal p{std::string(Trim(f[1])), *role, f.size() == 4 ? std::string(Trim(f[3])) : ""};
-    if (p.user.empty()) return bad("empty user");
+    if (!role) return bad("role must be operator, member or agent");
+    Principal p{std::string(Trim(f[1])), *role, "", "", {}};
+    const std::string_view scope = f.size() == 4 ? Trim(f[3]) : std::string_view();
+    if (*role == Role::kAgent) {
+      const size_t slash = scope.find('/');
+      if (slash == std::string_view::npos) return bad("an agent is bound to CLUSTER/NODE[+NODE...]");
+      p.cluster = std::string(scope.substr(0, slash));
+      for (std::string_view node : Split(scope.substr(slash + 1), '+')) {
+        if (!node.empty()) p.nodes.emplace_back(node);
+      }
+    } else if (*role == Role::kMember) {
+      p.project = std::string(scope);
+    } else if (!scope.empty()) {
+      return bad("an operator belongs to no project");
+    }
     if (absl::Status s = AddStaticToken(std::string(Trim(f[0])), p); !s.ok()) {
       return bad(std::string(s.message()));
     }
@@ -95,27 +120,60 @@ std::optional<Principal> Authenticator::Authenticate(std::string_view token) con
   if (!j.is_object() || !SameHash(j["spec"].value("sha256", ""), hash)) return std::nullopt;
   std::optional<Role> role = ParseRole(j["spec"].value("role", ""));
   if (!role) return std::nullopt;
-  return Principal{j["spec"].value("user", ""), *role, j["spec"].value("project", "")};
+  Principal p{j["spec"].value("user", ""), *role, j["spec"].value("project", ""), j["spec"].value("cluster", ""), {}};
+  if (auto n = j["spec"].find("nodes"); n != j["spec"].end() && n->is_array()) {
+    for (const auto& node : *n) {
+      if (node.is_string()) p.nodes.push_back(node.get<std::string>());
+    }
+  }
+  return p;
 }
 
 absl::StatusOr<std::pair<std::string, TokenInfo>> Authenticator::Create(const std::string& user, Role role,
                                                                         const std::string& project,
-                                                                        const std::string& created_by) {
-  if (user.empty()) return absl::InvalidArgumentError("user: required");
+                                                                        const std::string& created_by,
+                                                                        const std::string& cluster,
+                                                                        const std::vector<std::string>& nodes) {
+  RETURN_IF_ERROR(ValidateUser(user));
   if (role == Role::kMember && project.empty()) return absl::InvalidArgumentError("project: a member token needs one");
-  if (!project.empty()) RETURN_IF_ERROR(model::ValidateName(project));
+  if (role != Role::kMember && !project.empty()) {
+    return absl::InvalidArgumentError("project: only member tokens belong to a project");
+  }
+  if (!project.empty()) {
+    RETURN_IF_ERROR(model::ValidateName(project));
+    // A token for a project created later would gain it: the project must exist first.
+    if (!cache_.Get("Project", "", project)) {
+      return absl::NotFoundError(fmt::format("project \"{}\" not found; create it before its members' tokens", project));
+    }
+  }
+  if (role == Role::kAgent) {
+    if (cluster.empty() || nodes.empty()) {
+      return absl::InvalidArgumentError(
+          "an agent token names its cluster and nodes (it may push telemetry only for the GPUs there)");
+    }
+    for (const std::string& n : nodes) {
+      if (!cache_.Get("NodeCapacity", "", cluster + "." + n)) {
+        return absl::NotFoundError(fmt::format("node \"{}\" of cluster \"{}\" not found", n, cluster));
+      }
+    }
+  } else if (!cluster.empty() || !nodes.empty()) {
+    return absl::InvalidArgumentError("cluster, nodes: only agent tokens are bound to nodes");
+  }
   unsigned char id_bytes[8], secret[24];
   if (RAND_bytes(id_bytes, sizeof id_bytes) != 1 || RAND_bytes(secret, sizeof secret) != 1) {
     return absl::UnavailableError("no randomness available for a token");
   }
-  TokenInfo info{Hex(id_bytes, sizeof id_bytes), user, role, role == Role::kMember ? project : "", created_by,
-                 clock_.Now()};
+  TokenInfo info{Hex(id_bytes, sizeof id_bytes), user, role, project, cluster, nodes, created_by, clock_.Now()};
   const std::string token = info.id + "." + Hex(secret, sizeof secret);
   nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"},
                       {"kind", kTokenKind},
                       {"metadata", {{"name", info.id}, {"creationTimestamp", FormatTime(info.created)}}},
                       {"spec", {{"user", info.user}, {"role", ToString(role)}, {"project", info.project},
                                 {"createdBy", created_by}, {"sha256", Sha256Hex(token)}}}};
+  if (role == Role::kAgent) {
+    j["spec"]["cluster"] = cluster;
+    j["spec"]["nodes"] = nodes;
+  }
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) {
     return tx.Put({std::string(kTokenKind), "", info.id}, "", j.dump(), store::kMustNotExist);
   }));
@@ -134,6 +192,12 @@ absl::StatusOr<std::vector<TokenInfo>> Authenticator::List() const {
     t.user = j["spec"].value("user", "");
     t.role = ParseRole(j["spec"].value("role", "")).value_or(Role::kMember);
     t.project = j["spec"].value("project", "");
+    t.cluster = j["spec"].value("cluster", "");
+    if (auto n = j["spec"].find("nodes"); n != j["spec"].end() && n->is_array()) {
+      for (const auto& node : *n) {
+        if (node.is_string()) t.nodes.push_back(node.get<std::string>());
+      }
+    }
     t.created_by = j["spec"].value("createdBy", "");
     t.created = ParseTime(j["metadata"].value("creationTimestamp", "")).value_or(Time{});
     out.push_back(std::move(t));

@@ -27,6 +27,9 @@ struct Principal {
   std::string user;
   Role role = Role::kMember;
   std::string project;  // members only: the one project they belong to
+  // Agents only: the cluster and nodes whose GPUs they may push telemetry for.
+  std::string cluster;
+  std::vector<std::string> nodes;
   bool operator_() const { return role == Role::kOperator; }
   // Members see only their own project; anything else looks absent, so names do not leak.
   bool Sees(std::string_view p) const { return operator_() || project == p; }
@@ -37,6 +40,8 @@ struct TokenInfo {
   std::string user;
   Role role = Role::kMember;
   std::string project;
+  std::string cluster;             // agents
+  std::vector<std::string> nodes;  // agents
   std::string created_by;
   Time created{};
 };
@@ -55,10 +60,14 @@ class Authenticator {
   // The principal behind a bearer token, or nullopt.
   std::optional<Principal> Authenticate(std::string_view token) const;
 
-  // Creates a token and returns it (the only time it is shown) with its record.
+  // Creates a token and returns it (the only time it is shown) with its record. A member token
+  // names an existing project; an agent token a cluster and one or more of its nodes (NotFound
+  // when they do not exist).
   absl::StatusOr<std::pair<std::string, TokenInfo>> Create(const std::string& user, Role role,
                                                            const std::string& project,
-                                                           const std::string& created_by);
+                                                           const std::string& created_by,
+                                                           const std::string& cluster = "",
+                                                           const std::vector<std::string>& nodes = {});
   absl::StatusOr<std::vector<TokenInfo>> List() const;
   // NotFound for an unknown id. Returns once the cache no longer knows the token.
   absl::Status Revoke(const std::string& id);
@@ -69,6 +78,9 @@ class Authenticator {
   const Clock& clock_;
   std::map<std::string, Principal> static_;  // by SHA-256 of the token; written before serving
 };
+
+// A user name: 1 to 253 bytes of UTF-8.
+absl::Status ValidateUser(std::string_view user);
 
 // Lower-case hex SHA-256.
 std::string Sha256Hex(std::string_view data);

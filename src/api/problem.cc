@@ -99,7 +99,8 @@ std::string ProblemJson(const Problem& p) {
                       {"status", p.status},
                       {"reason", p.reason},
                       {"detail", p.detail}};
-  return j.dump();
+  // A detail may quote what a client sent; bytes that are not UTF-8 become U+FFFD.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace gpuaas::api

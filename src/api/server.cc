@@ -53,12 +53,28 @@ using Handler = std::function<absl::StatusOr<Reply>(const HttpRequest&, const Pa
 // Who may call a route: anyone, any authenticated caller (handlers then scope members to their
 // project), or operators only.
 // kTelemetry: operators and node agents (agent tokens may do nothing else).
-enum class Access { kPublic, kAuthenticated, kOperator, kTelemetry };
+// The policies routes share.
+constexpr Policy kPublic{Grant::kYes, Grant::kYes, Grant::kYes, Grant::kYes};
+constexpr Policy kSignedIn{Grant::kYes, Grant::kYes, Grant::kYes, Grant::kNo};
+constexpr Policy kOperatorOnly{Grant::kYes, Grant::kNo, Grant::kNo, Grant::kNo};
+constexpr Policy kProjectWork{Grant::kYes, Grant::kOwn, Grant::kNo, Grant::kNo};  // a project's own objects
+constexpr Policy kResourceRead{Grant::kYes, Grant::kOwn, Grant::kFleet, Grant::kNo};
+constexpr Policy kTelemetryPush{Grant::kYes, Grant::kNo, Grant::kOwn, Grant::kNo};
+
+Grant GrantFor(const Policy& p, const std::optional<Principal>& who) {
+  if (!who) return p.anonymous;
+  switch (who->role) {
+    case Role::kOperator: return p.operator_;
+    case Role::kMember: return p.member;
+    case Role::kAgent: return p.agent;
+  }
+  return Grant::kNo;
+}
 
 struct Route {
   std::string pattern;  // "/apis/gpuaas.io/v1/{plural}/{name}"
   std::vector<std::string> segments;
-  std::map<std::string, std::pair<Handler, Access>> methods;
+  std::map<std::string, std::pair<Handler, Policy>> methods;
 };
 
 std::vector<std::string> SplitPath(std::string_view path) {
@@ -154,15 +170,15 @@ struct ApiServer::Impl {
   std::shared_ptr<const store::KindSnapshot> summary_of;  // guarded by summary_mu
   std::shared_ptr<const model::FleetSummary> summary;     // guarded by summary_mu
 
-  void Add(std::string pattern, std::string method, Handler h, Access access = Access::kAuthenticated) {
+  void Add(std::string pattern, std::string method, Policy policy, Handler h) {
     for (Route& r : routes) {
       if (r.pattern == pattern) {
-        r.methods[method] = {std::move(h), access};
+        r.methods[method] = {std::move(h), policy};
         return;
       }
     }
     Route r{pattern, SplitPath(pattern), {}};
-    r.methods[method] = {std::move(h), access};
+    r.methods[method] = {std::move(h), policy};
     routes.push_back(std::move(r));
   }
 
@@ -246,19 +262,17 @@ struct ApiServer::Impl {
       }
       return absl::NotFoundError(fmt::format("no route for {} {}", req.method, req.path));
     }
-    const auto& [handler, access] = route->methods.at(method);
+    const auto& [handler, policy] = route->methods.at(method);
     std::optional<Principal> who = Identify(req);
-    if (access != Access::kPublic && !who) {
-      return absl::UnauthenticatedError("a valid bearer token is required (Authorization: Bearer TOKEN)");
-    }
-    if (access == Access::kOperator && !who->operator_()) return Forbidden(*who);
-    if (access == Access::kTelemetry && !who->operator_() && who->role != Role::kAgent) {
-      return absl::PermissionDeniedError(fmt::format(
-          "user {} ({}) may not push telemetry; operators and agents only", who->user, ToString(who->role)));
-    }
-    if (access != Access::kTelemetry && method != "GET" && who && who->role == Role::kAgent) {
-      return absl::PermissionDeniedError(
-          fmt::format("user {} is a node agent: it may read and push telemetry, nothing else", who->user));
+    if (GrantFor(policy, who) == Grant::kNo) {
+      if (!who) return absl::UnauthenticatedError("a valid bearer token is required (Authorization: Bearer TOKEN)");
+      std::vector<std::string> may;
+      if (policy.operator_ != Grant::kNo) may.emplace_back("operators");
+      if (policy.member != Grant::kNo) may.emplace_back("members");
+      if (policy.agent != Grant::kNo) may.emplace_back("node agents");
+      return absl::PermissionDeniedError(fmt::format("user {} ({}) may not {} {}; {} only", who->user,
+                                                     ToString(who->role), req.method, route->pattern,
+                                                     fmt::join(may, " and ")));
     }
     return handler(req, params, who.value_or(Principal{"anonymous", Role::kMember, ""}));
   }
@@ -272,6 +286,15 @@ struct ApiServer::Impl {
     return nullptr;
   }
 
+  // Node agents read the fleet inventory, nothing of a project (Grant::kFleet).
+  static absl::Status FleetOnlyForAgents(const ResourceType& type, const Principal& who) {
+    if (who.role != Role::kAgent || !(type.namespaced || type.kind == model::Project::kKind)) {
+      return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError(fmt::format(
+        "user {} is a node agent: it reads the fleet inventory only, not {}", who.user, type.plural));
+  }
+
   static absl::Status UnknownResource(std::string_view plural) {
     return absl::NotFoundError(fmt::format("the server has no resource type \"{}\" in gpuaas.io/v1", plural));
   }
@@ -282,6 +305,7 @@ struct ApiServer::Impl {
     std::string_view ns = p.at("namespace");
     if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
     if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
+    RETURN_IF_ERROR(FleetOnlyForAgents(*type, who));
     if (!who.operator_()) {
       // Members list their own project's objects only; another project looks empty-handed.
       if (!ns.empty() && !who.Sees(ns)) {
@@ -399,6 +423,7 @@ struct ApiServer::Impl {
     const std::string_view ns = p.at("namespace");
     if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
     if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
+    RETURN_IF_ERROR(FleetOnlyForAgents(*type, who));
     const bool hidden = (type->namespaced && !who.Sees(ns)) ||
                         (type->kind == model::Project::kKind && !who.Sees(p.at("name")));
     if (hidden) {
@@ -456,11 +481,11 @@ struct ApiServer::Impl {
 
   absl::StatusOr<Reply> CreatePool(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
+    const std::string ns(params.at("namespace"));
+    if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
     RETURN_IF_ERROR(NeedJson(req));
     absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(req.body);
     if (!p.ok()) return p.status();
-    const std::string ns(params.at("namespace"));
-    if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
     if (!p->metadata.ns.empty() && p->metadata.ns != ns) {
       return absl::InvalidArgumentError(fmt::format(
           "metadata.namespace \"{}\" does not match the project in the path ({})", p->metadata.ns, ns));
@@ -471,9 +496,9 @@ struct ApiServer::Impl {
 
   absl::StatusOr<Reply> CreateWorkload(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
-    RETURN_IF_ERROR(NeedJson(req));
     const std::string ns(params.at("namespace"));
     if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
+    RETURN_IF_ERROR(NeedJson(req));
     absl::StatusOr<model::Workload> w = model::Decode<model::Workload>(req.body);
     if (!w.ok()) return w.status();
     if (!w->metadata.ns.empty() && w->metadata.ns != ns) {
@@ -497,7 +522,6 @@ struct ApiServer::Impl {
     if (!who.Sees(params.at("namespace"))) {
       return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
     }
-    if (!who.operator_()) return Forbidden(who);
     RETURN_IF_ERROR(NeedJson(req));
     nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
     if (!j.is_object() || !j.contains("approve") || !j["approve"].is_boolean()) {
@@ -549,8 +573,13 @@ struct ApiServer::Impl {
   static absl::Status NoAuth() { return absl::UnimplementedError("this server runs without authentication"); }
 
   static nlohmann::json TokenJson(const TokenInfo& t) {
-    return {{"id", t.id}, {"user", t.user}, {"role", ToString(t.role)}, {"project", t.project},
-            {"createdBy", t.created_by}, {"created", FormatTime(t.created)}};
+    nlohmann::json j = {{"id", t.id}, {"user", t.user}, {"role", ToString(t.role)}, {"project", t.project},
+                        {"createdBy", t.created_by}, {"created", FormatTime(t.created)}};
+    if (t.role == Role::kAgent) {
+      j["cluster"] = t.cluster;
+      j["nodes"] = t.nodes;
+    }
+    return j;
   }
 
   absl::StatusOr<Reply> Tokens(const HttpRequest&, const Params&, const Principal&) {
@@ -566,14 +595,20 @@ struct ApiServer::Impl {
     if (!auth) return NoAuth();
     RETURN_IF_ERROR(NeedJson(req));
     nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
+    auto is_string_list = [](const nlohmann::json& v) {
+      return v.is_array() && std::all_of(v.begin(), v.end(), [](const nlohmann::json& e) { return e.is_string(); });
+    };
     if (!j.is_object() || !j.contains("user") || !j["user"].is_string() || !j.contains("role") ||
-        !j["role"].is_string() || (j.contains("project") && !j["project"].is_string())) {
+        !j["role"].is_string() || (j.contains("project") && !j["project"].is_string()) ||
+        (j.contains("cluster") && !j["cluster"].is_string()) || (j.contains("nodes") && !is_string_list(j["nodes"]))) {
       return absl::InvalidArgumentError(
-          "body must be {\"user\": \"...\", \"role\": \"operator|member|agent\", \"project\": \"...\"}");
+          "body must be {\"user\": \"...\", \"role\": \"operator|member|agent\", \"project\": \"...\" (members), "
+          "\"cluster\": \"...\", \"nodes\": [\"...\"] (agents)}");
     }
     std::optional<Role> role = ParseRole(j["role"].get<std::string>());
     if (!role) return absl::InvalidArgumentError("role: must be operator, member or agent");
-    auto created = auth->Create(j["user"], *role, j.value("project", ""), who.user);
+    const std::vector<std::string> nodes = j.value("nodes", std::vector<std::string>{});
+    auto created = auth->Create(j["user"], *role, j.value("project", ""), who.user, j.value("cluster", ""), nodes);
     if (!created.ok()) return created.status();
     nlohmann::json out = TokenJson(created->second);
     out["token"] = created->first;
@@ -692,60 +727,61 @@ struct ApiServer::Impl {
     using R = const HttpRequest&;
     using P = const Params&;
     using W = const Principal&;
-    Add("/healthz", "GET", [](R, P, W) { return Reply{200, "text/plain", "ok", {}}; }, Access::kPublic);
-    Add("/readyz", "GET", [this](R, P, W) -> absl::StatusOr<Reply> {
+    Add("/healthz", "GET", kPublic, [](R, P, W) { return Reply{200, "text/plain", "ok", {}}; });
+    Add("/readyz", "GET", kPublic, [this](R, P, W) -> absl::StatusOr<Reply> {
       if (!ready) return HttpError(503, "NotReady", "the first inventory sync has not finished");
       return Reply{200, "text/plain", "ok", {}};
-    }, Access::kPublic);
-    Add("/version", "GET", [this](R, P, W) {
+    });
+    Add("/version", "GET", kPublic, [this](R, P, W) {
       nlohmann::json j = {{"gitVersion", options.version}, {"apiVersion", "gpuaas.io/v1"},
                           {"platform", "linux"}};
       return Reply{200, std::string(kJson), j.dump(), {}};
-    }, Access::kPublic);
+    });
     // Prometheus scrapes without a token; the summary holds fleet-wide counts only.
-    Add("/metrics", "GET", [this](R r, P p, W w) { return Metrics(r, p, w); }, Access::kPublic);
-    Add("/api/v1/summary", "GET", [this](R r, P p, W w) { return SummaryReply(r, p, w); }, Access::kPublic);
-    Add(std::string(kApiPrefix), "GET", [this](R r, P p, W w) { return Discovery(r, p, w); });
-    Add(std::string(kApiPrefix) + "/{plural}", "GET", [this](R r, P p, W w) { return List(r, p, w); });
-    Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", [this](R r, P p, W w) { return GetOne(r, p, w); });
-    Add(std::string(kApiPrefix) + "/projects", "POST", [this](R r, P p, W w) { return CreateProject(r, p, w); },
-        Access::kOperator);
+    Add("/metrics", "GET", kPublic, [this](R r, P p, W w) { return Metrics(r, p, w); });
+    Add("/api/v1/summary", "GET", kPublic, [this](R r, P p, W w) { return SummaryReply(r, p, w); });
+    Add(std::string(kApiPrefix), "GET", kSignedIn, [this](R r, P p, W w) { return Discovery(r, p, w); });
+    Add(std::string(kApiPrefix) + "/{plural}", "GET", kResourceRead, [this](R r, P p, W w) { return List(r, p, w); });
+    Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", kResourceRead,
+        [this](R r, P p, W w) { return GetOne(r, p, w); });
+    Add(std::string(kApiPrefix) + "/projects", "POST", kOperatorOnly,
+        [this](R r, P p, W w) { return CreateProject(r, p, w); });
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
-    Add(pools_path, "GET", [this](R r, P p, W w) { return List(r, p, w); });
-    Add(pools_path, "POST", [this](R r, P p, W w) -> absl::StatusOr<Reply> {
+    Add(pools_path, "GET", kProjectWork, [this](R r, P p, W w) { return List(r, p, w); });
+    Add(pools_path, "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") == model::Workload::kPlural) return CreateWorkload(r, p, w);
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return CreatePool(r, p, w);
     });
-    Add(pools_path + "/{name}", "DELETE", [this](R r, P p, W w) -> absl::StatusOr<Reply> {
+    Add(pools_path + "/{name}", "DELETE", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::Workload::kPlural) return UnknownResource(p.at("plural"));
       return DeleteWorkload(r, p, w);
     });
-    Add(pools_path + "/{name}", "GET", [this](R r, P p, W w) { return GetOne(r, p, w); });
-    Add(pools_path + "/{name}/approval", "PUT", [this](R r, P p, W w) -> absl::StatusOr<Reply> {
+    Add(pools_path + "/{name}", "GET", kProjectWork, [this](R r, P p, W w) { return GetOne(r, p, w); });
+    Add(pools_path + "/{name}/approval", "PUT", kOperatorOnly, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return Approval(r, p, w);
     });
-    Add(pools_path + "/{name}/release", "POST", [this](R r, P p, W w) -> absl::StatusOr<Reply> {
+    Add(pools_path + "/{name}/release", "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return ReleasePool(r, p, w);
     });
-    Add("/api/v1/audit", "GET", [this](R r, P p, W w) { return AuditLog(r, p, w); }, Access::kOperator);
-    Add("/api/v1/tokens", "GET", [this](R r, P p, W w) { return Tokens(r, p, w); }, Access::kOperator);
-    Add("/api/v1/tokens", "POST", [this](R r, P p, W w) { return CreateToken(r, p, w); }, Access::kOperator);
-    Add("/api/v1/tokens/{id}", "DELETE", [this](R r, P p, W w) { return RevokeToken(r, p, w); },
-        Access::kOperator);
+    Add("/api/v1/audit", "GET", kOperatorOnly, [this](R r, P p, W w) { return AuditLog(r, p, w); });
+    Add("/api/v1/tokens", "GET", kOperatorOnly, [this](R r, P p, W w) { return Tokens(r, p, w); });
+    Add("/api/v1/tokens", "POST", kOperatorOnly, [this](R r, P p, W w) { return CreateToken(r, p, w); });
+    Add("/api/v1/tokens/{id}", "DELETE", kOperatorOnly, [this](R r, P p, W w) { return RevokeToken(r, p, w); });
     if (telemetry) {
-      Add("/api/v1/telemetry", "POST", [this](R r, P, W w) { return telemetry->Ingest(r, w); }, Access::kTelemetry);
-      Add("/api/v1/metrics/query", "GET", [this](R r, P, W w) { return telemetry->Query(r, w); });
-      Add("/api/v1/alerts", "GET", [this](R r, P, W w) { return telemetry->Alerts(r, w); }, Access::kOperator);
-      Add("/api/v1/assessment", "GET", [this](R r, P, W w) { return telemetry->Assessment(r, w); });
+      Add("/api/v1/telemetry", "POST", kTelemetryPush, [this](R r, P, W w) { return telemetry->Ingest(r, w); });
+      Add("/api/v1/metrics/query", "GET", kProjectWork, [this](R r, P, W w) { return telemetry->Query(r, w); });
+      Add("/api/v1/alerts", "GET", kOperatorOnly, [this](R r, P, W w) { return telemetry->Alerts(r, w); });
+      Add("/api/v1/assessment", "GET", kProjectWork, [this](R r, P, W w) { return telemetry->Assessment(r, w); });
     }
-    Add("/api/v1/whoami", "GET", [](R, P, W w) {
+    Add("/api/v1/whoami", "GET", kSignedIn, [](R, P, W w) {
       nlohmann::json j = {{"user", w.user}, {"role", ToString(w.role)}, {"project", w.project}};
       return Reply{200, std::string(kJson), j.dump(), {}};
     });
   }
+
 };
 
 ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools,
@@ -758,6 +794,27 @@ ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::
 }
 
 ApiServer::~ApiServer() { Stop(); }
+
+std::vector<RouteInfo> ApiServer::Routes() const {
+  std::vector<RouteInfo> out;
+  for (const Route& r : impl_->routes) {
+    for (const auto& [method, hp] : r.methods) out.push_back({method, r.pattern, hp.second});
+  }
+  std::sort(out.begin(), out.end(), [](const RouteInfo& a, const RouteInfo& b) {
+    return std::tie(a.pattern, a.method) < std::tie(b.pattern, b.method);
+  });
+  return out;
+}
+
+std::string_view ToString(Grant g) {
+  switch (g) {
+    case Grant::kNo: return "no";
+    case Grant::kYes: return "yes";
+    case Grant::kOwn: return "own";
+    case Grant::kFleet: return "fleet";
+  }
+  return "no";
+}
 
 absl::Status ApiServer::Start() {
   Impl& s = *impl_;

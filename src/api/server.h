@@ -48,6 +48,30 @@ struct ResourceType {
 };
 const std::vector<ResourceType>& ResourceTypes();
 
+// Who may call a route, per role. Every route declares one (the route/role matrix test reads
+// them all from ApiServer::Routes): `docs/security.md` has the table.
+enum class Grant {
+  kNo,     // refused: 401 without a token, 403 with one
+  kYes,    // allowed, unscoped
+  kOwn,    // members: their own project's objects (and the fleet inventory, read-only);
+           // agents: the GPUs of the nodes their token is bound to
+  kFleet,  // agents: the fleet inventory only (clusters, nodes, GPUs, SpecAndCounts), nothing of
+           // any project
+};
+struct Policy {
+  Grant operator_ = Grant::kNo;
+  Grant member = Grant::kNo;
+  Grant agent = Grant::kNo;
+  Grant anonymous = Grant::kNo;
+};
+std::string_view ToString(Grant g);
+
+struct RouteInfo {
+  std::string method;
+  std::string pattern;  // "/apis/gpuaas.io/v1/namespaces/{namespace}/{plural}"
+  Policy policy;
+};
+
 class ApiServer {
  public:
   // `pools` may be null: the pool routes then answer 501. `auth` null: no authentication, every
@@ -67,6 +91,8 @@ class ApiServer {
   void Stop();
   // /readyz answers 200 only once ready (the first inventory sync has landed).
   void SetReady(bool ready);
+  // Every route with its policy, sorted by pattern and method.
+  std::vector<RouteInfo> Routes() const;
 
  private:
   struct Impl;

@@ -256,6 +256,25 @@ TEST(Problem, OneMappingFromStatusToHttp) {
   EXPECT_EQ(ProblemFor(HttpError(503, "NotReady", "wait")).reason, "NotReady");
 }
 
+TEST_F(ApiTest, BadUtf8IsRefusedNot500) {
+  httplib::Client c = Client();
+  for (const char* path : {"/apis/gpuaas.io/v1/gpucapacities?labelSelector=a%3D%FF",
+                           "/apis/gpuaas.io/v1/gpucapacities?labelSelector=a%3D%FF&watch=1",
+                           "/apis/gpuaas.io/v1/gpucapacities/gpu-%C0%AF",
+                           "/apis/gpuaas.io/v1/namespaces/%ED%A0%80/gpupools",
+                           "/api/v1/metrics/query?series=gpu:%FF:power_w"}) {
+    auto r = c.Get(path);
+    ASSERT_TRUE(r) << path;
+    ExpectProblem(r, 400, "BadRequest");
+    EXPECT_NE(r->body.find("UTF-8"), std::string::npos) << path << ": " << r->body;
+  }
+  // Text that is UTF-8 passes.
+  auto ok = c.Get("/apis/gpuaas.io/v1/gpucapacities?labelSelector=a%3D%EA%B0%80");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 400);  // a label value must be alphanumeric: refused for that reason
+  EXPECT_EQ(ok->body.find("UTF-8"), std::string::npos) << ok->body;
+}
+
 TEST_F(ApiTest, ErrorClasses) {
   httplib::Client c = Client();
   auto unknown_route = c.Get("/no/such/thing");

@@ -635,9 +635,12 @@ int WorkloadDeleteCmd(const ClientOptions& o, const std::string& project, const 
 }
 
 int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::string& role,
-                   const std::string& project, std::ostream& out, std::ostream& err) {
+                   const std::string& project, const std::string& cluster, const std::vector<std::string>& nodes,
+                   std::ostream& out, std::ostream& err) {
   json j = {{"user", user}, {"role", role}};
   if (!project.empty()) j["project"] = project;
+  if (!cluster.empty()) j["cluster"] = cluster;
+  if (!nodes.empty()) j["nodes"] = nodes;
   absl::StatusOr<std::string> body = Send(o, "POST", "/api/v1/tokens", j.dump());
   if (!body.ok()) return Fail(err, body.status());
   json t = json::parse(*body, nullptr, false);
@@ -645,9 +648,18 @@ int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::s
     absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
     return s.ok() ? 0 : Fail(err, s);
   }
-  out << t.value("token", "") << "\n";
-  err << "token " << t.value("id", "") << " for " << t.value("user", "") << " (" << t.value("role", "")
-      << (t.value("project", "").empty() ? "" : ", project " + t.value("project", "")) << "); it is shown only now\n";
+  // The message first, on stderr; the token alone on its own line of stdout, for scripts.
+  std::string scope;
+  if (!t.value("project", "").empty()) scope = ", project " + t.value("project", "");
+  if (t.contains("nodes") && t["nodes"].is_array()) {
+    std::vector<std::string> ns;
+    for (const json& n : t["nodes"]) ns.push_back(n.get<std::string>());
+    scope = fmt::format(", cluster {}, nodes {}", t.value("cluster", ""), fmt::join(ns, ","));
+  }
+  err << "token " << t.value("id", "") << " for " << t.value("user", "") << " (" << t.value("role", "") << scope
+      << "); it is shown only now:\n"
+      << std::flush;
+  out << t.value("token", "") << "\n" << std::flush;
   return 0;
 }
 

@@ -74,7 +74,8 @@ int WorkloadDeleteCmd(const ClientOptions& o, const std::string& project, const 
 
 // gpuaas token create|list|revoke
 int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::string& role,
-                   const std::string& project, std::ostream& out, std::ostream& err);
+                   const std::string& project, const std::string& cluster, const std::vector<std::string>& nodes,
+                   std::ostream& out, std::ostream& err);
 int TokenListCmd(const ClientOptions& o, std::ostream& out, std::ostream& err);
 int TokenRevokeCmd(const ClientOptions& o, const std::string& id, std::ostream& out, std::ostream& err);
 

@@ -20,6 +20,23 @@ TEST(Strings, SplitAndParse) {
   EXPECT_EQ(Trim("  x y \n"), "x y");
 }
 
+TEST(Strings, Utf8Validation) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("gpu-0 H200"));
+  EXPECT_TRUE(IsValidUtf8("\xea\xb0\x80\xec\x9e\x90"));          // Korean, 3 bytes each
+  EXPECT_TRUE(IsValidUtf8("\xc3\xa9"));                          // e acute
+  EXPECT_TRUE(IsValidUtf8("\xf0\x9f\x9a\x80"));                  // U+1F680
+  EXPECT_TRUE(IsValidUtf8("\xf4\x8f\xbf\xbf"));                  // U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xff"));
+  EXPECT_FALSE(IsValidUtf8("\x80"));                              // a continuation first
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));                          // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xe0\x80\xaf"));                      // overlong, 3 bytes
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));                      // a surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));                  // past U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("ab\xe2\x82"));                        // cut short
+  EXPECT_FALSE(IsValidUtf8("\xe2\x28\xa1"));                      // a bad continuation
+}
+
 TEST(Strings, Base64UrlRoundTrips) {
   for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("ns\0name", 7)}) {
     EXPECT_EQ(Base64UrlDecode(Base64UrlEncode(s)), s);

@@ -25,6 +25,9 @@ bool EndsWithIgnoreCase(std::string_view s, std::string_view suffix);
 // Whole-string integer parse; nullopt on any junk, sign where not allowed, or overflow.
 std::optional<int64_t> ParseInt(std::string_view s);
 
+// Well-formed UTF-8 (RFC 3629): no overlong forms, surrogates, or code points past U+10FFFF.
+bool IsValidUtf8(std::string_view s);
+
 // URL-safe base64 without padding (RFC 4648 section 5); decode returns nullopt on bad input.
 std::string Base64UrlEncode(std::string_view data);
 std::optional<std::string> Base64UrlDecode(std::string_view text);

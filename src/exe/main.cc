@@ -142,11 +142,14 @@ int main(int argc, char** argv) {
 
   CLI::App* token = app.add_subcommand("token", "API tokens (operators)");
   token->require_subcommand(1);
-  std::string token_user, token_role, token_project, token_id;
+  std::string token_user, token_role, token_project, token_id, token_cluster;
+  std::vector<std::string> token_nodes;
   CLI::App* token_create = token->add_subcommand("create", "create a token; it is shown once");
   token_create->add_option("--user", token_user, "who the token is for")->required();
   token_create->add_option("--role", token_role, "operator, member or agent (node agents: push telemetry only)")->required();
   token_create->add_option("--project", token_project, "the member's project");
+  token_create->add_option("--cluster", token_cluster, "the agent's cluster");
+  token_create->add_option("--node", token_nodes, "the agent's node (repeat for several); it pushes for their GPUs only");
   add_client_flags(token_create, true);
   CLI::App* token_list = token->add_subcommand("list", "list tokens (never their secrets)");
   add_client_flags(token_list, true);
@@ -232,7 +235,8 @@ int main(int argc, char** argv) {
   if (version->parsed()) return gpuaas::cli::Version(client, GPUAAS_VERSION, std::cout, std::cerr);
   using gpuaas::cli::PoolApproveCmd;
   if (token_create->parsed()) {
-    return gpuaas::cli::TokenCreateCmd(client, token_user, token_role, token_project, std::cout, std::cerr);
+    return gpuaas::cli::TokenCreateCmd(client, token_user, token_role, token_project, token_cluster, token_nodes, std::cout,
+                                       std::cerr);
   }
   if (token_list->parsed()) return gpuaas::cli::TokenListCmd(client, std::cout, std::cerr);
   if (workload_run->parsed()) return gpuaas::cli::WorkloadRunCmd(client, wr, std::cout, std::cerr);

@@ -196,7 +196,15 @@ class SqliteStore final : public Store {
     std::unique_lock<std::mutex> lock(mu_);
     RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
     SqliteTxn txn(*this, revision_ + 1);
-    absl::Status s = fn(txn);
+    absl::Status s;
+    try {
+      s = fn(txn);
+    } catch (...) {
+      // Nothing of the callback's may stay: the connection would be left inside a transaction
+      // and every later write would fail.
+      (void)Exec("ROLLBACK");
+      throw;
+    }
     if (s.ok() && txn.writes() > 0) {
       Stmt up = Prepare("UPDATE meta SET value = ?1 WHERE key = 'revision'");
       s = up.Bind(1, txn.revision()).Run();

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -119,6 +120,19 @@ TEST_P(StoreTest, FailedTransactionChangesNothing) {
   EXPECT_FALSE(store_->Get({"Thing", "", "b"})->has_value());
   EXPECT_EQ((*store_->Get({"Thing", "", "a"}))->data, "1");
   EXPECT_TRUE(store_->Changes(rev, 100)->empty());
+}
+
+TEST_P(StoreTest, AnExceptionInATransactionRollsItBackAndLaterWritesWork) {
+  ASSERT_TRUE(Put("a", "1", kMustNotExist).ok());
+  const int64_t rev = store_->Revision();
+  EXPECT_THROW((void)store_->Transact([](Txn& tx) -> absl::Status {
+    EXPECT_TRUE(tx.Put({"Thing", "", "a"}, "u", "changed", kAnyVersion).ok());
+    throw std::runtime_error("a callback that throws");
+  }), std::runtime_error);
+  EXPECT_EQ(store_->Revision(), rev);
+  EXPECT_EQ((*store_->Get({"Thing", "", "a"}))->data, "1");
+  ASSERT_TRUE(Put("b", "2", kMustNotExist).ok());  // the connection is not left inside a transaction
+  EXPECT_EQ((*store_->Get({"Thing", "", "b"}))->data, "2");
 }
 
 TEST_P(StoreTest, TransactionWritesShareOneRevisionAndListIsSorted) {

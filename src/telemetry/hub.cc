@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/status.h"
 #include "fmt/format.h"
 #include "telemetry/prom_text.h"
 
@@ -46,6 +47,28 @@ uint64_t Mix(uint64_t k) {
 }
 
 }  // namespace
+
+std::set<std::string> GpusOf(const NodeReport& report) {
+  std::set<std::string> out;
+  for (const GpuReport& g : report.gpus) out.insert(g.uuid);
+  return out;
+}
+
+absl::StatusOr<std::set<std::string>> GpusOfDcgmText(std::string_view text) {
+  class Sink final : public PromSink {
+   public:
+    absl::Status OnSample(const PromSample& s) override {
+      for (const PromLabel& l : s.labels) {
+        if (l.name == "UUID" || l.name == "uuid") gpus.insert(std::string(l.value));
+      }
+      return absl::OkStatus();
+    }
+    std::set<std::string> gpus;
+  };
+  Sink sink;
+  RETURN_IF_ERROR(ParsePromText(text, sink));
+  return std::move(sink.gpus);
+}
 
 Hub::Digest Hub::DigestOf(std::string_view text) {
   uint64_t a = 0x9e3779b97f4a7c15ULL ^ text.size();
@@ -112,10 +135,12 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
   {
     absl::MutexLock l(&mu_);
     const int64_t xids_before = health_.xid_events();
-    for (const GpuReport& g : report.gpus) {
-      if (simulated && real_sources_.count(g.uuid)) continue;
-      if (!simulated) real_sources_.insert(g.uuid);
-      HealthTracker::GpuState* gpu = health_.Track(g.uuid);
+    for (const GpuReport& reported : report.gpus) {
+      const GpuReport& g = reported;
+      const std::string& uuid = reported.uuid;
+      if (simulated && real_sources_.count(uuid)) continue;
+      if (!simulated) real_sources_.insert(uuid);
+      HealthTracker::GpuState* gpu = health_.Track(uuid);
       batch.gpus.push_back(gpu);
       auto add = [&](int gi, const Readings& readings) {
         for (const auto& [f, v] : readings) {
@@ -125,14 +150,14 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
           r.keep = true;
           r.gpu = gpu;
           r.health = IsHealthField(f) && f != Field::kXid;  // XIDs come as events here
-          const std::optional<SeriesId> id = series_.Intern(DeviceName(g.uuid, Info(f).per_instance ? gi : -1), f);
+          const std::optional<SeriesId> id = series_.Intern(DeviceName(uuid, Info(f).per_instance ? gi : -1), f);
           r.has_id = id.has_value();
           r.id = id.value_or(0);
           Apply(r, v, t, batch, res);
         }
       };
       add(-1, g.readings);
-      auto& known = instances_[g.uuid];
+      auto& known = instances_[uuid];
       if (g.mig_enabled) known.clear();  // the report lists the GPU's instances as they are now
       for (const InstanceReport& i : g.instances) {
         known[i.gi] = {i.gi, i.profile, i.start, i.uuid};
@@ -142,9 +167,9 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
       batch.health.clear();
       for (const XidEvent& x : g.xid_events) {
         // Pushes are retried after failures: an event counts once.
-        if (!seen_xids_.insert({g.uuid, x.gi, x.xid, x.time_ms}).second) continue;
+        if (!seen_xids_.insert({uuid, x.gi, x.xid, x.time_ms}).second) continue;
         if (seen_xids_.size() > kMaxSeenXids) seen_xids_.clear();
-        health_.Xid(g.uuid, x.gi, x.xid, x.time_ms > 0 ? x.time_ms : t);
+        health_.Xid(uuid, x.gi, x.xid, x.time_ms > 0 ? x.time_ms : t);
       }
     }
     res.xid_events = health_.xid_events() - xids_before;
@@ -197,7 +222,7 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
       r.health = IsHealthField(*f);
       hub_.real_sources_.insert(gpu);
       // A GPU-level field on a MIG row belongs to the GPU: every row repeats it.
-      const std::optional<SeriesId> id = hub_.series_.Intern(DeviceName(uuid, Info(*f).per_instance ? gi : -1), *f);
+      const std::optional<SeriesId> id = hub_.series_.Intern(DeviceName(gpu, Info(*f).per_instance ? gi : -1), *f);
       r.has_id = id.has_value();
       r.id = id.value_or(0);
       if (gi >= 0) {

@@ -31,6 +31,10 @@
 
 namespace gpuaas::telemetry {
 
+// The GPU UUIDs a body names, as written, without ingesting it: for checking who may push them.
+std::set<std::string> GpusOf(const NodeReport& report);
+absl::StatusOr<std::set<std::string>> GpusOfDcgmText(std::string_view text);
+
 struct IngestResult {
   int64_t samples = 0;         // readings seen
   int64_t stored = 0;          // appended to series

@@ -15,6 +15,7 @@
 
 #include "api/problem.h"
 #include "common/log.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace gpuaas::api {
@@ -156,6 +157,13 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!ok) {
       return Write(ErrorResponse(absl::InvalidArgumentError("malformed percent-encoding in the request target")),
                    head, keep_alive, version);
+    }
+    // Text is UTF-8 everywhere past this point (paths, names and selectors end up in JSON).
+    bool utf8 = IsValidUtf8(req.path);
+    for (const auto& [k, v] : req.query) utf8 = utf8 && IsValidUtf8(k) && IsValidUtf8(v);
+    if (!utf8) {
+      return Write(ErrorResponse(absl::InvalidArgumentError("the request target is not valid UTF-8")), head,
+                   keep_alive, version);
     }
     // Reads answer from in-memory snapshots and run here, on the I/O thread. Writes wait for
     // the store and the cache, so they run on the worker pool: a slow commit must not stall

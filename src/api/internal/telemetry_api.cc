@@ -3,9 +3,11 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <map>
 
 #include "api/problem.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "model/codec.h"
@@ -150,16 +152,43 @@ json Nullable(double v, bool has) {
 
 }  // namespace
 
-absl::StatusOr<HttpResponse> TelemetryApi::Ingest(const HttpRequest& req, const Principal&) {
+absl::Status TelemetryApi::MayPush(const Principal& who, const std::set<std::string>& gpus) const {
+  if (who.role != Role::kAgent) return absl::OkStatus();
+  for (const std::string& uuid : gpus) {
+    std::shared_ptr<const store::CachedObject> g = cache_.Get(model::GpuCapacity::kKind, "", ToLower(uuid));
+    auto label = [&](std::string_view key) -> std::string {
+      if (!g) return "";
+      auto it = g->labels.find(std::string(key));
+      return it == g->labels.end() ? "" : it->second;
+    };
+    const std::string cluster = label("gpuaas.io/cluster"), node = label("gpuaas.io/node");
+    const bool own = g && cluster == who.cluster && std::find(who.nodes.begin(), who.nodes.end(), node) != who.nodes.end();
+    if (!own) {
+      return absl::PermissionDeniedError(fmt::format(
+          "agent {} may push telemetry for the GPUs of {}/{} only; {} is {}", who.user, who.cluster,
+          fmt::join(who.nodes, "+"), uuid, g ? fmt::format("on {}/{}", cluster, node) : "not in the inventory"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HttpResponse> TelemetryApi::Ingest(const HttpRequest& req, const Principal& who) {
   const std::string ct = ToLower(req.Header("Content-Type"));
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch()).count();
+  if (!IsValidUtf8(req.body)) return absl::InvalidArgumentError("the body is not valid UTF-8");
   absl::StatusOr<telemetry::IngestResult> r;
   if (ct.starts_with("application/json")) {
     absl::StatusOr<telemetry::NodeReport> report = telemetry::DecodeReport(req.body);
     if (!report.ok()) return report.status();
+    RETURN_IF_ERROR(MayPush(who, telemetry::GpusOf(*report)));
     r = hub_.IngestReport(*report, now_ms);
   } else if (ct.starts_with("text/plain")) {
+    if (who.role == Role::kAgent) {
+      absl::StatusOr<std::set<std::string>> gpus = telemetry::GpusOfDcgmText(req.body);
+      if (!gpus.ok()) return absl::InvalidArgumentError(fmt::format("Prometheus text: {}", gpus.status().message()));
+      RETURN_IF_ERROR(MayPush(who, *gpus));
+    }
     r = hub_.IngestText(req.body, now_ms);
     if (!r.ok()) {
       return absl::InvalidArgumentError(fmt::format("Prometheus text: {}", std::string(r.status().message())));

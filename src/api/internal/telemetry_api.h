@@ -8,6 +8,7 @@
 #ifndef GPUAAS_API_INTERNAL_TELEMETRY_API_H_
 #define GPUAAS_API_INTERNAL_TELEMETRY_API_H_
 
+#include <set>
 #include <string>
 
 #include "api/auth.h"
@@ -23,6 +24,8 @@ class TelemetryApi {
   TelemetryApi(telemetry::Hub& hub, store::ObjectCache& cache, const Clock& clock)
       : hub_(hub), cache_(cache), clock_(clock) {}
 
+  // Agents push only for the GPUs of their token's nodes (a body naming any other is refused
+  // whole, 403); operators for any GPU.
   absl::StatusOr<HttpResponse> Ingest(const HttpRequest& req, const Principal& who);
   absl::StatusOr<HttpResponse> Query(const HttpRequest& req, const Principal& who);
   absl::StatusOr<HttpResponse> Alerts(const HttpRequest& req, const Principal& who);
@@ -31,6 +34,7 @@ class TelemetryApi {
   void AppendMetrics(std::string& out);
 
  private:
+  absl::Status MayPush(const Principal& who, const std::set<std::string>& gpus) const;
   telemetry::Hub& hub_;
   store::ObjectCache& cache_;
   const Clock& clock_;

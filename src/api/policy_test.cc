@@ -1,0 +1,147 @@
+// The route/role matrix: generated from the route registry, every route is tried with every
+// role's token (and none), and the answer must match the route's declared policy. The table in
+// docs/security.md must match the registry too, so that what operators read is what runs.
+#include <httplib.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "api/auth.h"
+#include "api/server.h"
+#include "cluster/simulated/fleet.h"
+#include "common/clock.h"
+#include "controller/control_plane.h"
+#include "fmt/format.h"
+#include "gtest/gtest.h"
+#include "service/pools.h"
+#include "store/sqlite_store.h"
+#include "telemetry/hub.h"
+
+namespace gpuaas::api {
+namespace {
+
+class PolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*store::OpenStore("sqlite::memory:"));
+    auto drivers = cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet());
+    ASSERT_TRUE(controller::ObserveOnce(*store_, {drivers[0].get(), drivers[1].get()}, RealClock::Get()).ok());
+    cache_ = std::make_unique<store::ObjectCache>(*store_);
+    std::vector<std::string> kinds = {std::string(kTokenKind)};
+    for (const ResourceType& t : ResourceTypes()) kinds.push_back(t.kind);
+    ASSERT_TRUE(cache_->Start(kinds).ok());
+    pools_ = std::make_unique<service::PoolService>(*store_, RealClock::Get(), [] {
+      return std::map<std::string, int64_t>{{"H200-SXM-141GB", 48}};
+    });
+    model::Project vision;
+    vision.metadata.name = "vision";
+    ASSERT_TRUE(pools_->CreateProject(vision, "ops").ok());
+    auth_ = std::make_unique<Authenticator>(*store_, *cache_, RealClock::Get());
+    tokens_["operator"] = auth_->Create("olive", Role::kOperator, "", "test")->first;
+    tokens_["member"] = auth_->Create("mia", Role::kMember, "vision", "test")->first;
+    tokens_["agent"] = auth_->Create("node-1", Role::kAgent, "", "test", "alpha", {"h200-01"})->first;
+    ASSERT_TRUE(cache_->WaitFor(store_->Revision(), std::chrono::seconds(5)));
+    ServerOptions o;
+    o.port = 0;
+    server_ = std::make_unique<ApiServer>(o, *cache_, pools_.get(), auth_.get(), &hub_);
+    ASSERT_TRUE(server_->Start().ok());
+    server_->SetReady(true);
+  }
+  void TearDown() override {
+    server_->Stop();
+    cache_->Stop();
+  }
+  httplib::Result Send(const std::string& method, const std::string& path, const std::string& role) {
+    httplib::Client c("127.0.0.1", server_->port());
+    httplib::Headers h;
+    if (role != "anonymous") h.emplace("Authorization", "Bearer " + tokens_[role]);
+    if (method == "GET") return c.Get(path, h);
+    if (method == "DELETE") return c.Delete(path, h);
+    if (method == "PUT") return c.Put(path, h, "{}", "application/json");
+    return c.Post(path, h, "{}", "application/json");
+  }
+  static std::string Fill(std::string pattern, std::string_view plural, std::string_view ns) {
+    auto put = [&](std::string_view key, std::string_view value) {
+      const size_t at = pattern.find(key);
+      if (at != std::string::npos) pattern.replace(at, key.size(), value);
+    };
+    put("{plural}", plural);
+    put("{namespace}", ns);
+    put("{name}", "x");
+    put("{id}", "x");
+    return pattern;
+  }
+
+  telemetry::Hub hub_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::ObjectCache> cache_;
+  std::unique_ptr<service::PoolService> pools_;
+  std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<ApiServer> server_;
+  std::map<std::string, std::string> tokens_;
+};
+
+Grant GrantOf(const Policy& p, const std::string& role) {
+  if (role == "operator") return p.operator_;
+  if (role == "member") return p.member;
+  if (role == "agent") return p.agent;
+  return p.anonymous;
+}
+
+TEST_F(PolicyTest, EveryRouteAnswersEveryRoleAsItsPolicySays) {
+  const std::vector<RouteInfo> routes = server_->Routes();
+  ASSERT_GT(routes.size(), 20u);
+  int tried = 0;
+  for (const RouteInfo& r : routes) {
+    // The namespaced routes take a project's kinds; the others a fleet kind.
+    const bool namespaced = r.pattern.find("{namespace}") != std::string::npos;
+    const std::string plural = namespaced ? "gpupools" : (r.method == "GET" ? "gpucapacities" : "x");
+    for (const std::string role : {"operator", "member", "agent", "anonymous"}) {
+      const Grant g = GrantOf(r.policy, role);
+      const std::string path = Fill(r.pattern, plural, "vision");
+      httplib::Result res = Send(r.method, path, role);
+      ASSERT_TRUE(res) << r.method << " " << path;
+      const std::string what = fmt::format("{} {} as {} (policy {}): {} {}", r.method, path, role, ToString(g),
+                                           res->status, res->body);
+      ++tried;
+      if (g == Grant::kNo) {
+        EXPECT_EQ(res->status, role == "anonymous" ? 401 : 403) << what;
+        continue;
+      }
+      EXPECT_NE(res->status, 401) << what;
+      EXPECT_NE(res->status, 403) << what;
+      EXPECT_LT(res->status, 500) << what;
+      if (g == Grant::kOwn && role == "member" && namespaced) {
+        // Another project's objects look absent.
+        httplib::Result other = Send(r.method, Fill(r.pattern, plural, "other"), role);
+        ASSERT_TRUE(other);
+        EXPECT_EQ(other->status, 404) << r.method << " " << r.pattern << " as member in another project";
+      }
+      if (g == Grant::kFleet && r.method == "GET" && r.pattern.find("{plural}") != std::string::npos) {
+        // Agents read the inventory, never a project's objects.
+        for (const char* tenant : {"gpupools", "workloads", "profiles", "projects"}) {
+          httplib::Result t = Send("GET", Fill(r.pattern, tenant, "vision"), role);
+          ASSERT_TRUE(t);
+          EXPECT_EQ(t->status, 403) << "GET " << Fill(r.pattern, tenant, "vision") << " as agent: " << t->body;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(tried, static_cast<int>(routes.size()) * 4);
+}
+
+TEST_F(PolicyTest, TheSecurityDocsTableIsTheRegistry) {
+  std::ifstream in("docs/security.md");
+  ASSERT_TRUE(in) << "docs/security.md (tests run from the repository root)";
+  std::stringstream doc;
+  doc << in.rdbuf();
+  for (const RouteInfo& r : server_->Routes()) {
+    const std::string row = fmt::format("| `{}` | `{}` | {} | {} | {} | {} |", r.method, r.pattern,
+                                        ToString(r.policy.operator_), ToString(r.policy.member),
+                                        ToString(r.policy.agent), ToString(r.policy.anonymous));
+    EXPECT_NE(doc.str().find(row), std::string::npos) << "docs/security.md lacks the row\n" << row;
+  }
+}
+
+}  // namespace
+}  // namespace gpuaas::api
