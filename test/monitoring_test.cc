@@ -2,6 +2,7 @@
 // double-bit ECC error on two GPUs, and (where installed) a real Prometheus scraping both.
 #include <algorithm>
 #include <cctype>
+#include <ctime>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -211,6 +212,11 @@ TEST_F(MonitoringTest, AgentFaultsBecomeConditionsAlertsExclusionAndSeries) {
   EXPECT_TRUE(wl_data) << wl.dump();
   EXPECT_EQ(wl["devices"], 1);
   EXPECT_TRUE(wl["points"][0]["value"].is_null()) << "before the run started: " << wl.dump();
+  // A pool's power, as the README's metric list says: its devices' GPU power, weighted.
+  json pool_power = Get("/api/v1/metrics/query?series=pool:vision/six:power_w&from=" + from + "&step=5", kMemberToken);
+  bool powered = false;
+  for (const json& p : pool_power["points"]) powered |= !p["value"].is_null() && p["value"].get<double>() > 0;
+  EXPECT_TRUE(powered) << pool_power.dump();
   json allocated = Get("/api/v1/metrics/query?series=project:vision:allocated_gpus&from=" + from + "&step=30");
   EXPECT_EQ(allocated["points"].back()["value"], 6.0) << allocated.dump();
   Get("/api/v1/metrics/query?series=gpu:" + z + ":power_w", kMemberToken, 403);
@@ -218,6 +224,17 @@ TEST_F(MonitoringTest, AgentFaultsBecomeConditionsAlertsExclusionAndSeries) {
   EXPECT_NE(bad["detail"].get<std::string>().find("SCOPE:ID:METRIC"), std::string::npos);
   Get("/api/v1/metrics/query?series=gpu:" + z + ":power_w&from=10&to=5", kOperatorToken, 400);
   Get("/api/v1/metrics/query?series=pool:other/six:utilization", kMemberToken, 404);
+  // Numbers out of range are refused with the parameter named, never overflowed.
+  for (const std::string q : {"&step=9223372036854775807", "&step=0", "&from=0&to=99999999999", "&step=nan"}) {
+    json refused = Get("/api/v1/metrics/query?series=gpu:" + z + ":power_w" + q, kOperatorToken, 400);
+    EXPECT_EQ(refused["reason"], "BadRequest") << q;
+  }
+  const std::string later = std::to_string(std::time(nullptr) + 10 * 365 * 86400);
+  for (const std::string& q : std::vector<std::string>{"?to=" + later, "?idleBelow=nan", "?idleBelow=inf", "?idleFor=-1",
+                                                     "?step=99999999999"}) {
+    json refused = Get("/api/v1/assessment" + q, kOperatorToken, 400);
+    EXPECT_EQ(refused["reason"], "BadRequest") << q;
+  }
   json assessment = Get("/api/v1/assessment?from=" + from);
   ASSERT_EQ(assessment["pools"].size(), 1u) << assessment.dump(2);
   EXPECT_EQ(assessment["pools"][0]["pool"], "six");
@@ -242,6 +259,10 @@ TEST_F(MonitoringTest, AgentFaultsBecomeConditionsAlertsExclusionAndSeries) {
 
 TEST_F(MonitoringTest, PushedTextIsStrictAndRolesAreEnforced) {
   const std::string z = Gpus()[3]["spec"]["uuid"];
+  // No alerts yet: said as kubectl says it, not a bare header.
+  RunResult none = RunGpuaas("alerts --server " + server_.Url());
+  EXPECT_EQ(none.code, 0);
+  EXPECT_EQ(none.out, "No active alerts found (--all shows resolved ones too).\n");
   auto post = [&](const std::string& body, const char* token, const char* type = "text/plain; version=0.0.4") {
     return client_->Post("/api/v1/telemetry", {{"Authorization", std::string("Bearer ") + token}}, body, type);
   };

@@ -4,8 +4,13 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -94,6 +99,40 @@ TEST(Prometheus, ScrapesGpuaasAndTheAgent) {
   json samples = query("gpuaas_telemetry_samples_total");
   ASSERT_EQ(samples.size(), 1u);
   EXPECT_GT(std::stod(samples[0]["value"][1].get<std::string>()), 0);
+
+  // Both expositions pass Prometheus's own linter (names, types, units, HELP).
+  if (fs::exists("/usr/bin/promtool")) {
+    for (const auto& [name, url] : {std::pair<std::string, std::string>{"gpuaas", server.Url()},
+                                    {"agent", "http://127.0.0.1:" + agent.match()}}) {
+      httplib::Client target(url);
+      auto body = target.Get("/metrics");
+      ASSERT_TRUE(body && body->status == 200) << name;
+      const std::string file = dir + "/" + name + ".prom", out = dir + "/" + name + ".lint";
+      std::ofstream(file) << body->body;
+      const int rc = std::system(("/usr/bin/promtool check metrics < " + file + " > " + out + " 2>&1").c_str());
+      std::ifstream lint(out);
+      const std::string said((std::istreambuf_iterator<char>(lint)), std::istreambuf_iterator<char>());
+      if (name == "gpuaas") {
+        EXPECT_EQ(rc, 0) << name << ": " << said;
+        EXPECT_EQ(said, "") << name;
+        continue;
+      }
+      // The agent speaks dcgm-exporter's format, whose names the Grafana dashboards and alerts
+      // of DCGM users query: counters without "_total" and the labels modelName and Hostname.
+      // Those are the only findings allowed; anything else (a parse error, a missing HELP or
+      // TYPE, a bad unit) fails.
+      std::istringstream lines(said);
+      int findings = 0;
+      for (std::string line; std::getline(lines, line);) {
+        ++findings;
+        const bool inherited = line.rfind("DCGM_FI_", 0) == 0 &&
+                               (line.ends_with("counter metrics should have \"_total\" suffix") ||
+                                line.ends_with("label names should be written in 'snake_case' not 'camelCase'"));
+        EXPECT_TRUE(inherited) << line;
+      }
+      EXPECT_GT(findings, 0) << "the agent no longer speaks dcgm-exporter's names?";
+    }
+  }
 
   EXPECT_EQ(prom.Stop(), 0) << prom.Log();
   EXPECT_EQ(agent.Stop(), 0);

@@ -711,10 +711,10 @@ struct ApiServer::Impl {
       out += fmt::format("gpuaas_fleet_gpu_health{{model=\"{}\",health=\"healthy\"}} {}\n", m, c.gpus - c.unhealthy);
       out += fmt::format("gpuaas_fleet_gpu_health{{model=\"{}\",health=\"unhealthy\"}} {}\n", m, c.unhealthy);
     }
-    out += "# HELP gpuaas_fleet_devices_total Logical devices over all models and profiles, by state.\n";
-    out += "# TYPE gpuaas_fleet_devices_total gauge\n";
-    out += fmt::format("gpuaas_fleet_devices_total{{state=\"allocated\"}} {}\n", s->logical_total.allocated);
-    out += fmt::format("gpuaas_fleet_devices_total{{state=\"free\"}} {}\n", s->logical_total.free());
+    out += "# HELP gpuaas_fleet_logical_devices Logical devices over all models and profiles, by state.\n";
+    out += "# TYPE gpuaas_fleet_logical_devices gauge\n";
+    out += fmt::format("gpuaas_fleet_logical_devices{{state=\"allocated\"}} {}\n", s->logical_total.allocated);
+    out += fmt::format("gpuaas_fleet_logical_devices{{state=\"free\"}} {}\n", s->logical_total.free());
     if (telemetry) telemetry->AppendMetrics(out);
     if (options.more_metrics) options.more_metrics(out);
     out += "# HELP gpuaas_store_revision Last store revision applied to the read cache.\n";

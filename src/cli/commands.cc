@@ -721,6 +721,10 @@ int AlertsCmd(const ClientOptions& o, bool all, std::ostream& out, std::ostream&
            gpu, a.value("source", ""), a.value("condition", "").empty() ? "-" : a.value("condition", ""),
            a.value("active", false) ? "active" : "resolved", a.value("action", "")});
   }
+  if (j.value("items", json::array()).empty()) {
+    err << (all ? "No alerts found.\n" : "No active alerts found (--all shows resolved ones too).\n");
+    return 0;
+  }
   t.Print(out);
   return 0;
 }

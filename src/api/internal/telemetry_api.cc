@@ -26,6 +26,8 @@ using telemetry::DeviceRef;
 
 constexpr std::string_view kJson = "application/json";
 constexpr int64_t kMaxPoints = 11000;  // as Prometheus's query_range
+constexpr int64_t kMaxSpan = 400 * 86400;
+constexpr int64_t kClockSkew = 300;  // seconds a client's clock may run ahead of the server's  // the longest window (and step): hourly rollups keep 30 days
 
 HttpResponse Reply(const json& j) { return {200, std::string(kJson), j.dump(), {}}; }
 
@@ -65,12 +67,16 @@ absl::StatusOr<Range> ParseRange(const HttpRequest& req, int64_t now, int64_t de
     const std::string s = req.Param("step");
     int64_t step = 0;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), step);
-    if (ec != std::errc() || end != s.data() + s.size() || step <= 0) {
-      return absl::InvalidArgumentError(fmt::format("step: \"{}\" must be a positive number of seconds", s));
+    if (ec != std::errc() || end != s.data() + s.size() || step <= 0 || step > kMaxSpan) {
+      return absl::InvalidArgumentError(
+          fmt::format("step: \"{}\" must be a number of seconds from 1 to {}", s, kMaxSpan));
     }
     r.step = step;
   }
   if (r.from >= r.to) return absl::InvalidArgumentError("from must be before to");
+  if (r.to - r.from > kMaxSpan) {
+    return absl::InvalidArgumentError(fmt::format("from, to: the window may span {} days at most", kMaxSpan / 86400));
+  }
   if ((r.to - r.from) / r.step > kMaxPoints) {
     return absl::InvalidArgumentError(fmt::format(
         "{} points exceed the maximum of {} per series; increase step", (r.to - r.from) / r.step, kMaxPoints));
@@ -274,7 +280,7 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
                     {"to", range->to}, {"step", range->step}, {"points", points}});
     }
   } else if (scope == "pool" || scope == "project" || scope == "workload" || scope == "cluster") {
-    if (field) {
+    if (field && metric != "power_w") {  // power sums over the devices, weighted
       return absl::InvalidArgumentError(fmt::format(
           "metric \"{}\" is per device; for a {} use utilization, allocated_gpus, used_gpus or power_w", metric, scope));
     }
@@ -394,19 +400,24 @@ absl::StatusOr<HttpResponse> TelemetryApi::Assessment(const HttpRequest& req, co
   const int64_t now = Seconds(clock_.Now());
   absl::StatusOr<Range> range = ParseRange(req, now, 86400, 60);
   if (!range.ok()) return range.status();
+  // Allocated GPU-hours are counted to `to`: a window into the future would count hours not had.
+  if (range->to > now + kClockSkew) {
+    return absl::InvalidArgumentError(fmt::format("to: {} is in the future; the assessment covers time past", range->to));
+  }
   telemetry::AssessmentOptions opt;
   if (req.HasParam("idleBelow")) {
     const std::string v = req.Param("idleBelow");
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), opt.idle_below);
-    if (ec != std::errc() || end != v.data() + v.size() || opt.idle_below < 0 || opt.idle_below > 1) {
+    if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(opt.idle_below) || opt.idle_below < 0 ||
+        opt.idle_below > 1) {
       return absl::InvalidArgumentError("idleBelow: a utilization between 0 and 1, e.g. 0.05");
     }
   }
   if (req.HasParam("idleFor")) {
     const std::string v = req.Param("idleFor");
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), opt.idle_for_s);
-    if (ec != std::errc() || end != v.data() + v.size() || opt.idle_for_s <= 0) {
-      return absl::InvalidArgumentError("idleFor: a positive number of seconds");
+    if (ec != std::errc() || end != v.data() + v.size() || opt.idle_for_s <= 0 || opt.idle_for_s > kMaxSpan) {
+      return absl::InvalidArgumentError(fmt::format("idleFor: a number of seconds from 1 to {}", kMaxSpan));
     }
   }
   const auto gpus = GpusByUuid(cache_);
