@@ -5,6 +5,7 @@
 #include "cluster/simulated/fleet.h"
 #include "controller/control_plane.h"
 #include "gtest/gtest.h"
+#include "model/codec.h"
 #include "service/pools.h"
 #include "store/objects.h"
 #include "store/sqlite_store.h"
@@ -300,11 +301,31 @@ TEST_F(WorkloadLifecycle, TimeSlicingSharesDevicesAndReleaseEvicts) {
   }
   EXPECT_EQ(running, 3) << "three replicas of one GPU";
   EXPECT_EQ(gpus.size(), 1u);
+  const int64_t before_release = store_->Revision();
   ASSERT_TRUE(service_->Release("vision", "shared", "alice").ok());
   Converge(1);
   Admit();
   for (int i = 0; i < 4; ++i) EXPECT_EQ(W("dev-" + std::to_string(i)).status.phase, model::WorkloadPhase::kEvicted);
   for (const model::Profile& pr : Profiles()) EXPECT_TRUE(pr.spec.end.has_value());
+  // The order, from the change feed: every run ended before the pool gave its devices back, so
+  // that no other pool could be given a device whose run was still open.
+  absl::StatusOr<std::vector<store::Change>> feed = store_->Changes(before_release, 100000);
+  ASSERT_TRUE(feed.ok()) << feed.status();
+  int64_t last_run_end = 0, devices_freed = 0;
+  for (const store::Change& c : *feed) {
+    if (c.record.key.kind == model::Workload::kKind) {
+      absl::StatusOr<model::Workload> w = model::Decode<model::Workload>(c.record.data);
+      if (w.ok() && w->status.phase == model::WorkloadPhase::kEvicted) last_run_end = std::max(last_run_end, c.revision);
+    }
+    if (c.record.key.kind == GpuPool::kKind && devices_freed == 0) {
+      absl::StatusOr<GpuPool> gp = model::Decode<GpuPool>(c.record.data);
+      if (gp.ok() && gp->status.allocation.empty()) devices_freed = c.revision;
+    }
+  }
+  ASSERT_GT(last_run_end, 0);
+  ASSERT_GT(devices_freed, 0);
+  EXPECT_LT(last_run_end, devices_freed);
+  EXPECT_EQ(Cond(Get("shared"), "Released"), "True/Released");
 }
 
 TEST_F(WorkloadLifecycle, WorkloadsNeedAPoolWithTheirResource) {

@@ -59,7 +59,8 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
   const std::string pool_name = pool != nullptr ? pool->metadata.name
                                 : seats.empty() ? std::string()
                                                 : seats.front().w->spec.pool;
-  if (pool == nullptr || !model::PoolIsLive(*pool)) {
+  // A pool being released ends its runs first; its devices go back to the fleet after that.
+  if (pool == nullptr || !model::PoolIsLive(*pool) || model::PoolReleaseRequested(*pool)) {
     for (size_t s = 0; s < seats.size(); ++s) {
       end(s, WorkloadPhase::kEvicted, "PoolReleased", fmt::format("pool {} is gone or released", pool_name));
     }

@@ -120,6 +120,12 @@ PoolController::PoolController(store::Store& store, runtime::Manager& manager)
   nodes_.OnChange([this](const model::NodeCapacity* before, const model::NodeCapacity* after) {
     if (after != nullptr && (before == nullptr || before->spec.schedulable != after->spec.schedulable)) QueueWaiting();
   });
+  // A run that ended may be what a releasing pool waits for.
+  manager.informers().For<model::Workload>().OnChange([this](const model::Workload* before, const model::Workload* after) {
+    const bool was = before != nullptr && before->status.phase == model::WorkloadPhase::kRunning;
+    const bool is = after != nullptr && after->status.phase == model::WorkloadPhase::kRunning;
+    if (was && !is) queue_->Add(runtime::ObjectKey(before->metadata.ns, before->spec.pool));
+  });
   layouts_.OnChange([this](const MigLayout* before, const MigLayout* after) {
     const MigLayout& l = after ? *after : *before;
     for (const auto& p : pools_.ByIndex("gpu", l.spec.gpu_uuid)) queue_->Add(allocator::PoolKey(*p));
@@ -190,6 +196,17 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
     const model::Condition* rel = model::FindCondition(pool.status.conditions, model::kReleased);
     if (rel != nullptr) {
       if (rel->status == ConditionStatus::kTrue) return absl::OkStatus();
+      // Not while a run is open on the pool's devices: another pool could be given a device
+      // still in use. The workload controller ends them; their change queues the pool again.
+      ASSIGN_OR_RETURN(std::vector<model::Workload> in_ns, store::ListObjects<model::Workload>(tx, pool.metadata.ns));
+      const auto running = std::count_if(in_ns.begin(), in_ns.end(), [&](const model::Workload& w) {
+        return w.spec.pool == pool.metadata.name && w.status.phase == model::WorkloadPhase::kRunning;
+      });
+      if (running > 0) {
+        changed |= set(model::kReleased, false, "EndingRuns",
+                       fmt::format("waiting for {} running workload(s) to be evicted", running));
+        return commit(changed);
+      }
       pool.status.allocation.clear();
       changed |= set(model::kAllocated, false, "Released", "devices returned to the fleet");
       changed |= set(model::kReady, false, "Released", "the pool was released");

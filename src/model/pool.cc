@@ -88,6 +88,8 @@ absl::Status ValidateWorkload(const Workload& w) {
   return absl::OkStatus();
 }
 
+bool PoolReleaseRequested(const GpuPool& p) { return FindCondition(p.status.conditions, kReleased) != nullptr; }
+
 bool PoolIsLive(const GpuPool& p) {
   if (p.status.approval && !p.status.approval->approved) return false;
   const Condition* released = FindCondition(p.status.conditions, kReleased);

@@ -207,6 +207,8 @@ std::string_view ToString(WorkloadType t);
 
 // True when the pool still holds or may hold devices (not rejected, not released).
 bool PoolIsLive(const GpuPool& pool);
+// True once a release was asked for: its runs end, then its devices go back to the fleet.
+bool PoolReleaseRequested(const GpuPool& pool);
 
 // Checks what a user wrote (names, items against the catalogue, counts, replicas). Quota and
 // fleet capacity are checked by the pool service, which knows them. InvalidArgument otherwise.
