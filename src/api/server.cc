@@ -12,6 +12,7 @@
 #include "api/http.h"
 #include "api/internal/http_server.h"
 #include "api/internal/pages.h"
+#include "api/internal/rate_limit.h"
 #include "api/internal/telemetry_api.h"
 #include "api/internal/watch.h"
 #include "api/metrics.h"
@@ -160,6 +161,7 @@ struct ApiServer::Impl {
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
   std::unique_ptr<internal::WatchHub> watches;
   internal::PageSnapshots pages{64, kPageTtl};
+  internal::RateLimiter limiter{options.requests_per_second_per_token};
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
@@ -230,6 +232,18 @@ struct ApiServer::Impl {
     return auth->Authenticate(Trim(std::string_view(h).substr(7)));
   }
 
+  // "localhost", "127.0.0.1" or "[::1]", with or without a port (or no Host: HTTP/1.0 clients).
+  static bool LoopbackHost(std::string_view host) {
+    if (host.empty()) return true;
+    std::string_view name = host;
+    if (name.front() == '[') {
+      name = name.substr(0, name.find(']') + 1);
+    } else if (const size_t colon = name.rfind(':'); colon != std::string_view::npos) {
+      name = name.substr(0, colon);
+    }
+    return EqualsIgnoreCase(name, "localhost") || name == "127.0.0.1" || name == "[::1]";
+  }
+
   static absl::Status Forbidden(const Principal& who) {
     return absl::PermissionDeniedError(fmt::format("user {} ({}) may not do this; operators only", who.user,
                                                     ToString(who.role)));
@@ -247,6 +261,7 @@ struct ApiServer::Impl {
     Reply reply = result.ok() ? *std::move(result) : ErrorResponse(result.status());
     if (!result.ok() && reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
     if (!result.ok() && reply.status == 405) reply.headers.emplace_back("Allow", allow);
+    if (!result.ok() && reply.status == 429) reply.headers.emplace_back("Retry-After", "1");
     metrics->Observe(route_index, RequestMetrics::MethodIndex(req.method), reply.status,
                      std::chrono::steady_clock::now() - start);
     return reply;
@@ -263,7 +278,15 @@ struct ApiServer::Impl {
       return absl::NotFoundError(fmt::format("no route for {} {}", req.method, req.path));
     }
     const auto& [handler, policy] = route->methods.at(method);
+    if (auth == nullptr && !LoopbackHost(req.Header("Host"))) {
+      // Without authentication every caller is an operator: only pages of this machine may
+      // call, not a web page that renamed its host to 127.0.0.1 (DNS rebinding).
+      return absl::PermissionDeniedError(fmt::format(
+          "Host \"{}\" is refused: a server without authentication answers only requests for localhost, "
+          "127.0.0.1 or [::1] (a guard against DNS rebinding)", req.Header("Host")));
+    }
     std::optional<Principal> who = Identify(req);
+    if (who && auth != nullptr) RETURN_IF_ERROR(limiter.Take(who->user, std::chrono::steady_clock::now()));
     if (GrantFor(policy, who) == Grant::kNo) {
       if (!who) return absl::UnauthenticatedError("a valid bearer token is required (Authorization: Bearer TOKEN)");
       std::vector<std::string> may;
@@ -823,6 +846,9 @@ absl::Status ApiServer::Start() {
   o.port = s.options.port;
   o.threads = s.options.threads;
   o.max_body_bytes = s.options.max_body_bytes;
+  o.max_connections = s.options.max_connections;
+  o.max_connections_per_address = s.options.max_connections_per_address;
+  o.head_timeout_s = s.options.head_timeout_s;
   s.http = std::make_unique<internal::HttpServer>(
       o, [&s](const HttpRequest& req) { return s.Dispatch(req); });
   return s.http->Start();

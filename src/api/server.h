@@ -30,6 +30,13 @@ struct ServerOptions {
   int threads = 2;
   size_t max_body_bytes = 1 << 20;
   std::string version;
+  // Connections in all and from one client address (docs/security.md has the reasons).
+  int max_connections = 10000;
+  int max_connections_per_address = 1000;
+  int head_timeout_s = 30;
+  // Requests per second per token (a burst of twice as many is allowed); past it 429 with
+  // Retry-After. 0 turns the limit off.
+  double requests_per_second_per_token = 100;
   // How long a write's reply waits for the read cache to show the write (read-your-writes);
   // past it the reply carries a Warning header.
   std::chrono::milliseconds read_your_write_timeout{5000};

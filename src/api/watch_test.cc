@@ -117,6 +117,8 @@ class WatchTest : public ::testing::Test {
     ServerOptions o;
     o.port = 0;
     o.watch_bookmark_interval = std::chrono::milliseconds(200);
+    o.max_connections_per_address = 2000;  // a thousand watchers come from one address here
+    o.requests_per_second_per_token = 0;
     server_ = std::make_unique<ApiServer>(o, *cache_, pools_.get(), auth_.get());
     ASSERT_TRUE(server_->Start().ok());
     for (const char* p : {"vision", "audio"}) {

@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
@@ -71,6 +72,68 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+// Counts open connections, in all and per remote address, and pauses accepting at the cap.
+class ConnectionGate {
+ public:
+  explicit ConnectionGate(const HttpServerOptions& o) : max_(o.max_connections), per_address_(o.max_connections_per_address) {}
+  // False when `address` already holds its share: the caller closes the connection.
+  bool Enter(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int& n = by_address_[address];
+    if (n >= per_address_) {
+      if (n == 0) by_address_.erase(address);
+      ++refused_;
+      return false;
+    }
+    ++n;
+    ++open_;
+    return true;
+  }
+  void Leave(const std::string& address) {
+    std::function<void()> resume;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = by_address_.find(address); it != by_address_.end() && --it->second <= 0) by_address_.erase(it);
+      --open_;
+      if (paused_ && open_ < max_) {
+        paused_ = false;
+        resume = resume_;
+      }
+    }
+    if (resume) resume();
+  }
+  // True (and remembers `resume`) when accepting must wait for a connection to close.
+  bool PauseIfFull(std::function<void()> resume) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return true;
+    if (open_ < max_) return false;
+    paused_ = true;
+    resume_ = std::move(resume);
+    return true;
+  }
+  // The server stops: never resume accepting (the I/O context is going away).
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    paused_ = false;
+    resume_ = nullptr;
+  }
+  int64_t refused() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return refused_;
+  }
+
+ private:
+  const int max_, per_address_;
+  mutable std::mutex mu_;
+  int open_ = 0;
+  bool paused_ = false;
+  bool closed_ = false;
+  int64_t refused_ = 0;
+  std::function<void()> resume_;
+  std::map<std::string, int> by_address_;
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   // True while a streamed response still has something to send.
@@ -85,8 +148,14 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
-          asio::thread_pool& workers)
-      : stream_(std::move(socket)), options_(options), handler_(handler), workers_(workers) {}
+          asio::thread_pool& workers, std::shared_ptr<ConnectionGate> gate, std::string address)
+      : stream_(std::move(socket)),
+        options_(options),
+        handler_(handler),
+        workers_(workers),
+        gate_(std::move(gate)),
+        address_(std::move(address)) {}
+  ~Session() { gate_->Leave(address_); }
 
   void Start() {
     asio::dispatch(stream_.get_executor(),
@@ -94,13 +163,20 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
+  // The head first, within head_timeout_s (a client that dribbles its headers is cut off), then
+  // the body, the whole request within idle_timeout_s.
   void Read() {
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    stream_.expires_after(std::chrono::seconds(options_.idle_timeout_s));
-    http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    stream_.expires_after(std::chrono::seconds(options_.head_timeout_s));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->OnRead(ec, n);
+                              self->stream_.expires_after(std::chrono::seconds(self->options_.idle_timeout_s));
+                              http::async_read(self->stream_, self->buffer_, *self->parser_,
+                                               beast::bind_front_handler(&Session::OnRead, self));
+                            });
   }
 
   void OnRead(beast::error_code ec, size_t) {
@@ -349,30 +425,54 @@ class Session : public std::enable_shared_from_this<Session> {
   const HttpServerOptions& options_;
   const HttpHandler& handler_;
   asio::thread_pool& workers_;
+  std::shared_ptr<ConnectionGate> gate_;
+  std::string address_;  // the client's IP address
 };
 
 }  // namespace
 
 struct HttpServer::Impl {
   Impl(HttpServerOptions o, HttpHandler h)
-      : options(std::move(o)), handler(std::move(h)), io(std::max(1, options.threads)), acceptor(io),
-        workers(static_cast<size_t>(std::max(1, options.worker_threads))) {}
+      : options(std::move(o)),
+        handler(std::move(h)),
+        io(std::max(1, options.threads)),
+        acceptor(io),
+        workers(static_cast<size_t>(std::max(1, options.worker_threads))),
+        gate(std::make_shared<ConnectionGate>(options)),
+        retry(io) {}
 
   void Accept() {
+    // At the connection cap, wait for one to close: new clients queue in the kernel's backlog.
+    if (gate->PauseIfFull([this] { asio::post(io, [this] { Accept(); }); })) return;
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted) return;
       if (ec) {
-        if (ec == asio::error::operation_aborted) return;
-        log::Warn("accept: {}", ec.message());
-      } else {
-        beast::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto session = std::make_shared<Session>(std::move(socket), options, handler, workers);
+        // Out of file descriptors (EMFILE, ENFILE) or memory: try again shortly, not at once,
+        // which would spin a core while nothing can be accepted.
+        if (++accept_errors == 1 || accept_errors % 100 == 0) {
+          log::Warn("accept: {} ({} time(s)); retrying in 100 ms", ec.message(), accept_errors);
+        }
+        retry.expires_after(std::chrono::milliseconds(100));
+        retry.async_wait([this](beast::error_code wait_ec) {
+          if (!wait_ec) Accept();
+        });
+        return;
+      }
+      accept_errors = 0;
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      const tcp::endpoint peer = socket.remote_endpoint(ignored);
+      std::string address = ignored ? std::string("?") : peer.address().to_string();
+      if (gate->Enter(address)) {
+        auto session = std::make_shared<Session>(std::move(socket), options, handler, workers, gate, std::move(address));
         {
           std::lock_guard<std::mutex> lock(sessions_mu);
           std::erase_if(sessions, [](const std::weak_ptr<Session>& w) { return w.expired(); });
           sessions.push_back(session);
         }
         session->Start();
+      } else {
+        socket.close(ignored);  // this address holds its share of connections already
       }
       Accept();
     });
@@ -383,6 +483,9 @@ struct HttpServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor;
   asio::thread_pool workers;  // runs handlers that may block (writes)
+  std::shared_ptr<ConnectionGate> gate;
+  asio::steady_timer retry;  // the accept loop's back-off
+  int64_t accept_errors = 0;
   std::mutex sessions_mu;
   std::vector<std::weak_ptr<Session>> sessions;  // guarded by sessions_mu
 
@@ -432,9 +535,11 @@ int HttpServer::port() const { return impl_->port; }
 void HttpServer::Stop() {
   Impl& s = *impl_;
   if (s.threads.empty()) return;
+  s.gate->Close();
   asio::post(s.io, [&s] {
     beast::error_code ec;
     s.acceptor.close(ec);
+    s.retry.cancel();
   });
   s.workers.join();  // let in-flight writes finish (they commit to the store)
   // Streams that were ended (watches) get up to two seconds to send their last chunk.

@@ -20,7 +20,13 @@ struct HttpServerOptions {
   int threads = 2;          // I/O threads; reads are answered on them
   int worker_threads = 8;   // writes, which wait for the store, run here
   size_t max_body_bytes = 1 << 20;
-  int idle_timeout_s = 120;
+  int idle_timeout_s = 120;  // a whole request (head and body) must arrive within this
+  int head_timeout_s = 30;   // the request line and headers (and the wait between requests)
+  // Open connections in all and from one address. At the cap the server stops accepting (the
+  // kernel's backlog holds new clients) until one closes; past the per-address cap a connection
+  // is closed at once, so one client cannot take every slot.
+  int max_connections = 10000;
+  int max_connections_per_address = 1000;
 };
 
 // Called on an I/O thread for every complete request; must not block for long.

@@ -1,0 +1,37 @@
+// Requests per second per caller, as a token bucket per key (a token's user): `rate` a second
+// with bursts of twice as many. Past it, Take answers 429 TooManyRequests (the server adds
+// Retry-After). Keys idle for a minute are forgotten once many are kept, so the map stays
+// bounded. Thread-safe.
+#ifndef GPUAAS_API_INTERNAL_RATE_LIMIT_H_
+#define GPUAAS_API_INTERNAL_RATE_LIMIT_H_
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace gpuaas::api::internal {
+
+class RateLimiter {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  explicit RateLimiter(double rate) : rate_(rate), burst_(2 * rate) {}
+
+  // OK and one request counted, or 429 TooManyRequests. A rate of 0 allows everything.
+  absl::Status Take(const std::string& key, TimePoint now);
+
+ private:
+  struct Bucket {
+    double tokens = 0;
+    TimePoint last;
+  };
+  const double rate_, burst_;
+  std::mutex mu_;
+  std::map<std::string, Bucket> buckets_;  // guarded by mu_
+};
+
+}  // namespace gpuaas::api::internal
+
+#endif  // GPUAAS_API_INTERNAL_RATE_LIMIT_H_

@@ -1,0 +1,178 @@
+// The limits that hold under abuse: requests per token, connections per client, slow clients,
+// and the Host check of a server without authentication.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <httplib.h>
+
+#include <chrono>
+#include <thread>
+
+#include "api/auth.h"
+#include "api/internal/rate_limit.h"
+#include "api/problem.h"
+#include "api/server.h"
+#include "common/clock.h"
+#include "gtest/gtest.h"
+#include "store/sqlite_store.h"
+
+namespace gpuaas::api {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST(RateLimiter, BurstsThenTheRatePerKey) {
+  internal::RateLimiter limiter(10);  // 10 a second, bursts of 20
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  int allowed = 0;
+  for (int i = 0; i < 50; ++i) allowed += limiter.Take("alice", t0).ok() ? 1 : 0;
+  EXPECT_EQ(allowed, 20);
+  absl::Status refused = limiter.Take("alice", t0);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ProblemFor(refused).status, 429);
+  EXPECT_TRUE(limiter.Take("bob", t0).ok());  // per key
+  EXPECT_TRUE(limiter.Take("alice", t0 + milliseconds(100)).ok());  // one more after 0.1 s
+  EXPECT_FALSE(limiter.Take("alice", t0 + milliseconds(100)).ok());
+  internal::RateLimiter off(0);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(off.Take("x", t0).ok());
+}
+
+// A TCP connection to 127.0.0.1:port from `source` (any address of 127/8).
+int Connect(const char* source, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &from.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+    close(fd);
+    return -1;
+  }
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// True when the server closed `fd` within `wait` (a read returns 0 or an error).
+bool ClosedByServer(int fd, milliseconds wait) {
+  timeval tv{static_cast<time_t>(wait.count() / 1000), static_cast<suseconds_t>((wait.count() % 1000) * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char c;
+  const ssize_t n = recv(fd, &c, 1, 0);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+class LimitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*store::OpenStore("sqlite::memory:"));
+    cache_ = std::make_unique<store::ObjectCache>(*store_);
+    std::vector<std::string> kinds = {std::string(kTokenKind)};
+    for (const ResourceType& t : ResourceTypes()) kinds.push_back(t.kind);
+    ASSERT_TRUE(cache_->Start(kinds).ok());
+  }
+  void TearDown() override { cache_->Stop(); }
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::ObjectCache> cache_;
+};
+
+TEST_F(LimitsTest, ASlowClientWithManyConnectionsDoesNotStopOthers) {
+  ServerOptions o;
+  o.port = 0;
+  o.max_connections_per_address = 20;
+  o.head_timeout_s = 1;
+  ApiServer server(o, *cache_);
+  ASSERT_TRUE(server.Start().ok());
+  server.SetReady(true);
+  // 100 connections from one address, each sending half a request head and then nothing.
+  std::vector<int> slow;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = Connect("127.0.0.2", server.port());
+    ASSERT_GE(fd, 0) << "cannot connect from 127.0.0.2";
+    const std::string part = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
+    ASSERT_EQ(send(fd, part.data(), part.size(), MSG_NOSIGNAL), static_cast<ssize_t>(part.size()));
+    slow.push_back(fd);
+  }
+  // Another client is answered at once.
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_connection_timeout(2);
+  c.set_read_timeout(2);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = c.Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(1));
+  // Past its 20, the slow address's connections were closed at once; the 20 it kept are cut
+  // off when their head does not arrive in time (1 s here).
+  int closed_at_once = 0;
+  for (size_t i = 20; i < slow.size(); ++i) closed_at_once += ClosedByServer(slow[i], milliseconds(200)) ? 1 : 0;
+  EXPECT_EQ(closed_at_once, 80);
+  int cut_off = 0;
+  for (size_t i = 0; i < 20; ++i) cut_off += ClosedByServer(slow[i], milliseconds(3000)) ? 1 : 0;
+  EXPECT_EQ(cut_off, 20);
+  for (int fd : slow) close(fd);
+  server.Stop();
+}
+
+TEST_F(LimitsTest, TooManyRequestsPerTokenGet429WithRetryAfter) {
+  Authenticator auth(*store_, *cache_, RealClock::Get());
+  ASSERT_TRUE(auth.AddStaticToken("fast-token-0123456789", Principal{"fast", Role::kOperator, "", "", {}}).ok());
+  ASSERT_TRUE(auth.AddStaticToken("calm-token-0123456789", Principal{"calm", Role::kOperator, "", "", {}}).ok());
+  ServerOptions o;
+  o.port = 0;
+  o.requests_per_second_per_token = 5;  // bursts of 10
+  ApiServer server(o, *cache_, nullptr, &auth);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client c("127.0.0.1", server.port());
+  int ok = 0, limited = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 30; ++i) {
+    auto r = c.Get("/api/v1/whoami", {{"Authorization", "Bearer fast-token-0123456789"}});
+    ASSERT_TRUE(r);
+    if (r->status == 200) ++ok;
+    if (r->status == 429) {
+      ++limited;
+      EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+      EXPECT_NE(r->body.find("TooManyRequests"), std::string::npos);
+    }
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(ok, 10);
+  EXPECT_LE(ok, 10 + static_cast<int>(5 * took) + 1);  // the burst, and what refilled meanwhile
+  EXPECT_EQ(ok + limited, 30);
+  auto other = c.Get("/api/v1/whoami", {{"Authorization", "Bearer calm-token-0123456789"}});
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 200);  // another token is not slowed down
+  server.Stop();
+}
+
+TEST_F(LimitsTest, WithoutAuthenticationOnlyLocalHostNamesAreAnswered) {
+  ServerOptions o;
+  o.port = 0;
+  ApiServer server(o, *cache_);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client c("127.0.0.1", server.port());
+  for (const std::string host : {"localhost", "127.0.0.1", "[::1]", "LOCALHOST:8080"}) {
+    auto r = c.Get("/api/v1/whoami", {{"Host", host}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << host;
+  }
+  for (const std::string host : {"evil.example", "evil.example:8080", "127.0.0.1.evil.example", "10.0.0.1"}) {
+    auto r = c.Get("/api/v1/whoami", {{"Host", host}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 403) << host;
+    EXPECT_NE(r->body.find("DNS rebinding"), std::string::npos) << r->body;
+  }
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace gpuaas::api
