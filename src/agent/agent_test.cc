@@ -63,7 +63,7 @@ TEST(Simulator, InjectedFaultsReachTheHealthRules) {
   Simulator sim("n1", gpus, {*ParseFault("xid=79@0"), *ParseFault("dbe@" + gpus[1].uuid + "+20s"),
                              *ParseFault("reset@1+60s")});
   telemetry::Hub hub;
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(hub.IngestReport(*sim.Read(kT0 + i * 10'000), 0).ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(hub.IngestReport(*sim.Read(kT0 + i * 10'000), kT0 + i * 10'000).ok());
   EXPECT_EQ(hub.Verdict(gpus[0].uuid).reset_required.reason, "Xid79");
   EXPECT_TRUE(hub.Verdict(gpus[1].uuid).memory_errors.active);
   EXPECT_FALSE(hub.Verdict(gpus[2].uuid).failed());
@@ -71,7 +71,7 @@ TEST(Simulator, InjectedFaultsReachTheHealthRules) {
   absl::StatusOr<telemetry::NodeReport> r = sim.Read(kT0 + 50'000);
   EXPECT_TRUE(r->gpus[0].readings.empty());
   // GPU 1 is reset at 60 s: energy restarts, volatile ECC clears, the GPU is healthy again.
-  for (int i = 6; i < 9; ++i) ASSERT_TRUE(hub.IngestReport(*sim.Read(kT0 + i * 10'000), 0).ok());
+  for (int i = 6; i < 9; ++i) ASSERT_TRUE(hub.IngestReport(*sim.Read(kT0 + i * 10'000), kT0 + i * 10'000).ok());
   EXPECT_FALSE(hub.Verdict(gpus[1].uuid).failed());
   EXPECT_TRUE(hub.Verdict(gpus[0].uuid).failed());
 }
@@ -234,7 +234,7 @@ TEST(FleetSimulation, FollowsTheInventoryAndYieldsToRealSources) {
   EXPECT_GT(hub.series().Latest("GPU-a", Field::kEnergyMj)->second, energy);
   EXPECT_TRUE(hub.series().Latest("GPU-a/1", Field::kSmActive));
   // A real agent reports GPU b: the simulation leaves it alone.
-  ASSERT_TRUE(hub.IngestReport({"alpha.n1", "", kT0 + 15'000, {{"GPU-b", 0, "", 0, false, {{Field::kPowerW, 123}}, {}, {}}}}, 0).ok());
+  ASSERT_TRUE(hub.IngestReport({"alpha.n1", "", kT0 + 15'000, {{"GPU-b", 0, "", 0, false, {{Field::kPowerW, 123}}, {}, {}}}}, kT0 + 15'000).ok());
   fleet.Tick(kT0 + 20'000);
   EXPECT_EQ(hub.series().Latest("GPU-b", Field::kPowerW)->second, 123);
   EXPECT_FALSE(fleet.Refresh("nope").ok());

@@ -101,10 +101,10 @@ TEST_F(TelemetryControllerTest, VerdictsBecomeGpuConditionsAndHealth) {
   // GPU-A is reset (its energy counter restarts and the volatile ECC count with it).
   NodeReport later{"n", "", (kT0 + 60) * 1000, {}};
   later.gpus = {{"GPU-A", 0, "", 0, false, {{Field::kEnergyMj, 9e9}}, {}, {}}};
-  ASSERT_TRUE(hub.IngestReport(later, 0).ok());
+  ASSERT_TRUE(hub.IngestReport(later, later.time_ms).ok());
   later.time_ms += 1000;
   later.gpus[0].readings = {{Field::kEnergyMj, 1000}, {Field::kEccDbeVolatile, 0}};
-  ASSERT_TRUE(hub.IngestReport(later, 0).ok());
+  ASSERT_TRUE(hub.IngestReport(later, later.time_ms).ok());
   c.Run();
   EXPECT_EQ(Read("GPU-A").status.health, model::Health::kHealthy);
 }
@@ -130,7 +130,7 @@ TEST_F(TelemetryControllerTest, AFailedGpuStaysFailedAcrossARestartUntilAReset) 
     Controllers c(*store_, hub, clock_);
     c.Run();
     NodeReport r{"n", "", kT0 * 1000, {{"GPU-A", 0, "", 0, false, {{Field::kEnergyMj, 5e9}}, {}, {{79, -1, kT0 * 1000}}}}};
-    ASSERT_TRUE(hub.IngestReport(r, 0).ok());
+    ASSERT_TRUE(hub.IngestReport(r, r.time_ms).ok());
     c.Run();
     ASSERT_EQ(Read("GPU-A").status.health, model::Health::kUnhealthy);
   }
@@ -143,14 +143,14 @@ TEST_F(TelemetryControllerTest, AFailedGpuStaysFailedAcrossARestartUntilAReset) 
   EXPECT_EQ(hub.Alerts(true)[0].source, "Restored");
   // Readings that change something else (temperature) do not heal it.
   NodeReport r{"n", "", (kT0 + 10) * 1000, {{"GPU-A", 0, "", 0, false, {{Field::kEnergyMj, 6e9}, {Field::kTempC, 95}}, {}, {}}}};
-  ASSERT_TRUE(hub.IngestReport(r, 0).ok());
+  ASSERT_TRUE(hub.IngestReport(r, r.time_ms).ok());
   c.Run();
   EXPECT_EQ(Read("GPU-A").status.health, model::Health::kUnhealthy);
   EXPECT_EQ(model::FindCondition(Read("GPU-A").status.conditions, model::kGpuResetRequired)->reason, "Xid79");
   // A reset does.
   r.time_ms += 10'000;
   r.gpus[0].readings = {{Field::kEnergyMj, 1000}, {Field::kTempC, 40}};
-  ASSERT_TRUE(hub.IngestReport(r, 0).ok());
+  ASSERT_TRUE(hub.IngestReport(r, r.time_ms).ok());
   c.Run();
   EXPECT_EQ(Read("GPU-A").status.health, model::Health::kHealthy);
   EXPECT_TRUE(hub.Alerts(true).empty());
@@ -164,7 +164,7 @@ TEST_F(TelemetryControllerTest, RollupsArePersistedAndRestored) {
     for (int i = 0; i <= 3 * 60; i += 10) {  // three minutes of power at 10 s
       r.time_ms = (kT0 + i) * 1000;
       r.gpus[0].readings = {{Field::kPowerW, i < 60 ? 100.0 : 200.0}};
-      ASSERT_TRUE(hub.IngestReport(r, 0).ok());
+      ASSERT_TRUE(hub.IngestReport(r, r.time_ms).ok());
     }
     c.Run();
     EXPECT_EQ(c.rollups->written(), 0);  // the first flush is due in 10 s

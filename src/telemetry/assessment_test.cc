@@ -16,7 +16,7 @@ void Feed(Hub& hub, const std::string& gpu, int gi, int minutes, double sm, doub
     } else {
       g.readings = {{Field::kSmActive, sm}, {Field::kFbUsedMib, fb}};
     }
-    ASSERT_TRUE(hub.IngestReport({"n", "", (kT0 + m * 60) * 1000, {g}}, 0).ok());
+    ASSERT_TRUE(hub.IngestReport({"n", "", (kT0 + m * 60) * 1000, {g}}, (kT0 + m * 60) * 1000).ok());
   }
 }
 

@@ -95,16 +95,15 @@ Hub::Hub(SeriesLimits limits) : series_(limits) {}
 void Hub::SetKnownGpus(std::set<std::string> uuids) {
   absl::MutexLock l(&mu_);
   known_ = std::set<std::string, std::less<>>(uuids.begin(), uuids.end());
+  text_cache_.clear();  // what was resolved as unknown may be known now, and the other way
+}
+
+bool Hub::Unknown(std::string_view uuid) const {
+  return !known_.empty() && !known_.count(uuid);  // no inventory yet: nothing to match against
 }
 
 void Hub::NoteUnmatched(Batch& batch, IngestResult& res) {
-  if (known_.empty()) return;  // no inventory yet: nothing to match against
-  std::sort(batch.gpus.begin(), batch.gpus.end());
-  batch.gpus.erase(std::unique(batch.gpus.begin(), batch.gpus.end()), batch.gpus.end());
-  for (const HealthTracker::GpuState* g : batch.gpus) {
-    if (!known_.count(g->uuid)) res.unmatched_gpus.push_back(g->uuid);
-  }
-  std::sort(res.unmatched_gpus.begin(), res.unmatched_gpus.end());
+  res.unmatched_gpus.assign(batch.unknown.begin(), batch.unknown.end());
 }
 
 void Hub::Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, IngestResult& res) {
@@ -131,6 +130,15 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
   IngestResult res;
   Batch batch;
   bool health_changed = false;
+  auto ahead = [&](int64_t t_ms) { return t_ms > now_ms + kMaxAheadMs; };
+  bool future = ahead(report.time_ms);
+  for (const GpuReport& g : report.gpus) {
+    for (const XidEvent& x : g.xid_events) future = future || ahead(x.time_ms);
+  }
+  if (future) {
+    return absl::InvalidArgumentError(
+        fmt::format("timeMs: more than {} s ahead of the server's clock", kMaxAheadMs / 1000));
+  }
   const int64_t t = report.time_ms > 0 ? report.time_ms : now_ms;
   {
     absl::MutexLock l(&mu_);
@@ -138,6 +146,14 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
     for (const GpuReport& reported : report.gpus) {
       const GpuReport& g = reported;
       const std::string& uuid = reported.uuid;
+      if (Unknown(uuid)) {
+        batch.unknown.insert(uuid);
+        int64_t n = static_cast<int64_t>(g.readings.size());
+        for (const InstanceReport& i : g.instances) n += static_cast<int64_t>(i.readings.size());
+        res.samples += n;
+        res.unmatched += n;
+        continue;
+      }
       if (simulated && real_sources_.count(uuid)) continue;
       if (!simulated) real_sources_.insert(uuid);
       HealthTracker::GpuState* gpu = health_.Track(uuid);
@@ -194,6 +210,14 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
         if (hub_.text_cache_.size() >= kMaxTextCache) hub_.text_cache_.clear();
         it = hub_.text_cache_.emplace(key, Resolve(s)).first;
       }
+      if (it->second.unknown) {
+        ++res_.samples;
+        ++res_.unmatched;
+        for (const PromLabel& l : s.labels) {
+          if (l.name == "UUID" || l.name == "uuid") batch_.unknown.insert(std::string(l.value));
+        }
+        return absl::OkStatus();
+      }
       hub_.Apply(it->second, s.value, s.timestamp_ms.value_or(now_ms_), batch_, res_);
       return absl::OkStatus();
     }
@@ -215,6 +239,10 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
         if (ec != std::errc() || p != gi_text.data() + gi_text.size() || gi < 0) gi = -1;
       }
       const std::string gpu(uuid);
+      if (hub_.Unknown(gpu)) {
+        r.unknown = true;  // no state, no series for it
+        return r;
+      }
       r.gi = gi;
       r.field = *f;
       r.keep = true;
@@ -237,6 +265,24 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
     IngestResult& res_;
     Batch& batch_;
   };
+
+  // The whole text first: a body refused anywhere changes nothing.
+  class Check final : public PromSink {
+   public:
+    explicit Check(int64_t now_ms) : now_ms_(now_ms) {}
+    absl::Status OnSample(const PromSample& s) override {
+      if (s.timestamp_ms && *s.timestamp_ms > now_ms_ + kMaxAheadMs) {
+        return absl::InvalidArgumentError(fmt::format(
+            "timestamp {} ms is more than {} s ahead of the server's clock", *s.timestamp_ms, kMaxAheadMs / 1000));
+      }
+      return absl::OkStatus();
+    }
+
+   private:
+    int64_t now_ms_;
+  };
+  Check check(now_ms);
+  RETURN_IF_ERROR(ParsePromText(text, check));
 
   IngestResult res;
   Batch batch;

@@ -5,9 +5,10 @@
 // Matching. dcgm-exporter's UUID label is always the parent GPU's; a MIG row adds GPU_I_ID and
 // GPU_I_PROFILE. A reading of a per-instance field on a MIG row goes to the instance
 // ("GPU-…/<gi>"); a GPU-level field (power, energy, temperature, ECC…) repeats on every MIG row
-// and is stored once for the GPU, never summed. DCGM's blank sentinels are dropped. Samples of a
-// GPU the inventory does not know are still stored (the inventory may catch up) and counted as
-// unmatched in the answer.
+// and is stored once for the GPU, never summed. DCGM's blank sentinels are dropped. Once the
+// inventory is known (SetKnownGpus), readings of other GPUs are counted as unmatched and dropped:
+// made-up UUIDs create no series and no health state. A text body is checked whole before any of
+// it is applied (syntax, label bounds, timestamps at most kMaxAheadMs ahead of the server).
 #ifndef GPUAAS_TELEMETRY_HUB_H_
 #define GPUAAS_TELEMETRY_HUB_H_
 
@@ -35,13 +36,17 @@ namespace gpuaas::telemetry {
 std::set<std::string> GpusOf(const NodeReport& report);
 absl::StatusOr<std::set<std::string>> GpusOfDcgmText(std::string_view text);
 
+// How far ahead of the server's clock a reading's timestamp may be.
+inline constexpr int64_t kMaxAheadMs = 5 * 60 * 1000;
+
 struct IngestResult {
   int64_t samples = 0;         // readings seen
   int64_t stored = 0;          // appended to series
   int64_t blank = 0;           // DCGM blank sentinels dropped
   int64_t ignored = 0;         // metrics gpuaas does not keep
   int64_t xid_events = 0;
-  std::vector<std::string> unmatched_gpus;  // UUIDs the inventory does not know
+  int64_t unmatched = 0;       // readings of GPUs the inventory does not know: dropped
+  std::vector<std::string> unmatched_gpus;  // those GPUs' UUIDs
 };
 
 // What the hub knows of a MIG instance, learned from reports and dcgm-exporter labels.
@@ -119,6 +124,7 @@ class Hub {
     SeriesId id = 0;
     bool has_id = false;
     bool keep = false;
+    bool unknown = false;  // a GPU the inventory does not know: dropped
     Field field = Field::kPowerW;
     int gi = -1;
   };
@@ -146,8 +152,10 @@ class Hub {
     std::vector<Sample> samples;
     std::vector<HealthReading> health;
     std::vector<const HealthTracker::GpuState*> gpus;  // GPUs named, in order of first sight
+    std::set<std::string> unknown;                     // GPUs dropped, unknown to the inventory
   };
   void NoteUnmatched(Batch& batch, IngestResult& res) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Unknown(std::string_view uuid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, IngestResult& res)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<double> DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,

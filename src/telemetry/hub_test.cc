@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "telemetry/scraper.h"
 
@@ -47,12 +48,12 @@ TEST(Hub, GpuLevelReadingsOnMigRowsAreNotSummedAndBlanksDropped) {
       "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-x\",GPU_I_PROFILE=\"3g.71gb\",GPU_I_ID=\"1\"} 0.5\n"
       "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-x\",GPU_I_PROFILE=\"3g.71gb\",GPU_I_ID=\"2\"} 0.25\n";
   Hub hub;
-  hub.SetKnownGpus({"GPU-y"});
+  hub.SetKnownGpus({"GPU-x", "GPU-y"});
   absl::StatusOr<IngestResult> r = hub.IngestText(text, kNowMs);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->blank, 1);
   EXPECT_EQ(r->stored, 3);  // power once, two instances
-  EXPECT_EQ(r->unmatched_gpus, std::vector<std::string>{"GPU-x"});
+  EXPECT_TRUE(r->unmatched_gpus.empty());
   auto q = hub.series().Query("GPU-x", Field::kPowerW, kNowMs / 1000, kNowMs / 1000 + 1, 1, kNowMs / 1000);
   ASSERT_EQ(q.size(), 1u);
   EXPECT_EQ(q[0].mean, 400);
@@ -66,11 +67,66 @@ TEST(Hub, GpuLevelReadingsOnMigRowsAreNotSummedAndBlanksDropped) {
   EXPECT_NEAR(u[0].utilization(), 0.375, 1e-9);
 }
 
+TEST(Hub, UnknownGpusAreCountedAndDroppedAndARefusedBodyChangesNothing) {
+  Hub hub;
+  hub.SetKnownGpus({"GPU-x"});
+  // Readings of 1,000 made-up GPUs: counted, no series, no health state.
+  std::string text;
+  for (int i = 0; i < 1000; ++i) {
+    text += fmt::format("DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-fake-{}\"}} 100\n", i);
+  }
+  text += "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-x\"} 300\n";
+  absl::StatusOr<IngestResult> r = hub.IngestText(text, kNowMs);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->samples, 1001);
+  EXPECT_EQ(r->unmatched, 1000);
+  EXPECT_EQ(r->stored, 1);
+  EXPECT_EQ(r->unmatched_gpus.size(), 1000u);
+  EXPECT_EQ(hub.series().series_count(), 1u);
+  EXPECT_FALSE(hub.series().Find("GPU-fake-7", Field::kPowerW));
+  // The same for a JSON report.
+  NodeReport rep;
+  rep.node = "n";
+  GpuReport made_up;
+  made_up.uuid = "GPU-made-up";
+  made_up.readings[Field::kPowerW] = 1;
+  rep.gpus.push_back(made_up);
+  absl::StatusOr<IngestResult> jr = hub.IngestReport(rep, kNowMs);
+  ASSERT_TRUE(jr.ok());
+  EXPECT_EQ(jr->unmatched, 1);
+  EXPECT_EQ(hub.series().series_count(), 1u);
+  // Once the inventory knows a GPU, its readings are kept (the resolution cache starts over).
+  hub.SetKnownGpus({"GPU-x", "GPU-fake-7"});
+  ASSERT_TRUE(hub.IngestText(text, kNowMs + 1000).ok());
+  EXPECT_TRUE(hub.series().Find("GPU-fake-7", Field::kPowerW));
+  const size_t series = hub.series().series_count();
+
+  // A body refused further down (a sample stamped an hour ahead; a bad line) changes nothing.
+  const std::string later = fmt::format(
+      "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-x\",GPU_I_ID=\"3\",GPU_I_PROFILE=\"1g.18gb\"}} 5\n"
+      "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-x\"}} 7 {}\n",
+      kNowMs + 3600 * 1000);
+  absl::StatusOr<IngestResult> ahead = hub.IngestText(later, kNowMs);
+  EXPECT_EQ(ahead.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ahead.status().message().find("ahead of the server's clock"), std::string::npos) << ahead.status();
+  EXPECT_TRUE(hub.Instances("GPU-x").empty());  // the first line's instance was not learned
+  absl::StatusOr<IngestResult> bad = hub.IngestText(
+      "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-fake-7\"} 50\nDCGM_FI_DEV_GPU_TEMP{UUID=\"x} 2\n", kNowMs);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(hub.series().series_count(), series);
+  // Huge label values and too many labels are refused.
+  EXPECT_FALSE(hub.IngestText("DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-x\",Hostname=\"" + std::string(2000, 'h') + "\"} 1\n",
+                              kNowMs).ok());
+  std::string many = "DCGM_FI_DEV_GPU_TEMP{UUID=\"GPU-x\"";
+  for (int i = 0; i < 100; ++i) many += fmt::format(",l{}=\"v\"", i);
+  EXPECT_FALSE(hub.IngestText(many + "} 1\n", kNowMs).ok());
+}
+
 TEST(Hub, DevicesCountOnlyWithinTheirWindow) {
   Hub hub;
   const int64_t t0 = kNowMs / 1000;
   for (int i = 0; i < 6; ++i) {
-    ASSERT_TRUE(hub.IngestText("DCGM_FI_PROF_SM_ACTIVE{UUID=\"GPU-x\"} 0.5 " + std::to_string((t0 + i * 10) * 1000) + "\n", 0).ok());
+    ASSERT_TRUE(hub.IngestText("DCGM_FI_PROF_SM_ACTIVE{UUID=\"GPU-x\"} 0.5 " + std::to_string((t0 + i * 10) * 1000) + "\n", (t0 + 60) * 1000).ok());
   }
   // A run on the GPU from t0+20 to t0+40: two of the six 10-second steps.
   DeviceRef run{"GPU-x", -1, 1, t0 + 20, t0 + 40};

@@ -103,7 +103,7 @@ TEST(NvidiaSmi, ReportsFeedTheHubAndBadInputIsRefused) {
   if (!r) GTEST_SKIP();
   Hub hub;
   r->time_ms = 1'800'000'000'000;
-  ASSERT_TRUE(hub.IngestReport(*r, 0).ok());
+  ASSERT_TRUE(hub.IngestReport(*r, r->time_ms).ok());
   EXPECT_TRUE(hub.series().Latest(r->gpus[7].uuid, Field::kPowerW));
   EXPECT_FALSE(hub.Verdict(r->gpus[0].uuid).failed());
   EXPECT_EQ(ParseNvidiaSmiXml("<nvidia_smi_log><gpu>", "n", 0).status().code(), absl::StatusCode::kInvalidArgument);

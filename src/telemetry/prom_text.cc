@@ -295,6 +295,11 @@ absl::Status PromTextParser::Sample(std::string_view line) {
         }
         value = std::string_view(scratch_).substr(at);
       }
+      if (value.size() > kMaxLabelValueBytes) {
+        return Fail(fmt::format("label {}: a value of {} bytes exceeds {}", lname, value.size(), kMaxLabelValueBytes));
+      }
+      // Bounded, so that the duplicate check below stays cheap.
+      if (s.labels.size() >= kMaxLabels) return Fail(fmt::format("more than {} labels on one sample", kMaxLabels));
       for (const PromLabel& l : s.labels) {
         if (l.name.size() == lname.size() && l.name[0] == lname[0] && l.name == lname) {
           return Fail(fmt::format("duplicate label {}", lname));

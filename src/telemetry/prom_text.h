@@ -40,6 +40,10 @@ struct StringViewEq {
 template <typename V>
 using StringMap = absl::flat_hash_map<std::string, V, StringViewHash, StringViewEq>;
 
+// Bounds on what one sample may carry (dcgm-exporter's rows have about ten short labels).
+inline constexpr size_t kMaxLabels = 64;
+inline constexpr size_t kMaxLabelValueBytes = 1024;
+
 enum class MetricType { kUntyped, kCounter, kGauge, kHistogram, kSummary };
 std::string_view ToString(MetricType t);
 

@@ -211,6 +211,7 @@ absl::StatusOr<HttpResponse> TelemetryApi::Ingest(const HttpRequest& req, const 
                 {"blank", r->blank},
                 {"ignored", r->ignored},
                 {"xidEvents", r->xid_events},
+                {"unmatched", r->unmatched},
                 {"unmatchedGpus", r->unmatched_gpus}});
 }
 
