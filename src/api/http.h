@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace gpuaas::api {
 
 struct HttpRequest {
@@ -56,6 +58,10 @@ struct HttpResponse {
 
 // Decodes %XX escapes (and '+' as space when `plus_is_space`); false on a malformed escape.
 bool PercentDecode(std::string_view in, bool plus_is_space, std::string& out);
+
+// Fills `req.path` and `req.query` from a request target ("/path?k=v&..."), percent-decoded;
+// InvalidArgument for a malformed escape or text that is not UTF-8.
+absl::Status ParseRequestTarget(std::string_view target, HttpRequest& req);
 
 }  // namespace gpuaas::api
 

@@ -818,6 +818,8 @@ ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::
 
 ApiServer::~ApiServer() { Stop(); }
 
+HttpResponse ApiServer::Handle(const HttpRequest& req) { return impl_->Dispatch(req); }
+
 std::vector<RouteInfo> ApiServer::Routes() const {
   std::vector<RouteInfo> out;
   for (const Route& r : impl_->routes) {

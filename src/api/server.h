@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "api/auth.h"
+#include "api/http.h"
 #include "service/pools.h"
 #include "store/cache.h"
 
@@ -98,6 +99,8 @@ class ApiServer {
   void Stop();
   // /readyz answers 200 only once ready (the first inventory sync has landed).
   void SetReady(bool ready);
+  // Answers one request as the HTTP server would, without a socket (the request-path fuzzer).
+  HttpResponse Handle(const HttpRequest& req);
   // Every route with its policy, sorted by pattern and method.
   std::vector<RouteInfo> Routes() const;
 

@@ -64,6 +64,31 @@ bool PercentDecode(std::string_view in, bool plus_is_space, std::string& out) {
   return true;
 }
 
+absl::Status ParseRequestTarget(std::string_view target, HttpRequest& req) {
+  const size_t q = target.find('?');
+  bool ok = PercentDecode(target.substr(0, q), false, req.path);
+  if (ok && q != std::string_view::npos) {
+    std::string_view rest = target.substr(q + 1);
+    while (ok && !rest.empty()) {
+      const size_t amp = rest.find('&');
+      const std::string_view pair = rest.substr(0, amp);
+      rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+      if (pair.empty()) continue;
+      const size_t eq = pair.find('=');
+      std::string k, v;
+      ok = PercentDecode(pair.substr(0, eq), true, k) &&
+           PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), true, v);
+      if (ok) req.query.emplace(std::move(k), std::move(v));
+    }
+  }
+  if (!ok) return absl::InvalidArgumentError("malformed percent-encoding in the request target");
+  // Text is UTF-8 everywhere past this point (paths, names and selectors end up in JSON).
+  bool utf8 = IsValidUtf8(req.path);
+  for (const auto& [k, v] : req.query) utf8 = utf8 && IsValidUtf8(k) && IsValidUtf8(v);
+  if (!utf8) return absl::InvalidArgumentError("the request target is not valid UTF-8");
+  return absl::OkStatus();
+}
+
 namespace internal {
 namespace {
 
@@ -206,23 +231,7 @@ class Session : public std::enable_shared_from_this<Session> {
     http::request<http::string_body>& msg = parser_->get();
     HttpRequest req;
     req.method = std::string(msg.method_string());
-    std::string_view target(msg.target().data(), msg.target().size());
-    const size_t q = target.find('?');
-    bool ok = PercentDecode(target.substr(0, q), false, req.path);
-    if (ok && q != std::string_view::npos) {
-      std::string_view rest = target.substr(q + 1);
-      while (ok && !rest.empty()) {
-        size_t amp = rest.find('&');
-        std::string_view pair = rest.substr(0, amp);
-        rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
-        if (pair.empty()) continue;
-        size_t eq = pair.find('=');
-        std::string k, v;
-        ok = PercentDecode(pair.substr(0, eq), true, k) &&
-             PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), true, v);
-        if (ok) req.query.emplace(std::move(k), std::move(v));
-      }
-    }
+    const absl::Status target = ParseRequestTarget(std::string_view(msg.target().data(), msg.target().size()), req);
     for (const auto& f : msg) {
       req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     }
@@ -230,17 +239,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep_alive = msg.keep_alive();
     const bool head = msg.method() == http::verb::head;
     const unsigned version = msg.version();
-    if (!ok) {
-      return Write(ErrorResponse(absl::InvalidArgumentError("malformed percent-encoding in the request target")),
-                   head, keep_alive, version);
-    }
-    // Text is UTF-8 everywhere past this point (paths, names and selectors end up in JSON).
-    bool utf8 = IsValidUtf8(req.path);
-    for (const auto& [k, v] : req.query) utf8 = utf8 && IsValidUtf8(k) && IsValidUtf8(v);
-    if (!utf8) {
-      return Write(ErrorResponse(absl::InvalidArgumentError("the request target is not valid UTF-8")), head,
-                   keep_alive, version);
-    }
+    if (!target.ok()) return Write(ErrorResponse(target), head, keep_alive, version);
     // Reads answer from in-memory snapshots and run here, on the I/O thread. Writes wait for
     // the store and the cache, so they run on the worker pool: a slow commit must not stall
     // every other connection.
