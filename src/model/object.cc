@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace gpuaas::model {
@@ -54,6 +55,25 @@ absl::Status ValidateName(std::string_view name) {
   if (!IsAlnumLower(name.front()) || !IsAlnumLower(name.back())) {
     return absl::InvalidArgumentError(fmt::format(
         "metadata.name: \"{}\" must start and end with a letter or digit", name));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAnnotations(const std::map<std::string, std::string>& annotations) {
+  size_t total = 0;
+  for (const auto& [key, value] : annotations) {
+    std::map<std::string, std::string> as_label{{key, ""}};
+    if (!ValidateLabels(as_label).ok()) {
+      return absl::InvalidArgumentError(fmt::format("metadata.annotations: invalid key \"{}\"", key));
+    }
+    if (!IsValidUtf8(value)) {
+      return absl::InvalidArgumentError(fmt::format("metadata.annotations: the value of \"{}\" is not UTF-8", key));
+    }
+    total += key.size() + value.size();
+  }
+  if (total > kMaxAnnotationBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("metadata.annotations: {} bytes in all exceed the limit of 256 KiB", total));
   }
   return absl::OkStatus();
 }

@@ -54,6 +54,9 @@ absl::Status ValidateName(std::string_view name);
 
 // Label keys ([prefix/]name) and values as Kubernetes allows them.
 absl::Status ValidateLabels(const std::map<std::string, std::string>& labels);
+// Kubernetes' rule: keys as label keys, keys and values together at most 256 KiB, UTF-8.
+inline constexpr size_t kMaxAnnotationBytes = 256 * 1024;
+absl::Status ValidateAnnotations(const std::map<std::string, std::string>& annotations);
 
 }  // namespace gpuaas::model
 

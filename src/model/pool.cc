@@ -3,6 +3,7 @@
 #include <set>
 
 #include "catalog/catalog.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace gpuaas::model {
@@ -24,6 +25,10 @@ absl::Status ValidateProject(const Project& p) {
       }
     }
   }
+  if (p.spec.display_name.size() > 256 || !IsValidUtf8(p.spec.display_name)) {
+    return absl::InvalidArgumentError("spec.displayName: at most 256 bytes of UTF-8");
+  }
+  if (absl::Status s = ValidateAnnotations(p.metadata.annotations); !s.ok()) return s;
   return ValidateLabels(p.metadata.labels);
 }
 
@@ -63,6 +68,7 @@ absl::Status ValidatePool(const GpuPool& p) {
   if (p.spec.time_slicing_replicas < 0 || p.spec.time_slicing_replicas > 64) {
     return absl::InvalidArgumentError("spec.sharing.timeSlicing.replicas: must be between 1 and 64");
   }
+  if (absl::Status s = ValidateAnnotations(p.metadata.annotations); !s.ok()) return s;
   return ValidateLabels(p.metadata.labels);
 }
 
@@ -85,7 +91,8 @@ absl::Status ValidateWorkload(const Workload& w) {
         w.spec.resource));
   }
   if (w.spec.count < 1 || w.spec.count > 64) return absl::InvalidArgumentError("spec.count: must be between 1 and 64");
-  return absl::OkStatus();
+  if (absl::Status s = ValidateAnnotations(w.metadata.annotations); !s.ok()) return s;
+  return ValidateLabels(w.metadata.labels);
 }
 
 bool PoolReleaseRequested(const GpuPool& p) { return FindCondition(p.status.conditions, kReleased) != nullptr; }

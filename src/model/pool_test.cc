@@ -76,3 +76,45 @@ TEST(ProjectValidation, NamesAndQuotaModels) {
 
 }  // namespace
 }  // namespace gpuaas::model
+
+namespace gpuaas::model {
+namespace {
+
+TEST(MetadataValidation, AnnotationsAndDisplayNamesAreBounded) {
+  Project p;
+  p.metadata.name = "vision";
+  p.metadata.annotations = {{"gpuaas.io/owner", "team vision"}, {"note", "\xea\xb0\x80"}};
+  EXPECT_TRUE(ValidateProject(p).ok());
+  p.metadata.annotations["big"] = std::string(kMaxAnnotationBytes, 'x');
+  EXPECT_NE(ValidateProject(p).message().find("256 KiB"), std::string::npos) << ValidateProject(p);
+  p.metadata.annotations.erase("big");
+  p.metadata.annotations["bad key!"] = "v";
+  EXPECT_FALSE(ValidateProject(p).ok());
+  p.metadata.annotations.erase("bad key!");
+  p.metadata.annotations["note"] = "\xff";
+  EXPECT_FALSE(ValidateProject(p).ok());
+  p.metadata.annotations.erase("note");
+  p.spec.display_name = std::string(300, 'd');
+  EXPECT_NE(ValidateProject(p).message().find("displayName"), std::string::npos);
+
+  GpuPool pool;
+  pool.metadata.name = "p";
+  pool.metadata.ns = "vision";
+  pool.spec.items = {{"H200-SXM-141GB", "full", 1}};
+  ASSERT_TRUE(ValidatePool(pool).ok()) << ValidatePool(pool);
+  pool.metadata.annotations["x"] = std::string(kMaxAnnotationBytes + 1, 'x');
+  EXPECT_FALSE(ValidatePool(pool).ok());
+
+  Workload w;
+  w.metadata.name = "w";
+  w.metadata.ns = "vision";
+  w.spec.pool = "p";
+  w.spec.resource = "nvidia.com/gpu";
+  w.spec.count = 1;
+  EXPECT_TRUE(ValidateWorkload(w).ok());
+  w.metadata.annotations["x"] = std::string(kMaxAnnotationBytes + 1, 'x');
+  EXPECT_FALSE(ValidateWorkload(w).ok());
+}
+
+}  // namespace
+}  // namespace gpuaas::model
