@@ -367,3 +367,59 @@ TEST_F(MonitoringTest, RollupsSurviveARestart) {
 
 }  // namespace
 }  // namespace gpuaas::testing
+
+namespace gpuaas::testing {
+namespace {
+
+// Made-up GPUs cost nothing to keep: their readings are counted and dropped.
+TEST_F(MonitoringTest, ReadingsOfAHundredThousandMadeUpGpusLeaveMemoryBounded) {
+  // Again without a sanitizer's quarantine (freed memory it holds back would read as growth).
+  ASSERT_EQ(server_.Stop(), 0);
+  setenv("ASAN_OPTIONS", "quarantine_size_mb=0:thread_local_quarantine_size_kb=0", 1);
+  ASSERT_TRUE(server_.Start("--token-auth-file " + dir_ + "/tokens --fleet " + dir_ + "/fleet.yaml --db sqlite:" +
+                                dir_ + "/g.db",
+                            dir_ + "/server.log"))
+      << server_.Log();
+  unsetenv("ASAN_OPTIONS");
+  client_ = std::make_unique<httplib::Client>(server_.Url());
+  client_->set_read_timeout(30);
+  auto push = [&](int from, int n) {
+    std::string text;
+    text.reserve(static_cast<size_t>(n) * 80);
+    for (int i = from; i < from + n; ++i) {
+      text += "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-made-up-" + std::to_string(i) + "\"} 100\n";
+    }
+    return client_->Post("/api/v1/telemetry", {{"Authorization", std::string("Bearer ") + kOperatorToken}}, text,
+                         "text/plain");
+  };
+  // The baseline, in the same run: the same pushes, 10 x 10,000 readings, all of one made-up
+  // GPU, so that what the pushes themselves cost (request buffers, a sanitizer's quarantine) is
+  // measured apart from what 100,000 distinct GPUs would keep.
+  auto same = [&](int n) {
+    std::string text;
+    for (int i = 0; i < n; ++i) text += "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-made-up-00000\"} " + std::to_string(i) + "\n";
+    return client_->Post("/api/v1/telemetry", {{"Authorization", std::string("Bearer ") + kOperatorToken}}, text,
+                         "text/plain");
+  };
+  ASSERT_EQ(push(0, 1000)->status, 200);  // warm up
+  const int64_t start = server_.RssKiB();
+  ASSERT_GT(start, 0);
+  for (int chunk = 0; chunk < 10; ++chunk) ASSERT_EQ(same(10000)->status, 200);
+  const int64_t before = server_.RssKiB();
+  for (int chunk = 0; chunk < 10; ++chunk) {
+    auto r = push(1000 + chunk * 10000, 10000);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["unmatched"], 10000);
+  }
+  const int64_t after = server_.RssKiB();
+  // Stated bound (docs/security.md): 100,000 made-up GPUs cost at most 16 MiB more than the
+  // same bytes naming one GPU.
+  EXPECT_LT((after - before) - (before - start), 16 * 1024)
+      << "baseline pushes: " << start << " -> " << before << " KiB; made-up GPUs: " << before << " -> " << after << " KiB";
+  EXPECT_EQ(Gpus().size(), 8u);  // and the server still answers
+  EXPECT_EQ(server_.Stop(), 0) << server_.Log();
+}
+
+}  // namespace
+}  // namespace gpuaas::testing

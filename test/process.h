@@ -105,6 +105,11 @@ class Background {
  private:
   pid_t pid_ = -1;
   std::string log_path_;
+
+ public:
+  pid_t pid() const { return pid_; }
+
+ private:
   std::string match_;
 };
 
@@ -124,6 +129,14 @@ class ServerProcess {
   int Stop(int sig = SIGTERM) { return child_.Stop(sig); }
   std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string Log() const { return child_.Log(); }
+  // Resident memory of the server process, from /proc (0 when unknown).
+  int64_t RssKiB() const {
+    std::ifstream in("/proc/" + std::to_string(child_.pid()) + "/status");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+    }
+    return 0;
+  }
 
  private:
   Background child_;

@@ -333,8 +333,9 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
         }
       }
       for (const auto& [uuid, change] : out.plan.gpu_changes) {
+        const std::string& wanted = uuid;  // clang 14 cannot capture a structured binding
         const allocator::GpuState& g = *std::find_if(fleet.gpus.begin(), fleet.gpus.end(),
-                                                     [&](const allocator::GpuState& x) { return x.uuid == uuid; });
+                                                     [&](const allocator::GpuState& x) { return x.uuid == wanted; });
         MigLayout l;
         l.metadata.name = ToLower(uuid);
         l.metadata.labels = {{"gpuaas.io/cluster", g.cluster}};

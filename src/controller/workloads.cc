@@ -41,7 +41,10 @@ WorkloadStats WorkloadController::stats() const {
 
 absl::StatusOr<runtime::Result> WorkloadController::Reconcile(const std::string& key) {
   if (workloads_.ByIndex("pool", key).empty()) return runtime::Result::Done();
-  const auto [ns, pool_name] = runtime::SplitKey(key);
+  // Named, not structured bindings: clang 14 (the fuzz preset) cannot capture those in lambdas.
+  const std::pair<std::string, std::string> split = runtime::SplitKey(key);
+  const std::string& ns = split.first;
+  const std::string& pool_name = split.second;
   WorkloadStats delta;
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     delta = WorkloadStats{};

@@ -103,7 +103,11 @@ bool Hub::Unknown(std::string_view uuid) const {
 }
 
 void Hub::NoteUnmatched(Batch& batch, IngestResult& res) {
-  res.unmatched_gpus.assign(batch.unknown.begin(), batch.unknown.end());
+  // The first of them, enough to tell what is wrong; `unmatched` counts them all.
+  for (const std::string& uuid : batch.unknown) {
+    if (res.unmatched_gpus.size() == kMaxUnmatchedListed) break;
+    res.unmatched_gpus.push_back(uuid);
+  }
 }
 
 void Hub::Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, IngestResult& res) {
@@ -206,11 +210,20 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
     absl::Status OnSample(const PromSample& s) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
       const Digest key = DigestOf(s.series);
       auto it = hub_.text_cache_.find(key);
-      if (it == hub_.text_cache_.end()) {
-        if (hub_.text_cache_.size() >= kMaxTextCache) hub_.text_cache_.clear();
-        it = hub_.text_cache_.emplace(key, Resolve(s)).first;
+      Resolved uncached;
+      const Resolved* r = nullptr;
+      if (it != hub_.text_cache_.end()) {
+        r = &it->second;
+      } else {
+        uncached = Resolve(s);
+        if (uncached.unknown) {
+          r = &uncached;  // made-up GPUs take no room, not even here
+        } else {
+          if (hub_.text_cache_.size() >= kMaxTextCache) hub_.text_cache_.clear();
+          r = &hub_.text_cache_.emplace(key, uncached).first->second;
+        }
       }
-      if (it->second.unknown) {
+      if (r->unknown) {
         ++res_.samples;
         ++res_.unmatched;
         for (const PromLabel& l : s.labels) {
@@ -218,7 +231,7 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
         }
         return absl::OkStatus();
       }
-      hub_.Apply(it->second, s.value, s.timestamp_ms.value_or(now_ms_), batch_, res_);
+      hub_.Apply(*r, s.value, s.timestamp_ms.value_or(now_ms_), batch_, res_);
       return absl::OkStatus();
     }
 

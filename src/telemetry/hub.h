@@ -38,6 +38,7 @@ absl::StatusOr<std::set<std::string>> GpusOfDcgmText(std::string_view text);
 
 // How far ahead of the server's clock a reading's timestamp may be.
 inline constexpr int64_t kMaxAheadMs = 5 * 60 * 1000;
+inline constexpr size_t kMaxUnmatchedListed = 100;
 
 struct IngestResult {
   int64_t samples = 0;         // readings seen
@@ -46,7 +47,7 @@ struct IngestResult {
   int64_t ignored = 0;         // metrics gpuaas does not keep
   int64_t xid_events = 0;
   int64_t unmatched = 0;       // readings of GPUs the inventory does not know: dropped
-  std::vector<std::string> unmatched_gpus;  // those GPUs' UUIDs
+  std::vector<std::string> unmatched_gpus;  // those GPUs' UUIDs, the first kMaxUnmatchedListed
 };
 
 // What the hub knows of a MIG instance, learned from reports and dcgm-exporter labels.
