@@ -226,7 +226,7 @@ struct ApiServer::Impl {
   // The caller: from the bearer token, or everyone is an operator when the server runs without
   // authentication (tests, --insecure-no-auth).
   std::optional<Principal> Identify(const HttpRequest& req) const {
-    if (auth == nullptr) return Principal{"anonymous", Role::kOperator, ""};
+    if (auth == nullptr) return Principal{"anonymous", Role::kOperator, "", "", {}};
     const std::string h = req.Header("Authorization");
     if (h.size() < 8 || !StartsWithIgnoreCase(h, "Bearer ")) return std::nullopt;
     return auth->Authenticate(Trim(std::string_view(h).substr(7)));
@@ -297,7 +297,7 @@ struct ApiServer::Impl {
                                                      ToString(who->role), req.method, route->pattern,
                                                      fmt::join(may, " and ")));
     }
-    return handler(req, params, who.value_or(Principal{"anonymous", Role::kMember, ""}));
+    return handler(req, params, who.value_or(Principal{"anonymous", Role::kMember, "", "", {}}));
   }
 
   // --- handlers -------------------------------------------------------------------------
