@@ -48,28 +48,6 @@ uint64_t Mix(uint64_t k) {
 
 }  // namespace
 
-std::set<std::string> GpusOf(const NodeReport& report) {
-  std::set<std::string> out;
-  for (const GpuReport& g : report.gpus) out.insert(g.uuid);
-  return out;
-}
-
-absl::StatusOr<std::set<std::string>> GpusOfDcgmText(std::string_view text) {
-  class Sink final : public PromSink {
-   public:
-    absl::Status OnSample(const PromSample& s) override {
-      for (const PromLabel& l : s.labels) {
-        if (l.name == "UUID" || l.name == "uuid") gpus.insert(std::string(l.value));
-      }
-      return absl::OkStatus();
-    }
-    std::set<std::string> gpus;
-  };
-  Sink sink;
-  RETURN_IF_ERROR(ParsePromText(text, sink));
-  return std::move(sink.gpus);
-}
-
 Hub::Digest Hub::DigestOf(std::string_view text) {
   uint64_t a = 0x9e3779b97f4a7c15ULL ^ text.size();
   uint64_t b = 0x6a09e667f3bcc909ULL + text.size();
@@ -130,7 +108,11 @@ bool Hub::HasRealSource(std::string_view gpu_uuid) const {
   return real_sources_.count(gpu_uuid) > 0;
 }
 
-absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t now_ms, bool simulated) {
+absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t now_ms, bool simulated,
+                                               const GpuAdmission& admit) {
+  if (admit) {
+    for (const GpuReport& g : report.gpus) RETURN_IF_ERROR(admit(g.uuid));
+  }
   IngestResult res;
   Batch batch;
   bool health_changed = false;
@@ -202,7 +184,7 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
   return res;
 }
 
-absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_ms) {
+absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_ms, const GpuAdmission& admit) {
   class Sink final : public PromSink {
    public:
     Sink(Hub& hub, int64_t now_ms, IngestResult& res, Batch& batch)
@@ -282,19 +264,27 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
   // The whole text first: a body refused anywhere changes nothing.
   class Check final : public PromSink {
    public:
-    explicit Check(int64_t now_ms) : now_ms_(now_ms) {}
+    Check(int64_t now_ms, const GpuAdmission& admit) : now_ms_(now_ms), admit_(admit) {}
     absl::Status OnSample(const PromSample& s) override {
       if (s.timestamp_ms && *s.timestamp_ms > now_ms_ + kMaxAheadMs) {
         return absl::InvalidArgumentError(fmt::format(
             "timestamp {} ms is more than {} s ahead of the server's clock", *s.timestamp_ms, kMaxAheadMs / 1000));
+      }
+      if (!admit_) return absl::OkStatus();
+      for (const PromLabel& l : s.labels) {
+        if ((l.name == "UUID" || l.name == "uuid") && admitted_.insert(std::string(l.value)).second) {
+          RETURN_IF_ERROR(admit_(l.value));
+        }
       }
       return absl::OkStatus();
     }
 
    private:
     int64_t now_ms_;
+    const GpuAdmission& admit_;
+    std::set<std::string, std::less<>> admitted_;
   };
-  Check check(now_ms);
+  Check check(now_ms, admit);
   RETURN_IF_ERROR(ParsePromText(text, check));
 
   IngestResult res;

@@ -32,9 +32,9 @@
 
 namespace gpuaas::telemetry {
 
-// The GPU UUIDs a body names, as written, without ingesting it: for checking who may push them.
-std::set<std::string> GpusOf(const NodeReport& report);
-absl::StatusOr<std::set<std::string>> GpusOfDcgmText(std::string_view text);
+// Asked for each GPU a body names (once per GPU) before any of the body applies: a non-OK
+// answer refuses the whole body with that status (who may push for which GPU).
+using GpuAdmission = std::function<absl::Status(std::string_view gpu_uuid)>;
 
 // How far ahead of the server's clock a reading's timestamp may be.
 inline constexpr int64_t kMaxAheadMs = 5 * 60 * 1000;
@@ -83,10 +83,11 @@ class Hub {
 
   // `simulated`: from the server's own simulation (demo), which yields to real sources: GPUs any
   // other report or scrape has named are left out of simulated reports.
-  absl::StatusOr<IngestResult> IngestReport(const NodeReport& report, int64_t now_ms, bool simulated = false);
+  absl::StatusOr<IngestResult> IngestReport(const NodeReport& report, int64_t now_ms, bool simulated = false,
+                                            const GpuAdmission& admit = nullptr);
   // dcgm-exporter text. Malformed text is refused whole (InvalidArgument with the line) and
   // changes nothing.
-  absl::StatusOr<IngestResult> IngestText(std::string_view text, int64_t now_ms);
+  absl::StatusOr<IngestResult> IngestText(std::string_view text, int64_t now_ms, const GpuAdmission& admit = nullptr);
 
   // The GPUs the inventory knows (for matching); replaced as a whole.
   void SetKnownGpus(std::set<std::string> uuids);

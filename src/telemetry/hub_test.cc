@@ -122,6 +122,31 @@ TEST(Hub, UnknownGpusAreCountedAndDroppedAndARefusedBodyChangesNothing) {
   EXPECT_FALSE(hub.IngestText(many + "} 1\n", kNowMs).ok());
 }
 
+TEST(Hub, AdmissionRefusesTheWholeBodyWithItsOwnStatus) {
+  Hub hub;
+  std::vector<std::string> asked;
+  GpuAdmission only_x = [&](std::string_view uuid) {
+    asked.emplace_back(uuid);
+    return uuid == "GPU-x" ? absl::OkStatus() : absl::PermissionDeniedError("not yours");
+  };
+  const std::string text =
+      "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-x\"} 1\nDCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-x\"} 2\n"
+      "DCGM_FI_DEV_POWER_USAGE{gpu=\"1\",UUID=\"GPU-y\"} 3\n";
+  absl::StatusOr<IngestResult> r = hub.IngestText(text, kNowMs, only_x);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << r.status();
+  EXPECT_NE(r.status().message().find("line 3"), std::string::npos) << r.status();
+  EXPECT_EQ(asked, (std::vector<std::string>{"GPU-x", "GPU-y"}));  // once per GPU
+  EXPECT_EQ(hub.series().series_count(), 0u);                      // nothing of it applied
+  NodeReport rep;
+  rep.gpus.resize(2);
+  rep.gpus[0].uuid = "GPU-x";
+  rep.gpus[1].uuid = "GPU-y";
+  rep.gpus[0].readings[Field::kPowerW] = 1;
+  EXPECT_EQ(hub.IngestReport(rep, kNowMs, false, only_x).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(hub.series().series_count(), 0u);
+  EXPECT_TRUE(hub.IngestText(text.substr(0, text.rfind("DCGM")), kNowMs, only_x).ok());
+}
+
 TEST(Hub, DevicesCountOnlyWithinTheirWindow) {
   Hub hub;
   const int64_t t0 = kNowMs / 1000;

@@ -348,7 +348,9 @@ absl::Status PromTextParser::Sample(std::string_view line) {
   }
   ++samples_;
   if (absl::Status st = sink_.OnSample(s); !st.ok()) {
-    return Fail(std::string(st.message()));
+    // The sink's own code stays (a refusal is not a syntax error); the line is added.
+    error_ = absl::Status(st.code(), fmt::format("line {}: {}", line_, std::string(st.message())));
+    return error_;
   }
   return absl::OkStatus();
 }

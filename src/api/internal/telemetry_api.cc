@@ -158,24 +158,16 @@ json Nullable(double v, bool has) {
 
 }  // namespace
 
-absl::Status TelemetryApi::MayPush(const Principal& who, const std::set<std::string>& gpus) const {
+absl::Status TelemetryApi::MayPush(const Principal& who, std::string_view uuid) const {
   if (who.role != Role::kAgent) return absl::OkStatus();
-  for (const std::string& uuid : gpus) {
-    std::shared_ptr<const store::CachedObject> g = cache_.Get(model::GpuCapacity::kKind, "", ToLower(uuid));
-    auto label = [&](std::string_view key) -> std::string {
-      if (!g) return "";
-      auto it = g->labels.find(std::string(key));
-      return it == g->labels.end() ? "" : it->second;
-    };
-    const std::string cluster = label("gpuaas.io/cluster"), node = label("gpuaas.io/node");
-    const bool own = g && cluster == who.cluster && std::find(who.nodes.begin(), who.nodes.end(), node) != who.nodes.end();
-    if (!own) {
-      return absl::PermissionDeniedError(fmt::format(
-          "agent {} may push telemetry for the GPUs of {}/{} only; {} is {}", who.user, who.cluster,
-          fmt::join(who.nodes, "+"), uuid, g ? fmt::format("on {}/{}", cluster, node) : "not in the inventory"));
-    }
-  }
-  return absl::OkStatus();
+  const std::optional<model::GpuCapacity> g = DecodeOne<model::GpuCapacity>(cache_, "", ToLower(uuid));
+  const bool own = g && g->spec.cluster == who.cluster &&
+                   std::any_of(who.nodes.begin(), who.nodes.end(),
+                               [&](const std::string& n) { return g->spec.node == who.cluster + "." + n; });
+  if (own) return absl::OkStatus();
+  return absl::PermissionDeniedError(fmt::format(
+      "agent {} may push telemetry for the GPUs of {}/{} only; {} is {}", who.user, who.cluster,
+      fmt::join(who.nodes, "+"), uuid, g ? fmt::format("on {}", g->spec.node) : "not in the inventory"));
 }
 
 absl::StatusOr<HttpResponse> TelemetryApi::Ingest(const HttpRequest& req, const Principal& who) {
@@ -183,20 +175,16 @@ absl::StatusOr<HttpResponse> TelemetryApi::Ingest(const HttpRequest& req, const 
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch()).count();
   if (!IsValidUtf8(req.body)) return absl::InvalidArgumentError("the body is not valid UTF-8");
+  telemetry::GpuAdmission admit;
+  if (who.role == Role::kAgent) admit = [&](std::string_view uuid) { return MayPush(who, uuid); };
   absl::StatusOr<telemetry::IngestResult> r;
   if (ct.starts_with("application/json")) {
     absl::StatusOr<telemetry::NodeReport> report = telemetry::DecodeReport(req.body);
     if (!report.ok()) return report.status();
-    RETURN_IF_ERROR(MayPush(who, telemetry::GpusOf(*report)));
-    r = hub_.IngestReport(*report, now_ms);
+    r = hub_.IngestReport(*report, now_ms, false, admit);
   } else if (ct.starts_with("text/plain")) {
-    if (who.role == Role::kAgent) {
-      absl::StatusOr<std::set<std::string>> gpus = telemetry::GpusOfDcgmText(req.body);
-      if (!gpus.ok()) return absl::InvalidArgumentError(fmt::format("Prometheus text: {}", gpus.status().message()));
-      RETURN_IF_ERROR(MayPush(who, *gpus));
-    }
-    r = hub_.IngestText(req.body, now_ms);
-    if (!r.ok()) {
+    r = hub_.IngestText(req.body, now_ms, admit);
+    if (!r.ok() && absl::IsInvalidArgument(r.status())) {
       return absl::InvalidArgumentError(fmt::format("Prometheus text: {}", std::string(r.status().message())));
     }
   } else {

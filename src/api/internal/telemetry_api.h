@@ -8,7 +8,6 @@
 #ifndef GPUAAS_API_INTERNAL_TELEMETRY_API_H_
 #define GPUAAS_API_INTERNAL_TELEMETRY_API_H_
 
-#include <set>
 #include <string>
 
 #include "api/auth.h"
@@ -34,7 +33,7 @@ class TelemetryApi {
   void AppendMetrics(std::string& out);
 
  private:
-  absl::Status MayPush(const Principal& who, const std::set<std::string>& gpus) const;
+  absl::Status MayPush(const Principal& who, std::string_view gpu_uuid) const;
   telemetry::Hub& hub_;
   store::ObjectCache& cache_;
   const Clock& clock_;
