@@ -154,6 +154,59 @@ TEST_F(LimitsTest, TooManyRequestsPerTokenGet429WithRetryAfter) {
   server.Stop();
 }
 
+// What arrives on `fd` within `wait`, until the server closes it.
+std::string ReadAll(int fd, milliseconds wait) {
+  timeval tv{static_cast<time_t>(wait.count() / 1000), static_cast<suseconds_t>((wait.count() % 1000) * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+TEST_F(LimitsTest, ABodyIsReadOnlyFromACallerWhoMaySendIt) {
+  Authenticator auth(*store_, *cache_, RealClock::Get());
+  ASSERT_TRUE(auth.AddStaticToken("agent-token-0123456789", Principal{"agent-1", Role::kAgent, "", "c1", {"n1"}}).ok());
+  ASSERT_TRUE(auth.AddStaticToken("admin-token-0123456789", Principal{"admin", Role::kOperator, "", "", {}}).ok());
+  ServerOptions o;
+  o.port = 0;
+  ApiServer server(o, *cache_, nullptr, &auth);
+  ASSERT_TRUE(server.Start().ok());
+  server.SetReady(true);
+  struct Case {
+    std::string auth_header, path;
+    int want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"", "/apis/gpuaas.io/v1/projects", 401},                                    // no token
+           {"Authorization: Bearer wrong-token-0123456789\r\n", "/apis/gpuaas.io/v1/projects", 401},
+           {"Authorization: Bearer agent-token-0123456789\r\n", "/apis/gpuaas.io/v1/projects", 403},  // a role the route refuses
+           {"", "/no/such/route", 404},
+       }) {
+    // The head announces 1 MiB and the body never comes: the answer must not wait for it.
+    const int fd = Connect("127.0.0.1", server.port());
+    ASSERT_GE(fd, 0);
+    const std::string head = "POST " + c.path + " HTTP/1.1\r\nHost: localhost\r\n" + c.auth_header +
+                             "Content-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{\"a\":";
+    ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    const auto start = std::chrono::steady_clock::now();
+    const std::string answer = ReadAll(fd, milliseconds(3000));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(2)) << c.path;
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 " + std::to_string(c.want))) << answer;
+    EXPECT_NE(answer.find("application/problem+json"), std::string::npos) << answer;
+    EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+    close(fd);
+  }
+  // A caller who may send a body has it read and judged whole.
+  httplib::Client client("127.0.0.1", server.port());
+  auto r = client.Post("/api/v1/tokens", {{"Authorization", "Bearer admin-token-0123456789"}},
+                       std::string(2000, ' ') + "[", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("body must be"), std::string::npos) << r->body;
+  server.Stop();
+}
+
 TEST_F(LimitsTest, WithoutAuthenticationOnlyLocalHostNamesAreAnswered) {
   ServerOptions o;
   o.port = 0;

@@ -258,18 +258,47 @@ struct ApiServer::Impl {
     const Route* route = Match(req.path, method, params, allow);
     const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
     absl::StatusOr<Reply> result = Serve(req, route, method, params, allow);
-    Reply reply = result.ok() ? *std::move(result) : ErrorResponse(result.status());
-    if (!result.ok() && reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
-    if (!result.ok() && reply.status == 405) reply.headers.emplace_back("Allow", allow);
-    if (!result.ok() && reply.status == 429) reply.headers.emplace_back("Retry-After", "1");
+    Reply reply = result.ok() ? *std::move(result) : Refusal(result.status(), allow);
     metrics->Observe(route_index, RequestMetrics::MethodIndex(req.method), reply.status,
                      std::chrono::steady_clock::now() - start);
+    return reply;
+  }
+
+  // A request's head, before its body is read: refused when no body could be accepted from
+  // this caller (no route, no valid token, a role the route refuses), so strangers cannot make
+  // the server hold their bodies. Everything else is decided again on the whole request.
+  std::optional<HttpResponse> CheckHead(const HttpRequest& head) {
+    Params params;
+    std::string allow;
+    const std::string method = head.method == "HEAD" ? "GET" : head.method;
+    const Route* route = Match(head.path, method, params, allow);
+    absl::StatusOr<Principal> who = Admit(head, route, method, allow, /*count=*/false);
+    if (who.ok()) return std::nullopt;
+    Reply reply = Refusal(who.status(), allow);
+    const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
+    metrics->Observe(route_index, RequestMetrics::MethodIndex(head.method), reply.status, {});
+    return reply;
+  }
+
+  static Reply Refusal(const absl::Status& status, const std::string& allow) {
+    Reply reply = ErrorResponse(status);
+    if (reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
+    if (reply.status == 405) reply.headers.emplace_back("Allow", allow);
+    if (reply.status == 429) reply.headers.emplace_back("Retry-After", "1");
     return reply;
   }
 
   // Who may call the route, then its handler.
   absl::StatusOr<Reply> Serve(const HttpRequest& req, const Route* route, const std::string& method,
                               const Params& params, const std::string& allow) {
+    ASSIGN_OR_RETURN(Principal who, Admit(req, route, method, allow, /*count=*/true));
+    return route->methods.at(method).first(req, params, who);
+  }
+
+  // The caller, when the route exists and its policy lets this caller in: the Host guard, the
+  // token, the caller's request rate (`count`: one request taken) and the route's policy.
+  absl::StatusOr<Principal> Admit(const HttpRequest& req, const Route* route, const std::string& method,
+                                  const std::string& allow, bool count) {
     if (route == nullptr) {
       if (!allow.empty()) {
         return HttpError(405, "MethodNotAllowed",
@@ -277,7 +306,7 @@ struct ApiServer::Impl {
       }
       return absl::NotFoundError(fmt::format("no route for {} {}", req.method, req.path));
     }
-    const auto& [handler, policy] = route->methods.at(method);
+    const Policy& policy = route->methods.at(method).second;
     if (auth == nullptr && !LoopbackHost(req.Header("Host"))) {
       // Without authentication every caller is an operator: only pages of this machine may
       // call, not a web page that renamed its host to 127.0.0.1 (DNS rebinding).
@@ -286,7 +315,7 @@ struct ApiServer::Impl {
           "127.0.0.1 or [::1] (a guard against DNS rebinding)", req.Header("Host")));
     }
     std::optional<Principal> who = Identify(req);
-    if (who && auth != nullptr) RETURN_IF_ERROR(limiter.Take(who->user, std::chrono::steady_clock::now()));
+    if (count && who && auth != nullptr) RETURN_IF_ERROR(limiter.Take(who->user, std::chrono::steady_clock::now()));
     if (GrantFor(policy, who) == Grant::kNo) {
       if (!who) return absl::UnauthenticatedError("a valid bearer token is required (Authorization: Bearer TOKEN)");
       std::vector<std::string> may;
@@ -297,7 +326,7 @@ struct ApiServer::Impl {
                                                      ToString(who->role), req.method, route->pattern,
                                                      fmt::join(may, " and ")));
     }
-    return handler(req, params, who.value_or(Principal{"anonymous", Role::kMember, "", "", {}}));
+    return who.value_or(Principal{"anonymous", Role::kMember, "", "", {}});
   }
 
   // --- handlers -------------------------------------------------------------------------
@@ -852,7 +881,8 @@ absl::Status ApiServer::Start() {
   o.max_connections_per_address = s.options.max_connections_per_address;
   o.head_timeout_s = s.options.head_timeout_s;
   s.http = std::make_unique<internal::HttpServer>(
-      o, [&s](const HttpRequest& req) { return s.Dispatch(req); });
+      o, [&s](const HttpRequest& req) { return s.Dispatch(req); },
+      [&s](const HttpRequest& head) { return s.CheckHead(head); });
   return s.http->Start();
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/status.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 #include "telemetry/prom_text.h"
 
@@ -26,6 +27,8 @@ bool IsHealthField(Field f) {
       return false;
   }
 }
+
+constexpr size_t kMaxSeenSpellings = 1 << 16;
 
 std::string DeviceName(std::string_view gpu_uuid, int gi) {
   return gi < 0 ? std::string(gpu_uuid) : fmt::format("{}/{}", gpu_uuid, gi);
@@ -72,12 +75,26 @@ Hub::Hub(SeriesLimits limits) : series_(limits) {}
 
 void Hub::SetKnownGpus(std::set<std::string> uuids) {
   absl::MutexLock l(&mu_);
-  known_ = std::set<std::string, std::less<>>(uuids.begin(), uuids.end());
+  known_.clear();
+  known_.reserve(uuids.size());
+  for (const std::string& u : uuids) known_.emplace(ToLower(u), u);
+  seen_spellings_.clear();
   text_cache_.clear();  // what was resolved as unknown may be known now, and the other way
 }
 
-bool Hub::Unknown(std::string_view uuid) const {
-  return !known_.empty() && !known_.count(uuid);  // no inventory yet: nothing to match against
+std::optional<std::string> Hub::Spelling(std::string_view uuid) {
+  const std::string folded = ToLower(uuid);
+  if (!known_.empty()) {
+    auto it = known_.find(folded);
+    if (it == known_.end()) return std::nullopt;
+    return it->second;
+  }
+  // No inventory yet: nothing to match against; the first spelling stands for the GPU.
+  if (seen_spellings_.size() >= kMaxSeenSpellings) {
+    auto it = seen_spellings_.find(folded);
+    return it == seen_spellings_.end() ? std::string(uuid) : it->second;
+  }
+  return seen_spellings_.try_emplace(folded, uuid).first->second;
 }
 
 void Hub::NoteUnmatched(Batch& batch, IngestResult& res) {
@@ -131,15 +148,16 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
     const int64_t xids_before = health_.xid_events();
     for (const GpuReport& reported : report.gpus) {
       const GpuReport& g = reported;
-      const std::string& uuid = reported.uuid;
-      if (Unknown(uuid)) {
-        batch.unknown.insert(uuid);
+      const std::optional<std::string> spelling = Spelling(reported.uuid);
+      if (!spelling) {
+        batch.unknown.insert(reported.uuid);
         int64_t n = static_cast<int64_t>(g.readings.size());
         for (const InstanceReport& i : g.instances) n += static_cast<int64_t>(i.readings.size());
         res.samples += n;
         res.unmatched += n;
         continue;
       }
+      const std::string& uuid = *spelling;
       if (simulated && real_sources_.count(uuid)) continue;
       if (!simulated) real_sources_.insert(uuid);
       HealthTracker::GpuState* gpu = health_.Track(uuid);
@@ -233,11 +251,12 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
         auto [p, ec] = std::from_chars(gi_text.data(), gi_text.data() + gi_text.size(), gi);
         if (ec != std::errc() || p != gi_text.data() + gi_text.size() || gi < 0) gi = -1;
       }
-      const std::string gpu(uuid);
-      if (hub_.Unknown(gpu)) {
+      const std::optional<std::string> spelling = hub_.Spelling(uuid);
+      if (!spelling) {
         r.unknown = true;  // no state, no series for it
         return r;
       }
+      const std::string& gpu = *spelling;
       r.gi = gi;
       r.field = *f;
       r.keep = true;

@@ -7,7 +7,9 @@
 // ("GPU-…/<gi>"); a GPU-level field (power, energy, temperature, ECC…) repeats on every MIG row
 // and is stored once for the GPU, never summed. DCGM's blank sentinels are dropped. Once the
 // inventory is known (SetKnownGpus), readings of other GPUs are counted as unmatched and dropped:
-// made-up UUIDs create no series and no health state. A text body is checked whole before any of
+// made-up UUIDs create no series and no health state. A GPU is one GPU whatever the letter case
+// of its UUID: readings take the inventory's spelling (with no inventory yet, the first spelling
+// seen), so one GPU never keeps two health states or two series. A text body is checked whole before any of
 // it is applied (syntax, label bounds, timestamps at most kMaxAheadMs ahead of the server).
 #ifndef GPUAAS_TELEMETRY_HUB_H_
 #define GPUAAS_TELEMETRY_HUB_H_
@@ -23,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "telemetry/health.h"
@@ -157,7 +160,10 @@ class Hub {
     std::set<std::string> unknown;                     // GPUs dropped, unknown to the inventory
   };
   void NoteUnmatched(Batch& batch, IngestResult& res) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Unknown(std::string_view uuid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The spelling a reading's GPU is kept under: the inventory's (or, before the inventory is
+  // known, the first seen) whatever the letter case given; nullopt for a GPU the inventory
+  // does not know.
+  std::optional<std::string> Spelling(std::string_view uuid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, IngestResult& res)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<double> DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,
@@ -167,7 +173,10 @@ class Hub {
   mutable absl::Mutex mu_;
   HealthTracker health_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<int, InstanceInfo>, std::less<>> instances_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string, std::less<>> known_ ABSL_GUARDED_BY(mu_);
+  // Lower-case UUID -> the inventory's spelling; empty until the inventory is known.
+  absl::flat_hash_map<std::string, std::string> known_ ABSL_GUARDED_BY(mu_);
+  // Before that, lower-case UUID -> the first spelling seen (bounded by the series limits).
+  absl::flat_hash_map<std::string, std::string> seen_spellings_ ABSL_GUARDED_BY(mu_);
   std::set<std::string, std::less<>> real_sources_ ABSL_GUARDED_BY(mu_);
   std::set<std::tuple<std::string, int, int, int64_t>> seen_xids_ ABSL_GUARDED_BY(mu_);
   // dcgm-exporter series text -> what it resolved to.

@@ -237,6 +237,31 @@ TEST(Hub, ARetriedPushCountsItsXidsOnce) {
   EXPECT_EQ(hub.Alerts(false).size(), 1u);
 }
 
+TEST(Hub, OneGpuIsOneGpuWhateverTheLetterCaseOfItsUuid) {
+  for (const bool inventory : {true, false}) {
+    SCOPED_TRACE(inventory ? "with an inventory" : "before the inventory is known");
+    Hub hub;
+    if (inventory) hub.SetKnownGpus({"GPU-ab12", "GPU-cd34"});
+    // An XID under one spelling, then a reset under another: the same GPU, one health state.
+    NodeReport failed{"n", "", kNowMs, {{"GPU-AB12", 0, "", 0, false, {{Field::kEnergyMj, 5e9}}, {}, {{79, -1, kNowMs}}}}};
+    ASSERT_TRUE(hub.IngestReport(failed, kNowMs).ok());
+    const std::string kept = inventory ? "GPU-ab12" : "GPU-AB12";  // the inventory's spelling, else the first
+    EXPECT_TRUE(hub.Verdict(kept).reset_required.active);
+    EXPECT_EQ(hub.Verdict(kept).reset_required.reason, "Xid79");
+    ASSERT_TRUE(hub.IngestText("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"gpu-ab12\"} 300\n"
+                               "DCGM_FI_DEV_POWER_USAGE{gpu=\"1\",UUID=\"GPU-CD34\"} 200\n",
+                               kNowMs + 1000)
+                    .ok());
+    EXPECT_EQ(hub.series().Latest(kept, Field::kPowerW)->second, 300);
+    EXPECT_FALSE(hub.series().Latest("gpu-ab12", Field::kPowerW).has_value());
+    EXPECT_EQ(hub.series().Latest(inventory ? "GPU-cd34" : "GPU-CD34", Field::kPowerW)->second, 200);
+    NodeReport reset{"n", "", kNowMs + 2000, {{"gpu-AB12", 0, "", 0, false, {{Field::kEnergyMj, 1}}, {}, {}}}};
+    ASSERT_TRUE(hub.IngestReport(reset, kNowMs + 2000).ok());
+    EXPECT_FALSE(hub.Verdict(kept).reset_required.active) << hub.Verdict(kept).reset_required.reason;
+    EXPECT_EQ(hub.Alerts(true).size(), 0u);
+  }
+}
+
 TEST(Hub, BadReportsAreRefusedWithTheField) {
   struct Case {
     std::string json, want;

@@ -173,10 +173,12 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
-          asio::thread_pool& workers, std::shared_ptr<ConnectionGate> gate, std::string address)
+          const HeadCheck& check, asio::thread_pool& workers, std::shared_ptr<ConnectionGate> gate,
+          std::string address)
       : stream_(std::move(socket)),
         options_(options),
         handler_(handler),
+        check_(check),
         workers_(workers),
         gate_(std::move(gate)),
         address_(std::move(address)) {}
@@ -189,7 +191,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   // The head first, within head_timeout_s (a client that dribbles its headers is cut off), then
-  // the body, the whole request within idle_timeout_s.
+  // the body, the whole request within idle_timeout_s. A body is read only once the head has
+  // passed the check (the caller may send it).
   void Read() {
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
@@ -198,10 +201,34 @@ class Session : public std::enable_shared_from_this<Session> {
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t n) {
                               if (ec) return self->OnRead(ec, n);
+                              if (self->Refused()) return;
                               self->stream_.expires_after(std::chrono::seconds(self->options_.idle_timeout_s));
                               http::async_read(self->stream_, self->buffer_, *self->parser_,
                                                beast::bind_front_handler(&Session::OnRead, self));
                             });
+  }
+
+  // True when the head alone is refused: answered, the body left unread and the connection
+  // closing.
+  bool Refused() {
+    const bool body = parser_->chunked() || parser_->content_length().value_or(0) > 0;
+    if (!check_ || !body) return false;
+    const http::request<http::string_body>& msg = parser_->get();
+    HttpRequest req;
+    req.method = std::string(msg.method_string());
+    if (!ParseRequestTarget(std::string_view(msg.target().data(), msg.target().size()), req).ok()) return false;
+    for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    std::optional<HttpResponse> refusal;
+    try {
+      refusal = check_(req);
+    } catch (const std::exception& e) {
+      log::Error("head check {} {} threw: {}", req.method, req.path, e.what());
+      refusal = ErrorResponse(absl::InternalError("internal error"));
+    }
+    if (!refusal) return false;
+    linger_ = true;
+    Write(*std::move(refusal), /*head=*/false, /*keep_alive=*/false, msg.version());
+    return true;
   }
 
   void OnRead(beast::error_code ec, size_t) {
@@ -406,6 +433,21 @@ class Session : public std::enable_shared_from_this<Session> {
   void Close() {
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (linger_) Linger();
+  }
+
+  // After refusing a request whose body is still coming: read and drop what the client sends
+  // (for up to 5 s), so that closing does not reset the connection before the client has read
+  // the answer. Nothing is kept.
+  void Linger() {
+    linger_ = false;
+    stream_.expires_after(std::chrono::seconds(5));
+    DropInput();
+  }
+  void DropInput() {
+    stream_.async_read_some(asio::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (!ec) self->DropInput();
+    });
   }
 
   beast::tcp_stream stream_;
@@ -423,6 +465,8 @@ class Session : public std::enable_shared_from_this<Session> {
   http::response<http::string_body> res_;
   const HttpServerOptions& options_;
   const HttpHandler& handler_;
+  const HeadCheck& check_;
+  bool linger_ = false;  // on the strand
   asio::thread_pool& workers_;
   std::shared_ptr<ConnectionGate> gate_;
   std::string address_;  // the client's IP address
@@ -431,9 +475,10 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(HttpServerOptions o, HttpHandler h)
+  Impl(HttpServerOptions o, HttpHandler h, HeadCheck c)
       : options(std::move(o)),
         handler(std::move(h)),
+        check(std::move(c)),
         io(std::max(1, options.threads)),
         acceptor(io),
         workers(static_cast<size_t>(std::max(1, options.worker_threads))),
@@ -463,7 +508,8 @@ struct HttpServer::Impl {
       const tcp::endpoint peer = socket.remote_endpoint(ignored);
       std::string address = ignored ? std::string("?") : peer.address().to_string();
       if (gate->Enter(address)) {
-        auto session = std::make_shared<Session>(std::move(socket), options, handler, workers, gate, std::move(address));
+        auto session = std::make_shared<Session>(std::move(socket), options, handler, check, workers, gate,
+                                                 std::move(address));
         {
           std::lock_guard<std::mutex> lock(sessions_mu);
           std::erase_if(sessions, [](const std::weak_ptr<Session>& w) { return w.expired(); });
@@ -479,6 +525,7 @@ struct HttpServer::Impl {
 
   HttpServerOptions options;
   HttpHandler handler;
+  HeadCheck check;
   asio::io_context io;
   tcp::acceptor acceptor;
   asio::thread_pool workers;  // runs handlers that may block (writes)
@@ -500,8 +547,8 @@ struct HttpServer::Impl {
   int port = 0;
 };
 
-HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, HeadCheck check)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), std::move(check))) {}
 
 HttpServer::~HttpServer() { Stop(); }
 

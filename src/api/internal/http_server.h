@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,10 +32,14 @@ struct HttpServerOptions {
 
 // Called on an I/O thread for every complete request; must not block for long.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+// Called on an I/O thread with a request's head (its body empty) when a body is to follow: an
+// answer refuses the request before a byte of its body is kept (a caller who may not send it),
+// and the connection closes after it.
+using HeadCheck = std::function<std::optional<HttpResponse>(const HttpRequest&)>;
 
 class HttpServer {
  public:
-  HttpServer(HttpServerOptions options, HttpHandler handler);
+  HttpServer(HttpServerOptions options, HttpHandler handler, HeadCheck check = nullptr);
   ~HttpServer();
   absl::Status Start();
   int port() const;
