@@ -11,12 +11,14 @@
 #include <thread>
 
 #include "api/auth.h"
+#include "fmt/format.h"
 #include "api/internal/rate_limit.h"
 #include "api/problem.h"
 #include "api/server.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
+#include "telemetry/hub.h"
 
 namespace gpuaas::api {
 namespace {
@@ -204,6 +206,40 @@ TEST_F(LimitsTest, ABodyIsReadOnlyFromACallerWhoMaySendIt) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_NE(r->body.find("body must be"), std::string::npos) << r->body;
+  server.Stop();
+}
+
+TEST_F(LimitsTest, TelemetryIsLimitedInBytesPerToken) {
+  Authenticator auth(*store_, *cache_, RealClock::Get());
+  ASSERT_TRUE(auth.AddStaticToken("push1-token-0123456789", Principal{"push1", Role::kOperator, "", "", {}}).ok());
+  ASSERT_TRUE(auth.AddStaticToken("push2-token-0123456789", Principal{"push2", Role::kOperator, "", "", {}}).ok());
+  telemetry::Hub hub;
+  ServerOptions o;
+  o.port = 0;
+  o.telemetry_bytes_per_second_per_token = 10000;  // bursts of 20,000 bytes
+  ApiServer server(o, *cache_, nullptr, &auth, &hub);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client c("127.0.0.1", server.port());
+  std::string body;  // 8,000 bytes of valid exposition text
+  for (int i = 0; body.size() < 8000; ++i) body += fmt::format("DCGM_FI_DEV_POWER_USAGE{{gpu=\"{}\",UUID=\"GPU-{}\"}} 1\n", i, i);
+  auto push = [&](const std::string& token) {
+    auto r = c.Post("/api/v1/telemetry", {{"Authorization", "Bearer " + token}}, body, "text/plain; version=0.0.4");
+    return r ? r->status : -1;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> got;
+  for (int i = 0; i < 4; ++i) got.push_back(push("push1-token-0123456789"));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (took < 0.5) {  // within the burst's refill: 2 fit in 20,000 bytes, then refusals
+    EXPECT_EQ(got, (std::vector<int>{200, 200, 429, 429}));
+  }
+  auto r = c.Post("/api/v1/telemetry", {{"Authorization", "Bearer push1-token-0123456789"}}, body, "text/plain");
+  ASSERT_TRUE(r);
+  if (r->status == 429) {
+    EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+    EXPECT_NE(r->body.find("bytes of telemetry a second from push1"), std::string::npos) << r->body;
+  }
+  EXPECT_EQ(push("push2-token-0123456789"), 200);  // another token is not slowed down
   server.Stop();
 }
 

@@ -162,6 +162,7 @@ struct ApiServer::Impl {
   std::unique_ptr<internal::WatchHub> watches;
   internal::PageSnapshots pages{64, kPageTtl};
   internal::RateLimiter limiter{options.requests_per_second_per_token};
+  internal::RateLimiter ingest_limiter{options.telemetry_bytes_per_second_per_token, "bytes of telemetry"};
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
@@ -823,7 +824,12 @@ struct ApiServer::Impl {
     Add("/api/v1/tokens", "POST", kOperatorOnly, [this](R r, P p, W w) { return CreateToken(r, p, w); });
     Add("/api/v1/tokens/{id}", "DELETE", kOperatorOnly, [this](R r, P p, W w) { return RevokeToken(r, p, w); });
     if (telemetry) {
-      Add("/api/v1/telemetry", "POST", kTelemetryPush, [this](R r, P, W w) { return telemetry->Ingest(r, w); });
+      Add("/api/v1/telemetry", "POST", kTelemetryPush, [this](R r, P, W w) -> absl::StatusOr<Reply> {
+        if (auth != nullptr) {
+          RETURN_IF_ERROR(ingest_limiter.Take(w.user, std::chrono::steady_clock::now(), static_cast<double>(r.body.size())));
+        }
+        return telemetry->Ingest(r, w);
+      });
       Add("/api/v1/metrics/query", "GET", kProjectWork, [this](R r, P, W w) { return telemetry->Query(r, w); });
       Add("/api/v1/alerts", "GET", kOperatorOnly, [this](R r, P, W w) { return telemetry->Alerts(r, w); });
       Add("/api/v1/assessment", "GET", kProjectWork, [this](R r, P, W w) { return telemetry->Assessment(r, w); });

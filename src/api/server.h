@@ -38,6 +38,10 @@ struct ServerOptions {
   // Requests per second per token (a burst of twice as many is allowed); past it 429 with
   // Retry-After. 0 turns the limit off.
   double requests_per_second_per_token = 100;
+  // Telemetry pushed per token, in body bytes a second (bursts of twice as much); past it 429.
+  // 4 MiB/s is dcgm-exporter text (a few KB a GPU) for hundreds of GPUs every second; a node
+  // agent pushing 8 GPUs every 10 s uses a few KB/s of it. 0: off.
+  double telemetry_bytes_per_second_per_token = 4 << 20;
   // How long a write's reply waits for the read cache to show the write (read-your-writes);
   // past it the reply carries a Warning header.
   std::chrono::milliseconds read_your_write_timeout{5000};

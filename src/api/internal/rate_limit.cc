@@ -7,7 +7,7 @@
 
 namespace gpuaas::api::internal {
 
-absl::Status RateLimiter::Take(const std::string& key, TimePoint now) {
+absl::Status RateLimiter::Take(const std::string& key, TimePoint now, double cost) {
   if (rate_ <= 0) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
   if (buckets_.size() > 10000) {
@@ -20,11 +20,11 @@ absl::Status RateLimiter::Take(const std::string& key, TimePoint now) {
     b.tokens = std::min(burst_, b.tokens + std::max(0.0, elapsed) * rate_);
     b.last = std::max(b.last, now);
   }
-  if (b.tokens < 1) {
+  if (b.tokens < cost) {
     return HttpError(429, "TooManyRequests",
-                     fmt::format("more than {} requests a second from {}; slow down and retry", rate_, key));
+                     fmt::format("more than {} {} a second from {}; slow down and retry", rate_, what_, key));
   }
-  b.tokens -= 1;
+  b.tokens -= cost;
   return absl::OkStatus();
 }
 

@@ -1,6 +1,6 @@
-// Requests per second per caller, as a token bucket per key (a token's user): `rate` a second
-// with bursts of twice as many. Past it, Take answers 429 TooManyRequests (the server adds
-// Retry-After). Keys idle for a minute are forgotten once many are kept, so the map stays
+// A rate per caller (requests, or bytes of telemetry), as a token bucket per key (a token's
+// user): `rate` a second with bursts of twice as much. Past it, Take answers 429
+// TooManyRequests (the server adds Retry-After). Keys idle for a minute are forgotten once many are kept, so the map stays
 // bounded. Thread-safe.
 #ifndef GPUAAS_API_INTERNAL_RATE_LIMIT_H_
 #define GPUAAS_API_INTERNAL_RATE_LIMIT_H_
@@ -17,10 +17,12 @@ namespace gpuaas::api::internal {
 class RateLimiter {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
-  explicit RateLimiter(double rate) : rate_(rate), burst_(2 * rate) {}
+  // `what` names the unit in the refusal: "requests", "bytes of telemetry".
+  explicit RateLimiter(double rate, std::string what = "requests")
+      : rate_(rate), burst_(2 * rate), what_(std::move(what)) {}
 
-  // OK and one request counted, or 429 TooManyRequests. A rate of 0 allows everything.
-  absl::Status Take(const std::string& key, TimePoint now);
+  // OK and `cost` taken, or 429 TooManyRequests (nothing taken). A rate of 0 allows everything.
+  absl::Status Take(const std::string& key, TimePoint now, double cost = 1);
 
  private:
   struct Bucket {
@@ -28,6 +30,7 @@ class RateLimiter {
     TimePoint last;
   };
   const double rate_, burst_;
+  const std::string what_;
   std::mutex mu_;
   std::map<std::string, Bucket> buckets_;  // guarded by mu_
 };
