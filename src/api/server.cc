@@ -519,6 +519,7 @@ struct ApiServer::Impl {
     if (!EqualsIgnoreCase(type, "application/json")) {
       return HttpError(415, "UnsupportedMediaType", fmt::format("Content-Type must be application/json, not \"{}\"", ct));
     }
+    if (!IsValidUtf8(req.body)) return absl::InvalidArgumentError("the body is not valid UTF-8 (JSON text is UTF-8)");
     return absl::OkStatus();
   }
 

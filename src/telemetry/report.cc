@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "common/status.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "telemetry/prom_text.h"
@@ -92,7 +93,7 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view text) {
     if (!g.is_object()) return absl::InvalidArgumentError(fmt::format("{}: must be an object", where));
     GpuReport gr;
     RETURN_IF_ERROR(Get(g, "uuid", where, gr.uuid, true));
-    if (!gr.uuid.starts_with("GPU-")) {
+    if (!StartsWithIgnoreCase(gr.uuid, "GPU-")) {
       return absl::InvalidArgumentError(fmt::format("{}.uuid: \"{}\" is not a GPU UUID (GPU-…)", where, gr.uuid));
     }
     RETURN_IF_ERROR(Get(g, "index", where, gr.index, false));
