@@ -1,5 +1,7 @@
 #include "api/problem.h"
 
+#include "common/status.h"
+
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "fmt/format.h"
@@ -40,7 +42,10 @@ HttpResponse ErrorResponse(const absl::Status& s) {
   return {p.status, std::string(kProblemContentType), ProblemJson(p), {}};
 }
 
-Problem ProblemFor(const absl::Status& s) {
+namespace {
+
+// The problem a status code maps to (or the one HttpError attached).
+Problem ProblemByCode(const absl::Status& s) {
   std::string detail(s.message());
   if (absl::optional<absl::Cord> http = s.GetPayload(absl::string_view(kHttpPayload.data(), kHttpPayload.size()))) {
     const std::string v(*http);
@@ -68,6 +73,18 @@ Problem ProblemFor(const absl::Status& s) {
     default: return {500, "InternalError", detail};
   }
 }
+
+}  // namespace
+
+Problem ProblemFor(const absl::Status& s) {
+  Problem p = ProblemByCode(s);
+  if (absl::optional<absl::Cord> reason =
+          s.GetPayload(absl::string_view(kReasonPayload.data(), kReasonPayload.size()))) {
+    p.reason = std::string(*reason);
+  }
+  return p;
+}
+
 
 std::string_view StatusText(int code) {
   switch (code) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "fmt/core.h"
 
 // Debian's Abseil is built in C++14 mode, so absl::string_view (Status::message()) is its own
@@ -43,5 +44,18 @@ struct fmt::formatter<absl::Status> : fmt::formatter<std::string_view> {
   auto tmp = (expr);                           \
   if (!tmp.ok()) return tmp.status();          \
   lhs = std::move(*tmp)
+
+namespace gpuaas {
+
+// A machine-readable reason for clients ("BudgetExceeded"), carried with a status as a payload:
+// the API answers with it as problem+json's `reason` (the HTTP status still follows the code).
+inline constexpr std::string_view kReasonPayload = "gpuaas.io/reason";
+inline absl::Status WithReason(absl::Status s, std::string_view reason) {
+  s.SetPayload(absl::string_view(kReasonPayload.data(), kReasonPayload.size()),
+               absl::Cord(absl::string_view(reason.data(), reason.size())));
+  return s;
+}
+
+}  // namespace gpuaas
 
 #endif  // GPUAAS_COMMON_STATUS_H_

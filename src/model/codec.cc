@@ -5,6 +5,7 @@
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "model/billing.h"
 #include "model/pool.h"
 #include "nlohmann/json.hpp"
 
@@ -477,6 +478,11 @@ std::string Encode(const Project& p) {
     spec["quota"] = {{"fullGpus", EncodeCounts(p.spec.quota->full_gpus)},
                      {"migComputeSlices", EncodeCounts(p.spec.quota->mig_compute_slices)}};
   }
+  if (p.spec.budget) {
+    spec["budget"] = {{"amountMicros", p.spec.budget->amount_micros},
+                      {"gpuHours", p.spec.budget->gpu_hours},
+                      {"allowOverrun", p.spec.budget->allow_overrun}};
+  }
   j["spec"] = std::move(spec);
   j["status"] = json::object();
   if (!p.status.conditions.empty()) j["status"]["conditions"] = EncodeConditions(p.status.conditions);
@@ -499,6 +505,10 @@ absl::StatusOr<Project> Decode(std::string_view text) {
         for (auto& [k, v] : q.Resources("fullGpus")) quota.full_gpus[k] = v;
         for (auto& [k, v] : q.Resources("migComputeSlices")) quota.mig_compute_slices[k] = v;
         p.spec.quota = std::move(quota);
+      }
+      if (s.Has("budget")) {
+        In b = s.Obj("budget");
+        p.spec.budget = Project::Budget{b.Int("amountMicros"), b.Int("gpuHours"), b.Bool("allowOverrun", false)};
       }
     }
     if (root.Has("status")) p.status.conditions = DecodeConditions(root.Obj("status"));
@@ -803,6 +813,107 @@ std::string_view TopLevelMember(std::string_view text, std::string_view key) {
 }
 
 }  // namespace
+
+// --- RateCard ----------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::array<std::pair<std::string_view, RateCard::MigPricing>, 3> kMigPricing = {{
+    {"compute", RateCard::MigPricing::kCompute},
+    {"memory", RateCard::MigPricing::kMemory},
+    {"explicit", RateCard::MigPricing::kExplicit},
+}};
+
+}  // namespace
+
+std::string_view ToString(RateCard::MigPricing p) { return Name(kMigPricing, p); }
+
+template <>
+std::string Encode(const RateCard& c) {
+  json j = Envelope(RateCard::kKind, c.metadata);
+  json prices = json::array();
+  for (const RateCard::Price& p : c.spec.prices) {
+    prices.push_back({{"model", p.model}, {"profile", p.profile}, {"pricePerHourMicros", p.price_per_hour_micros}});
+  }
+  j["spec"] = {{"currency", c.spec.currency},
+               {"effectiveFrom", FormatTime(c.spec.effective_from)},
+               {"prices", std::move(prices)},
+               {"migPricing", Name(kMigPricing, c.spec.mig_pricing)}};
+  j["status"] = json::object();
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<RateCard> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, RateCard::kKind);
+    In root(j, "");
+    RateCard c;
+    c.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    c.spec.currency = s.Str("currency", true);
+    if (!s.Has("effectiveFrom")) Fail(s.Path("effectiveFrom"), "required");
+    c.spec.effective_from = *s.TimeField("effectiveFrom");
+    c.spec.mig_pricing = s.Enum("migPricing", kMigPricing, RateCard::MigPricing::kCompute);
+    if (!s.Has("prices")) Fail(s.Path("prices"), "required");
+    s.Each("prices", [&](const In& p) {
+      c.spec.prices.push_back({p.Str("model", true), p.Str("profile", true), p.Int("pricePerHourMicros", true)});
+    });
+    return c;
+  });
+}
+
+// --- UsageRecord -------------------------------------------------------------------------
+
+template <>
+std::string Encode(const UsageRecord& u) {
+  json j = Envelope(UsageRecord::kKind, u.metadata);
+  json items = json::array();
+  for (const PoolItem& i : u.spec.items) items.push_back({{"model", i.model}, {"profile", i.profile}, {"count", i.count}});
+  json credits = json::array();
+  for (const UsageRecord::Credit& c : u.spec.credits) {
+    json cj = {{"gpuUUID", c.gpu_uuid}, {"model", c.model}, {"profile", c.profile}, {"reason", c.reason},
+               {"start", FormatTime(c.start)}};
+    if (c.end) cj["end"] = FormatTime(*c.end);
+    credits.push_back(std::move(cj));
+  }
+  json spec = {{"pool", u.spec.pool}, {"poolUID", u.spec.pool_uid}, {"items", std::move(items)},
+               {"start", FormatTime(u.spec.start)}};
+  if (u.spec.end) spec["end"] = FormatTime(*u.spec.end);
+  if (!u.spec.credits.empty()) spec["credits"] = std::move(credits);
+  j["spec"] = std::move(spec);
+  j["status"] = json::object();
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<UsageRecord> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, UsageRecord::kKind);
+    In root(j, "");
+    UsageRecord u;
+    u.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    u.spec.pool = s.Str("pool", true);
+    u.spec.pool_uid = s.Str("poolUID");
+    s.Each("items", [&](const In& i) { u.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true)}); });
+    if (!s.Has("start")) Fail(s.Path("start"), "required");
+    u.spec.start = *s.TimeField("start");
+    u.spec.end = s.TimeField("end");
+    s.Each("credits", [&](const In& c) {
+      UsageRecord::Credit credit;
+      credit.gpu_uuid = c.Str("gpuUUID", true);
+      credit.model = c.Str("model", true);
+      credit.profile = c.Str("profile", true);
+      credit.reason = c.Str("reason");
+      if (!c.Has("start")) Fail(c.Path("start"), "required");
+      credit.start = *c.TimeField("start");
+      credit.end = c.TimeField("end");
+      u.spec.credits.push_back(std::move(credit));
+    });
+    return u;
+  });
+}
 
 absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view text) {
   if (std::string_view meta = TopLevelMember(text, "metadata"); !meta.empty()) {

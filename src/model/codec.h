@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "model/billing.h"
 #include "model/fleet.h"
 #include "model/pool.h"
 

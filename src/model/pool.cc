@@ -28,6 +28,9 @@ absl::Status ValidateProject(const Project& p) {
   if (p.spec.display_name.size() > 256 || !IsValidUtf8(p.spec.display_name)) {
     return absl::InvalidArgumentError("spec.displayName: at most 256 bytes of UTF-8");
   }
+  if (p.spec.budget && (p.spec.budget->amount_micros > 1'000'000'000'000'000 || p.spec.budget->gpu_hours > 1'000'000'000)) {
+    return absl::InvalidArgumentError("spec.budget: at most 10^18 micro-units and 10^9 GPU-hours a month");
+  }
   if (absl::Status s = ValidateAnnotations(p.metadata.annotations); !s.ok()) return s;
   return ValidateLabels(p.metadata.labels);
 }

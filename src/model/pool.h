@@ -24,9 +24,20 @@ struct Project {
     std::map<std::string, int64_t> mig_compute_slices;  // by model: most MIG compute slices
     friend bool operator==(const Quota&, const Quota&) = default;
   };
+  // What the project may spend per calendar month (UTC): money (in millionths of the rate
+  // card's currency) and allocated GPU-hours (a MIG instance counts its share of a GPU); 0 is
+  // no limit. A pool whose cost to the month's end would pass what is left is refused, unless
+  // the operator allows overruns (then it only raises the alerts).
+  struct Budget {
+    int64_t amount_micros = 0;
+    int64_t gpu_hours = 0;
+    bool allow_overrun = false;
+    friend bool operator==(const Budget&, const Budget&) = default;
+  };
   struct Spec {
     std::string display_name;
     std::optional<Quota> quota;  // none: limited only by the fleet
+    std::optional<Budget> budget;
     friend bool operator==(const Spec&, const Spec&) = default;
   };
   struct Status {

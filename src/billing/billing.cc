@@ -1,0 +1,324 @@
+#include "billing/billing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <tuple>
+
+#include "catalog/catalog.h"
+#include "common/status.h"
+#include "fmt/format.h"
+
+namespace gpuaas::billing {
+namespace {
+
+using std::chrono::seconds;
+
+int64_t Sec(Time t) { return std::chrono::floor<seconds>(t.time_since_epoch()).count(); }
+Time AtSec(int64_t s) { return Time(seconds(s)); }
+
+// "1234.500000 USD": micro-units as the currency's decimal amount.
+std::string Money(__int128 micros, std::string_view currency) {
+  const bool negative = micros < 0;
+  const __int128 m = negative ? -micros : micros;
+  return fmt::format("{}{}.{:06} {}", negative ? "-" : "", static_cast<int64_t>(m / 1000000),
+                     static_cast<int64_t>(m % 1000000), currency.empty() ? "(no currency)" : currency);
+}
+
+// A pool item or a credited device, over [from, to) in seconds, cut where the card changes.
+template <typename F>
+void ForEachPricedSpan(const PriceBook& prices, int64_t from, int64_t to, F&& f) {
+  if (to <= from) return;
+  int64_t a = from;
+  for (Time change : prices.ChangesWithin(AtSec(from), AtSec(to))) {
+    const int64_t c = Sec(change);
+    if (c <= a) continue;
+    f(a, c, prices.At(AtSec(a)));
+    a = c;
+  }
+  f(a, to, prices.At(AtSec(a)));
+}
+
+struct LineKey {
+  std::string pool;
+  int category = 0;  // 0 usage, 1 credit
+  std::string model, profile, gpu, card;
+  Micros price = 0;
+  int64_t quantity = 0;
+  std::string description;
+  friend auto operator<=>(const LineKey&, const LineKey&) = default;
+};
+
+}  // namespace
+
+Micros RoundDiv(__int128 num, __int128 den) {
+  const bool negative = num < 0;
+  const __int128 n = negative ? -num : num;
+  const __int128 q = (n + den / 2) / den;  // half up on the magnitude: half away from zero
+  return static_cast<Micros>(negative ? -q : q);
+}
+
+std::string Period::Name() const {
+  const std::chrono::year_month_day ymd{std::chrono::floor<std::chrono::days>(start)};
+  return fmt::format("{:04}-{:02}", static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()));
+}
+
+Period MonthOf(Time t) {
+  const std::chrono::year_month_day ymd{std::chrono::floor<std::chrono::days>(t)};
+  const std::chrono::year_month first = ymd.year() / ymd.month();
+  const std::chrono::year_month next = first + std::chrono::months(1);
+  return {Time(std::chrono::sys_days(first / 1)), Time(std::chrono::sys_days(next / 1))};
+}
+
+absl::StatusOr<Period> ParsePeriod(std::string_view text) {
+  auto digits = [&](size_t at, size_t n) {
+    int v = 0;
+    for (size_t i = at; i < at + n; ++i) {
+      if (text[i] < '0' || text[i] > '9') return -1;
+      v = v * 10 + (text[i] - '0');
+    }
+    return v;
+  };
+  if (text.size() != 7 || text[4] != '-') {
+    return absl::InvalidArgumentError(fmt::format("period \"{}\": expected YYYY-MM, such as 2026-11", text));
+  }
+  const int y = digits(0, 4), m = digits(5, 2);
+  if (y < 1970 || y > 2199 || m < 1 || m > 12) {
+    return absl::InvalidArgumentError(fmt::format("period \"{}\": expected YYYY-MM, such as 2026-11", text));
+  }
+  return MonthOf(Time(std::chrono::sys_days(std::chrono::year(y) / std::chrono::month(static_cast<unsigned>(m)) / 1)));
+}
+
+std::vector<Period> MonthsBetween(Time from, Time to) {
+  std::vector<Period> out;
+  for (Period p = MonthOf(from); p.start < to; p = MonthOf(p.end)) out.push_back(p);
+  return out;
+}
+
+PriceBook::PriceBook(std::vector<model::RateCard> cards) : cards_(std::move(cards)) {
+  std::sort(cards_.begin(), cards_.end(), [](const model::RateCard& a, const model::RateCard& b) {
+    return std::tie(a.spec.effective_from, a.metadata.name) < std::tie(b.spec.effective_from, b.metadata.name);
+  });
+}
+
+const model::RateCard* PriceBook::At(Time t) const {
+  auto it = std::upper_bound(cards_.begin(), cards_.end(), t,
+                             [](Time x, const model::RateCard& c) { return x < c.spec.effective_from; });
+  return it == cards_.begin() ? nullptr : &*std::prev(it);
+}
+
+std::vector<Time> PriceBook::ChangesWithin(Time from, Time to) const {
+  std::vector<Time> out;
+  for (const model::RateCard& c : cards_) {
+    if (c.spec.effective_from > from && c.spec.effective_from < to &&
+        (out.empty() || out.back() != c.spec.effective_from)) {
+      out.push_back(c.spec.effective_from);
+    }
+  }
+  return out;
+}
+
+std::optional<Micros> UnitPrice(const model::RateCard& card, std::string_view model, std::string_view profile) {
+  const catalog::GpuModel* m = catalog::FindModel(model);
+  if (m == nullptr) return std::nullopt;
+  std::optional<Micros> full;
+  for (const model::RateCard::Price& p : card.spec.prices) {
+    if (catalog::FindModel(p.model) != m) continue;
+    if (p.profile == profile) return p.price_per_hour_micros;
+    if (p.profile == catalog::kFullProfile) full = p.price_per_hour_micros;
+  }
+  if (profile == catalog::kFullProfile || !full || card.spec.mig_pricing == model::RateCard::MigPricing::kExplicit) {
+    return std::nullopt;
+  }
+  const catalog::MigProfile* mp = catalog::FindProfile(*m, profile);
+  if (mp == nullptr || m->compute_slices <= 0 || m->memory_slices <= 0) return std::nullopt;
+  if (card.spec.mig_pricing == model::RateCard::MigPricing::kMemory) {
+    return RoundDiv(static_cast<__int128>(*full) * mp->memory_slices, m->memory_slices);
+  }
+  return RoundDiv(static_cast<__int128>(*full) * mp->compute_slices, m->compute_slices);
+}
+
+double GpuShare(std::string_view model, std::string_view profile) {
+  if (profile == catalog::kFullProfile) return 1;
+  const catalog::GpuModel* m = catalog::FindModel(model);
+  const catalog::MigProfile* p = m == nullptr ? nullptr : catalog::FindProfile(*m, profile);
+  if (p == nullptr || m->compute_slices <= 0) return 1;
+  return static_cast<double>(p->compute_slices) / m->compute_slices;
+}
+
+std::string_view ToString(InvoiceState s) { return s == InvoiceState::kFinal ? "final" : "draft"; }
+
+Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& records, const PriceBook& prices,
+             const Period& period, Time now) {
+  Invoice inv;
+  inv.project = std::string(project);
+  inv.period = period;
+  inv.state = now >= period.end ? InvoiceState::kFinal : InvoiceState::kDraft;
+  inv.currency = prices.currency();
+  const int64_t p_from = Sec(period.start), p_to = std::min(Sec(period.end), Sec(now));
+  std::map<LineKey, Line> lines;
+  auto add = [&](LineKey key, const std::string& model, const std::string& profile, int64_t a, int64_t b) {
+    auto [it, fresh] = lines.try_emplace(key);
+    Line& l = it->second;
+    if (fresh) {
+      l.pool = key.pool;
+      l.model = model;
+      l.profile = profile;
+      l.category = key.category == 0 ? "Usage" : "Credit";
+      l.description = key.description;
+      l.rate_card = key.card;
+      l.quantity = key.quantity;
+      l.unit_price_micros = key.price;
+      l.start = AtSec(a);
+      l.end = AtSec(b);
+    }
+    l.seconds += b - a;
+    l.start = std::min(l.start, AtSec(a));
+    l.end = std::max(l.end, AtSec(b));
+  };
+  for (const model::UsageRecord& r : records) {
+    if (!r.metadata.ns.empty() && r.metadata.ns != project) continue;
+    const int64_t r_from = Sec(r.spec.start);
+    const int64_t r_to = r.spec.end ? Sec(*r.spec.end) : Sec(now);
+    const int64_t from = std::max(r_from, p_from), to = std::min(r_to, p_to);
+    ForEachPricedSpan(prices, from, to, [&](int64_t a, int64_t b, const model::RateCard* card) {
+      for (const model::PoolItem& item : r.spec.items) {
+        const std::optional<Micros> price = card ? UnitPrice(*card, item.model, item.profile) : std::nullopt;
+        LineKey key{r.spec.pool, 0, item.model, item.profile, "", price ? card->metadata.name : "",
+                    price.value_or(0), item.count,
+                    price ? "" : card ? fmt::format("rate card {} does not price {}/{}", card->metadata.name, item.model, item.profile)
+                                      : "no rate card in force"};
+        add(std::move(key), item.model, item.profile, a, b);
+      }
+    });
+    for (const model::UsageRecord::Credit& c : r.spec.credits) {
+      const int64_t c_from = std::max({Sec(c.start), r_from, p_from});
+      const int64_t c_to = std::min({c.end ? Sec(*c.end) : r_to, r_to, p_to});
+      ForEachPricedSpan(prices, c_from, c_to, [&](int64_t a, int64_t b, const model::RateCard* card) {
+        const std::optional<Micros> price = card ? UnitPrice(*card, c.model, c.profile) : std::nullopt;
+        if (!price) return;  // nothing was charged for it
+        LineKey key{r.spec.pool, 1, c.model, c.profile, c.gpu_uuid, card->metadata.name, *price, 1,
+                    fmt::format("GPU {} out of service ({}) until replaced", c.gpu_uuid, c.reason)};
+        add(std::move(key), c.model, c.profile, a, b);
+      });
+    }
+  }
+  for (auto& [key, l] : lines) {
+    const Micros amount = RoundDiv(static_cast<__int128>(l.seconds) * l.quantity * l.unit_price_micros, 3600);
+    const double hours = static_cast<double>(l.seconds) * static_cast<double>(l.quantity) *
+                         GpuShare(l.model, l.profile) / 3600.0;
+    l.amount_micros = key.category == 0 ? amount : -amount;
+    l.allocated_gpu_hours = key.category == 0 ? hours : -hours;
+    inv.total_micros += l.amount_micros;
+    inv.allocated_gpu_hours += l.allocated_gpu_hours;
+    inv.lines.push_back(std::move(l));
+  }
+  return inv;
+}
+
+Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& prices, Time from_t, Time to_t) {
+  __int128 micro_seconds = 0;  // Σ seconds x quantity x price: divided by 3600 once
+  double gpu_seconds = 0;
+  const int64_t from = Sec(from_t), to = Sec(to_t);
+  for (const model::UsageRecord& r : records) {
+    const int64_t r_from = Sec(r.spec.start);
+    const int64_t r_to = r.spec.end ? Sec(*r.spec.end) : to;
+    ForEachPricedSpan(prices, std::max(r_from, from), std::min(r_to, to),
+                      [&](int64_t a, int64_t b, const model::RateCard* card) {
+                        for (const model::PoolItem& item : r.spec.items) {
+                          const Micros price = card ? UnitPrice(*card, item.model, item.profile).value_or(0) : 0;
+                          micro_seconds += static_cast<__int128>(b - a) * item.count * price;
+                          gpu_seconds += static_cast<double>(b - a) * static_cast<double>(item.count) *
+                                         GpuShare(item.model, item.profile);
+                        }
+                      });
+    for (const model::UsageRecord::Credit& c : r.spec.credits) {
+      const int64_t c_from = std::max({Sec(c.start), r_from, from});
+      const int64_t c_to = std::min({c.end ? Sec(*c.end) : r_to, r_to, to});
+      ForEachPricedSpan(prices, c_from, c_to, [&](int64_t a, int64_t b, const model::RateCard* card) {
+        const Micros price = card ? UnitPrice(*card, c.model, c.profile).value_or(0) : 0;
+        micro_seconds -= static_cast<__int128>(b - a) * price;
+        gpu_seconds -= static_cast<double>(b - a) * GpuShare(c.model, c.profile);
+      });
+    }
+  }
+  return {RoundDiv(micro_seconds, 3600), gpu_seconds / 3600.0};
+}
+
+absl::Status CheckBudget(const model::Project& project, const std::vector<model::UsageRecord>& records,
+                         const std::vector<model::PoolItem>& items, const PriceBook& prices, Time now) {
+  if (!project.spec.budget || project.spec.budget->allow_overrun) return absl::OkStatus();
+  const model::Project::Budget& b = *project.spec.budget;
+  const Period month = MonthOf(now);
+  const Cost committed = CostOver(records, prices, month.start, month.end);
+  model::UsageRecord added;
+  added.spec.items = items;
+  added.spec.start = now;
+  const Cost more = CostOver({added}, prices, month.start, month.end);
+  const std::string name = project.metadata.name;
+  if (b.amount_micros > 0 && committed.amount_micros + more.amount_micros > b.amount_micros) {
+    const std::string cur = prices.currency();
+    return WithReason(
+        absl::ResourceExhaustedError(fmt::format(
+            "project {} budget for {} is {}: its pools will have cost {} by the month's end and this pool would "
+            "add {}, leaving {} ({} over); an operator may raise the budget or allow overruns",
+            name, month.Name(), Money(b.amount_micros, cur), Money(committed.amount_micros, cur),
+            Money(more.amount_micros, cur),
+            Money(std::max<__int128>(0, static_cast<__int128>(b.amount_micros) - committed.amount_micros), cur),
+            Money(static_cast<__int128>(committed.amount_micros) + more.amount_micros - b.amount_micros, cur))),
+        "BudgetExceeded");
+  }
+  if (b.gpu_hours > 0 && committed.gpu_hours + more.gpu_hours > static_cast<double>(b.gpu_hours) + 1e-9) {
+    return WithReason(
+        absl::ResourceExhaustedError(fmt::format(
+            "project {} budget for {} is {} GPU-hours: its pools will have held {:.1f} by the month's end and this "
+            "pool would add {:.1f} ({:.1f} over); an operator may raise the budget or allow overruns",
+            name, month.Name(), b.gpu_hours, committed.gpu_hours, more.gpu_hours,
+            committed.gpu_hours + more.gpu_hours - static_cast<double>(b.gpu_hours))),
+        "BudgetExceeded");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<BudgetAlert> BudgetAlerts(const model::Project& project, const std::vector<model::UsageRecord>& records,
+                                      const PriceBook& prices, Time now) {
+  std::vector<BudgetAlert> out;
+  if (!project.spec.budget) return out;
+  const Period month = MonthOf(now);
+  const Cost spent = CostOver(records, prices, month.start, now);
+  struct Measure {
+    std::string what;
+    double spent;
+    double budget;
+    double (*of)(const Cost&);
+  };
+  const Measure measures[] = {
+      {"money", static_cast<double>(spent.amount_micros), static_cast<double>(project.spec.budget->amount_micros),
+       [](const Cost& c) { return static_cast<double>(c.amount_micros); }},
+      {"GPU-hours", spent.gpu_hours, static_cast<double>(project.spec.budget->gpu_hours),
+       [](const Cost& c) { return c.gpu_hours; }},
+  };
+  for (const Measure& m : measures) {
+    if (m.budget <= 0) continue;
+    for (int percent : {100, 80}) {
+      const double threshold = m.budget * percent / 100.0;
+      if (m.spent + 1e-9 < threshold) continue;
+      // The first second at which spending reached the threshold (spending only grows while
+      // nothing is credited; a credit at worst moves the moment found later).
+      int64_t lo = Sec(month.start), hi = Sec(now);
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (m.of(CostOver(records, prices, month.start, AtSec(mid))) + 1e-9 >= threshold) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      out.push_back({project.metadata.name, m.what, percent, m.spent, m.budget, AtSec(lo)});
+      break;  // the highest threshold reached
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuaas::billing

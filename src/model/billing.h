@@ -1,0 +1,94 @@
+// Billing objects. A RateCard prices devices per hour from a moment on; a UsageRecord is the
+// meter of one approved pool: written in the same store transaction as the pool transitions that
+// start and end its billing (approval, release) and as the faults the pool controller credits,
+// so that no crash or replica can lose or double an approved second. Invoices are computed from
+// them (src/billing/) and kept, once their period has closed, as Invoice records.
+#ifndef GPUAAS_MODEL_BILLING_H_
+#define GPUAAS_MODEL_BILLING_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "model/object.h"
+#include "model/pool.h"
+
+namespace gpuaas::model {
+
+struct RateCard {
+  static constexpr std::string_view kKind = "RateCard";
+  static constexpr std::string_view kPlural = "ratecards";
+  static constexpr bool kNamespaced = false;
+
+  // What a MIG instance costs when the card does not list its profile: compute (its compute
+  // slices over the model's, times the full-GPU price), memory (its memory slices over the
+  // model's) or explicit (only listed profiles are priced).
+  enum class MigPricing { kCompute, kMemory, kExplicit };
+  struct Price {
+    std::string model;    // catalogue name
+    std::string profile;  // "full" or a MIG profile of the model
+    int64_t price_per_hour_micros = 0;  // per device-hour, in millionths of the currency
+    friend bool operator==(const Price&, const Price&) = default;
+  };
+  struct Spec {
+    std::string currency;  // ISO 4217: three capital letters
+    Time effective_from{};
+    std::vector<Price> prices;
+    MigPricing mig_pricing = MigPricing::kCompute;
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  struct Status {
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const RateCard&, const RateCard&) = default;
+};
+std::string_view ToString(RateCard::MigPricing p);
+
+// Names, currency, prices against the catalogue, no profile listed twice. InvalidArgument.
+absl::Status ValidateRateCard(const RateCard& card);
+
+struct UsageRecord {
+  static constexpr std::string_view kKind = "UsageRecord";
+  static constexpr std::string_view kPlural = "usagerecords";
+  static constexpr bool kNamespaced = true;  // in the pool's project; named like the pool
+
+  // A dedicated device out of service through a hardware fault, from when the pool controller
+  // took it out of the pool until it was replaced (open while it is not).
+  struct Credit {
+    std::string gpu_uuid;
+    std::string model;
+    std::string profile;
+    std::string reason;  // "Xid79", "MemoryErrors", ...
+    Time start{};
+    std::optional<Time> end;
+    friend bool operator==(const Credit&, const Credit&) = default;
+  };
+  struct Spec {
+    std::string pool;
+    std::string pool_uid;
+    std::vector<PoolItem> items;
+    Time start{};             // the approval
+    std::optional<Time> end;  // the release request; open while the pool runs
+    std::vector<Credit> credits;
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  struct Status {
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const UsageRecord&, const UsageRecord&) = default;
+};
+
+// The kind under which a closed period's invoice is kept (namespace: the project; name: the
+// period, "2026-11"); its JSON is billing's invoice document.
+inline constexpr std::string_view kInvoiceKind = "Invoice";
+
+}  // namespace gpuaas::model
+
+#endif  // GPUAAS_MODEL_BILLING_H_
