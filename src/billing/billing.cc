@@ -138,14 +138,6 @@ std::optional<Micros> UnitPrice(const model::RateCard& card, std::string_view mo
   return RoundDiv(static_cast<__int128>(*full) * mp->compute_slices, m->compute_slices);
 }
 
-double GpuShare(std::string_view model, std::string_view profile) {
-  if (profile == catalog::kFullProfile) return 1;
-  const catalog::GpuModel* m = catalog::FindModel(model);
-  const catalog::MigProfile* p = m == nullptr ? nullptr : catalog::FindProfile(*m, profile);
-  if (p == nullptr || m->compute_slices <= 0) return 1;
-  return static_cast<double>(p->compute_slices) / m->compute_slices;
-}
-
 std::string_view ToString(InvoiceState s) { return s == InvoiceState::kFinal ? "final" : "draft"; }
 
 Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& records, const PriceBook& prices,
@@ -206,7 +198,7 @@ Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& re
   for (auto& [key, l] : lines) {
     const Micros amount = RoundDiv(static_cast<__int128>(l.seconds) * l.quantity * l.unit_price_micros, 3600);
     const double hours = static_cast<double>(l.seconds) * static_cast<double>(l.quantity) *
-                         GpuShare(l.model, l.profile) / 3600.0;
+                         catalog::GpuShare(l.model, l.profile) / 3600.0;
     l.amount_micros = key.category == 0 ? amount : -amount;
     l.allocated_gpu_hours = key.category == 0 ? hours : -hours;
     inv.total_micros += l.amount_micros;
@@ -229,7 +221,7 @@ Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& p
                           const Micros price = card ? UnitPrice(*card, item.model, item.profile).value_or(0) : 0;
                           micro_seconds += static_cast<__int128>(b - a) * item.count * price;
                           gpu_seconds += static_cast<double>(b - a) * static_cast<double>(item.count) *
-                                         GpuShare(item.model, item.profile);
+                                         catalog::GpuShare(item.model, item.profile);
                         }
                       });
     for (const model::UsageRecord::Credit& c : r.spec.credits) {
@@ -238,7 +230,7 @@ Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& p
       ForEachPricedSpan(prices, c_from, c_to, [&](int64_t a, int64_t b, const model::RateCard* card) {
         const Micros price = card ? UnitPrice(*card, c.model, c.profile).value_or(0) : 0;
         micro_seconds -= static_cast<__int128>(b - a) * price;
-        gpu_seconds -= static_cast<double>(b - a) * GpuShare(c.model, c.profile);
+        gpu_seconds -= static_cast<double>(b - a) * catalog::GpuShare(c.model, c.profile);
       });
     }
   }

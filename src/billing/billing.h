@@ -68,10 +68,6 @@ class PriceBook {
 // (explicit MIG pricing of an unlisted profile, or no full-GPU price to derive from).
 std::optional<Micros> UnitPrice(const model::RateCard& card, std::string_view model, std::string_view profile);
 
-// The share of a GPU that one device is: 1 for a whole GPU, its compute slices over the
-// model's for a MIG instance (as utilization weighs it).
-double GpuShare(std::string_view model, std::string_view profile);
-
 struct Line {
   std::string pool;
   std::string model;
@@ -85,7 +81,7 @@ struct Line {
   Micros amount_micros = 0;
   Time start{};                    // the span the line covers: its first second
   Time end{};                      // and the end of its last
-  double allocated_gpu_hours = 0;  // quantity x seconds x GPU share / 3600 (negative for credits)
+  double allocated_gpu_hours = 0;  // quantity x seconds x catalog::GpuShare / 3600 (negative for credits)
   std::optional<double> used_gpu_hours;  // from monitoring, filled in by the caller
   std::string item() const { return model + "/" + profile; }
 };

@@ -332,4 +332,12 @@ std::string ResourceName(std::string_view profile) {
   return name;
 }
 
+double GpuShare(std::string_view model, std::string_view profile) {
+  if (profile == kFullProfile) return 1;
+  const GpuModel* m = FindModel(model);
+  if (m == nullptr || m->compute_slices == 0) return 1;
+  const MigProfile* p = FindProfile(*m, profile);
+  return p == nullptr ? 1 : static_cast<double>(p->compute_slices) / m->compute_slices;
+}
+
 }  // namespace gpuaas::catalog

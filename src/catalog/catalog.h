@@ -107,6 +107,11 @@ void SortLayout(Layout& layout);
 // "nvidia.com/mig-3g.71gb", "nvidia.com/mig-1g.18gb.me"; "nvidia.com/gpu" for "full".
 std::string ResourceName(std::string_view profile);
 
+// The share of a GPU that one device is: 1 for "full", the profile's compute slices over the
+// model's for a MIG instance (1 for what the catalogue does not know). Utilization and billing
+// weigh devices by it.
+double GpuShare(std::string_view model, std::string_view profile);
+
 }  // namespace gpuaas::catalog
 
 #endif  // GPUAAS_CATALOG_CATALOG_H_

@@ -64,6 +64,13 @@ TEST(Catalog, CompiledTableMatchesJson) {
   EXPECT_EQ(compiled_mig, mig_models) << "compiled table has models the JSON lacks";
 }
 
+TEST(Catalog, ADevicesShareOfAGpuIsItsComputeSlices) {
+  EXPECT_DOUBLE_EQ(GpuShare("H200-SXM-141GB", "full"), 1);
+  EXPECT_DOUBLE_EQ(GpuShare("H200-SXM-141GB", "3g.71gb"), 3.0 / 7);
+  EXPECT_DOUBLE_EQ(GpuShare("H200-SXM-141GB", "1g.18gb"), 1.0 / 7);
+  EXPECT_DOUBLE_EQ(GpuShare("no-such-gpu", "1g.18gb"), 1);
+}
+
 TEST(Catalog, FullGpuOnlyModels) {
   for (std::string_view name : {"L40S-48GB", "A10-24GB", "T4-16GB"}) {
     const GpuModel& m = Model(name);

@@ -72,6 +72,17 @@ std::string WhyFailed(const model::GpuCapacity& g) {
   return "unhealthy";
 }
 
+// Why a failed GPU is out of service (its Healthy condition's reason) and since when.
+std::pair<std::string, Time> FaultOf(const model::GpuCapacity& g, Time now) {
+  for (std::string_view type : {model::kGpuHealthy, model::kGpuDriverHealthy}) {
+    const model::Condition* c = model::FindCondition(g.status.conditions, type);
+    if (c != nullptr && c->status == ConditionStatus::kFalse) {
+      return {c->reason.empty() ? "Unhealthy" : c->reason, std::min(c->last_transition_time, now)};
+    }
+  }
+  return {"Unhealthy", now};
+}
+
 // A change to a GPU that can make room for a waiting pool.
 bool MayFreeCapacity(const model::GpuCapacity* before, const model::GpuCapacity* after) {
   if (after == nullptr) return false;
@@ -218,12 +229,33 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
     // 2. Replace: devices on failed GPUs leave the pool; what is missing is allocated again from
     // free capacity below (the failed GPUs themselves are filtered out by the allocator).
     std::vector<std::string> lost;
+    std::vector<model::UsageRecord::Credit> credits;
     std::erase_if(pool.status.allocation, [&](const model::AllocatedDevice& d) {
       const GpuPtr g = GpuOf(gpus_, d.gpu_uuid);
       if (!OnFailedGpu(g.get())) return false;
       lost.push_back(fmt::format("{} on GPU {} ({})", d.profile, d.gpu_uuid, WhyFailed(*g)));
+      const auto [reason, since] = FaultOf(*g, now);
+      credits.push_back({d.gpu_uuid, g->spec.model, d.profile, reason, since, std::nullopt});
       return true;
     });
+    // Billing: the device's time is credited from the fault until it is replaced (the meter is
+    // written in this transaction, with the pool's change).
+    auto meter_update = [&](auto&& change) -> absl::Status {
+      ASSIGN_OR_RETURN(std::optional<model::UsageRecord> meter,
+                       store::GetObject<model::UsageRecord>(tx, pool.metadata.ns, pool.metadata.name));
+      if (!meter || meter->spec.end) return absl::OkStatus();
+      if (!change(*meter)) return absl::OkStatus();
+      return store::UpdateObject(tx, *meter);
+    };
+    if (!credits.empty()) {
+      RETURN_IF_ERROR(meter_update([&](model::UsageRecord& m) {
+        for (model::UsageRecord::Credit& c : credits) {
+          c.start = std::max(c.start, m.spec.start);
+          m.spec.credits.push_back(std::move(c));
+        }
+        return true;
+      }));
+    }
     if (!lost.empty()) {
       ++delta.replaced;
       changed |= set(model::kDevicesHealthy, false, "DeviceFailed",
@@ -352,6 +384,16 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
       }
       ++delta.allocated;
       if (replacing) {
+        RETURN_IF_ERROR(meter_update([&](model::UsageRecord& m) {
+          bool closed = false;
+          for (model::UsageRecord::Credit& c : m.spec.credits) {
+            if (!c.end) {
+              c.end = std::max(c.start, now);
+              closed = true;
+            }
+          }
+          return closed;
+        }));
         changed |= set(model::kDevicesHealthy, true, "Replaced",
                        fmt::format("{} device(s) replaced from free capacity", out.plan.placements.size()));
       }

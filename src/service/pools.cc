@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "billing/billing.h"
 #include "catalog/catalog.h"
 #include "common/status.h"
 #include "fmt/format.h"
@@ -33,6 +34,16 @@ void AddDemand(const std::vector<model::PoolItem>& items, std::map<std::string, 
       slices[name] += i.count * p->compute_slices;
     }
   }
+}
+
+// The project's budget against its pools' cost to the month's end with `items` added now.
+absl::Status CheckBudgetIn(store::Txn& tx, const model::Project& project, const std::vector<model::PoolItem>& items,
+                           Time now) {
+  if (!project.spec.budget || project.spec.budget->allow_overrun) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<model::UsageRecord> records,
+                   store::ListObjects<model::UsageRecord>(tx, project.metadata.name));
+  ASSIGN_OR_RETURN(std::vector<model::RateCard> cards, store::ListObjects<model::RateCard>(tx));
+  return billing::CheckBudget(project, records, items, billing::PriceBook(std::move(cards)), now);
 }
 
 }  // namespace
@@ -122,6 +133,7 @@ absl::StatusOr<GpuPool> PoolService::CreatePool(GpuPool pool, const std::string&
       RETURN_IF_ERROR(check(want_full, full, project->spec.quota->full_gpus, "full GPUs"));
       RETURN_IF_ERROR(check(want_slices, slices, project->spec.quota->mig_compute_slices, "MIG compute slices"));
     }
+    RETURN_IF_ERROR(CheckBudgetIn(tx, *project, pool.spec.items, clock_.Now()));
     absl::Status s = store::CreateObject(tx, pool, clock_.Now());
     if (absl::IsAlreadyExists(s)) {
       return absl::AlreadyExistsError(fmt::format("gpupools \"{}\" already exists in project {}",
@@ -151,6 +163,25 @@ absl::StatusOr<GpuPool> PoolService::Approve(const std::string& ns, const std::s
           cur->status.approval->approved ? "release it to end it" : "a rejection is final"));
     }
     const Time now = clock_.Now();
+    if (approve) {
+      // Billing starts now, whether or not devices can be provisioned yet: the meter opens in
+      // this transaction, so an approval can never go unbilled or be billed twice.
+      ASSIGN_OR_RETURN(std::optional<model::Project> project, store::GetObject<model::Project>(tx, "", ns));
+      if (project) RETURN_IF_ERROR(CheckBudgetIn(tx, *project, cur->spec.items, now));
+      model::UsageRecord meter;
+      meter.metadata.ns = ns;
+      meter.metadata.name = name;
+      meter.metadata.labels = {{"gpuaas.io/pool", name}};
+      meter.spec.pool = name;
+      meter.spec.pool_uid = cur->metadata.uid;
+      meter.spec.items = cur->spec.items;
+      meter.spec.start = std::chrono::floor<std::chrono::seconds>(now);
+      absl::Status opened = store::CreateObject(tx, meter, now);
+      if (absl::IsAlreadyExists(opened)) {
+        return absl::InternalError(fmt::format("gpupools \"{}\" in {} already has a usage record", name, ns));
+      }
+      RETURN_IF_ERROR(opened);
+    }
     cur->status.approval = GpuPool::Approval{approve, reason, user, now};
     model::SetCondition(cur->status.conditions,
                         {std::string(model::kApproved),
@@ -180,15 +211,76 @@ absl::StatusOr<GpuPool> PoolService::Release(const std::string& ns, const std::s
       return absl::FailedPreconditionError(fmt::format("gpupools \"{}\" is already {}", name,
                                                        released->status == ConditionStatus::kTrue ? "released" : "being released"));
     }
+    const Time now = clock_.Now();
     model::SetCondition(cur->status.conditions,
                         {std::string(model::kReleased), ConditionStatus::kFalse, "Releasing",
-                         fmt::format("release requested by {}", user), clock_.Now(),
+                         fmt::format("release requested by {}", user), now,
                          cur->metadata.generation});
     RETURN_IF_ERROR(store::UpdateObject(tx, *cur));
+    // Billing ends with the request: the project gave the devices up (its runs are evicted).
+    ASSIGN_OR_RETURN(std::optional<model::UsageRecord> meter, store::GetObject<model::UsageRecord>(tx, ns, name));
+    if (meter && !meter->spec.end) {
+      meter->spec.end = std::max<Time>(meter->spec.start, std::chrono::floor<std::chrono::seconds>(now));
+      RETURN_IF_ERROR(store::UpdateObject(tx, *meter));
+    }
     pool = *cur;
     return Record(tx, user, "Release", PoolRef(*cur), "");
   }));
   return pool;
+}
+
+absl::StatusOr<model::RateCard> PoolService::CreateRateCard(model::RateCard card, const std::string& user) {
+  card.metadata.ns.clear();
+  card.status = {};
+  RETURN_IF_ERROR(model::ValidateRateCard(card));
+  for (model::RateCard::Price& p : card.spec.prices) p.model = std::string(catalog::FindModel(p.model)->name);
+  card.spec.effective_from = std::chrono::floor<std::chrono::seconds>(card.spec.effective_from);
+  const Time now = clock_.Now();
+  const billing::Period month = billing::MonthOf(now);
+  if (card.spec.effective_from < month.start) {
+    return absl::InvalidArgumentError(fmt::format(
+        "spec.effectiveFrom: {} is in a closed billing period; a card may take effect from {} (the start of {}) on",
+        FormatTime(card.spec.effective_from), FormatTime(month.start), month.Name()));
+  }
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<model::RateCard> cards, store::ListObjects<model::RateCard>(tx));
+    for (const model::RateCard& other : cards) {
+      if (other.spec.currency != card.spec.currency) {
+        return absl::InvalidArgumentError(fmt::format(
+            "spec.currency: {} differs from rate card {} ({}); every card prices in one currency",
+            card.spec.currency, other.metadata.name, other.spec.currency));
+      }
+    }
+    absl::Status s = store::CreateObject(tx, card, now);
+    if (absl::IsAlreadyExists(s)) {
+      return absl::AlreadyExistsError(fmt::format(
+          "ratecards \"{}\" already exists; cards are not edited: create another with a later effectiveFrom",
+          card.metadata.name));
+    }
+    RETURN_IF_ERROR(s);
+    return Record(tx, user, "CreateRateCard", "ratecards/" + card.metadata.name,
+                  fmt::format("{} from {}", card.spec.currency, FormatTime(card.spec.effective_from)));
+  }));
+  return card;
+}
+
+absl::StatusOr<model::Project> PoolService::SetBudget(const std::string& name,
+                                                      std::optional<model::Project::Budget> budget,
+                                                      const std::string& user) {
+  model::Project project;
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<model::Project> cur, store::GetObject<model::Project>(tx, "", name));
+    if (!cur) return absl::NotFoundError(fmt::format("projects \"{}\" not found", name));
+    cur->spec.budget = budget;
+    RETURN_IF_ERROR(model::ValidateProject(*cur));
+    RETURN_IF_ERROR(store::UpdateObject(tx, *cur));
+    project = *cur;
+    return Record(tx, user, "SetBudget", "projects/" + name,
+                  budget ? fmt::format("{} micro-units, {} GPU-hours a month{}", budget->amount_micros,
+                                       budget->gpu_hours, budget->allow_overrun ? ", overruns allowed" : "")
+                         : "removed");
+  }));
+  return project;
 }
 
 absl::StatusOr<model::Workload> PoolService::CreateWorkload(model::Workload w, const std::string& user) {

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "model/billing.h"
 #include "model/pool.h"
 #include "store/store.h"
 
@@ -45,6 +46,18 @@ class PoolService {
                                          const std::string& user);
   absl::StatusOr<model::GpuPool> Release(const std::string& ns, const std::string& name,
                                          const std::string& user);
+
+  // Billing. An approval opens the pool's UsageRecord and a release request closes it, in the
+  // transaction of the transition itself. A new pool, and an approval, pass the project's budget
+  // (ResourceExhausted, reason BudgetExceeded, with the figures).
+  //
+  // A rate card takes effect no earlier than the start of the current month (a closed month's
+  // invoices are final) and in the currency of the cards before it; cards are never edited, a
+  // later one supersedes.
+  absl::StatusOr<model::RateCard> CreateRateCard(model::RateCard card, const std::string& user);
+  // Sets (or, with nullopt, removes) a project's budget.
+  absl::StatusOr<model::Project> SetBudget(const std::string& project, std::optional<model::Project::Budget> budget,
+                                           const std::string& user);
 
   // Workloads: created Pending (the workload controller admits them); deleting ends the run and
   // its Profile.

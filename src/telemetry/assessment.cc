@@ -15,14 +15,6 @@ std::string DeviceName(const DeviceRef& d) {
 
 }  // namespace
 
-double DeviceWeight(std::string_view model, std::string_view profile) {
-  if (profile == catalog::kFullProfile) return 1;
-  const catalog::GpuModel* m = catalog::FindModel(model);
-  if (m == nullptr || m->compute_slices == 0) return 1;
-  const catalog::MigProfile* p = catalog::FindProfile(*m, profile);
-  return p == nullptr ? 1 : static_cast<double>(p->compute_slices) / m->compute_slices;
-}
-
 PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
                           const AssessmentOptions& options) {
   PoolAssessment a;
@@ -76,7 +68,7 @@ PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, i
   }
   const catalog::GpuModel* m = catalog::FindModel(model);
   if (!uniform || m == nullptr || !m->mig_capable || !any_data) return a;
-  const double have_weight = DeviceWeight(model, profile);
+  const double have_weight = catalog::GpuShare(model, profile);
   const catalog::MigProfile* best = nullptr;
   for (const catalog::MigProfile& p : m->profiles) {
     if (p.media_extensions()) continue;

@@ -59,9 +59,6 @@ struct PoolAssessment {
 PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
                           const AssessmentOptions& options);
 
-// Weight of a device in GPUs: 1 for "full", compute slices / the GPU's compute slices for MIG.
-double DeviceWeight(std::string_view model, std::string_view profile);
-
 }  // namespace gpuaas::telemetry
 
 #endif  // GPUAAS_TELEMETRY_ASSESSMENT_H_

@@ -60,11 +60,5 @@ TEST(Assessment, IdlePoolsAndPoolsThatNeedTheirSize) {
   EXPECT_NEAR(AssessPool(hub, late, kT0, kT0 + 7200, kT0 + 7200, {}).allocated_gpu_hours, 1, 1e-9);
 }
 
-TEST(Assessment, DeviceWeights) {
-  EXPECT_DOUBLE_EQ(DeviceWeight("H200-SXM-141GB", "full"), 1);
-  EXPECT_DOUBLE_EQ(DeviceWeight("H200-SXM-141GB", "3g.71gb"), 3.0 / 7);
-  EXPECT_DOUBLE_EQ(DeviceWeight("H200-SXM-141GB", "1g.18gb"), 1.0 / 7);
-}
-
 }  // namespace
 }  // namespace gpuaas::telemetry

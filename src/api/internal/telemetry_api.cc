@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <map>
 
+#include "api/internal/objects.h"
 #include "api/problem.h"
+#include "catalog/catalog.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
@@ -82,69 +84,6 @@ absl::StatusOr<Range> ParseRange(const HttpRequest& req, int64_t now, int64_t de
         "{} points exceed the maximum of {} per series; increase step", (r.to - r.from) / r.step, kMaxPoints));
   }
   return r;
-}
-
-template <typename T>
-std::vector<T> DecodeAll(store::ObjectCache& cache, std::string_view ns = {}) {
-  std::vector<T> out;
-  const std::shared_ptr<const store::KindSnapshot> snap = cache.Snapshot(std::string(T::kKind));
-  for (const auto& obj : snap->items) {
-    if (!ns.empty() && obj->ns != ns) continue;
-    absl::StatusOr<T> v = model::Decode<T>(obj->json);
-    if (v.ok()) out.push_back(std::move(*v));
-  }
-  return out;
-}
-
-template <typename T>
-std::optional<T> DecodeOne(store::ObjectCache& cache, std::string_view ns, std::string_view name) {
-  std::shared_ptr<const store::CachedObject> obj = cache.Get(T::kKind, ns, name);
-  if (!obj) return std::nullopt;
-  absl::StatusOr<T> v = model::Decode<T>(obj->json);
-  if (!v.ok()) return std::nullopt;
-  return *v;
-}
-
-// An allocated device as the hub knows it: GPU UUID, GPU instance id and weight.
-telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::AllocatedDevice& d,
-                                   const std::map<std::string, model::GpuCapacity>& gpus) {
-  auto g = gpus.find(d.gpu_uuid);
-  const std::string model = g == gpus.end() ? "" : g->second.spec.model;
-  DeviceRef ref{d.gpu_uuid, -1, telemetry::DeviceWeight(model, d.profile)};
-  if (d.profile != "full") {
-    // An instance no reading has named yet (gi -2) counts as allocated, without readings.
-    ref.gi = hub.FindInstance(d.gpu_uuid, static_cast<int>(d.start), d.instance_uuid).value_or(-2);
-  }
-  return {ref, model, d.profile};
-}
-
-// A device a workload ran on, from the inventory: a whole GPU, or the MIG instance with that UUID.
-DeviceRef WorkloadDeviceRef(const telemetry::Hub& hub, const model::WorkloadDevice& d,
-                            const std::map<std::string, model::GpuCapacity>& gpus) {
-  DeviceRef ref{d.gpu_uuid, -1, 1};
-  if (d.instance_uuid.empty()) return ref;
-  ref.gi = hub.FindInstance(d.gpu_uuid, -1, d.instance_uuid).value_or(-2);
-  if (auto g = gpus.find(d.gpu_uuid); g != gpus.end()) {
-    for (const model::MigInstance& m : g->second.status.mig_instances) {
-      if (m.uuid != d.instance_uuid) continue;
-      ref.weight = telemetry::DeviceWeight(g->second.spec.model, m.profile);
-      if (ref.gi < -1) ref.gi = hub.FindInstance(d.gpu_uuid, static_cast<int>(m.start), m.uuid).value_or(-2);
-    }
-  }
-  return ref;
-}
-
-std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, const model::GpuPool& pool,
-                                                   const std::map<std::string, model::GpuCapacity>& gpus) {
-  std::vector<telemetry::AssessedDevice> out;
-  for (const model::AllocatedDevice& d : pool.status.allocation) out.push_back(DeviceOf(hub, d, gpus));
-  return out;
-}
-
-std::map<std::string, model::GpuCapacity> GpusByUuid(store::ObjectCache& cache) {
-  std::map<std::string, model::GpuCapacity> out;
-  for (model::GpuCapacity& g : DecodeAll<model::GpuCapacity>(cache)) out.emplace(g.spec.uuid, std::move(g));
-  return out;
 }
 
 int64_t Seconds(Time t) { return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count(); }

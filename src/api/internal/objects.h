@@ -1,0 +1,56 @@
+// Reading the API's objects from the ObjectCache's snapshots, and the devices of pools and
+// workloads as the telemetry hub names them. Shared by the API's internal route modules.
+#ifndef GPUAAS_API_INTERNAL_OBJECTS_H_
+#define GPUAAS_API_INTERNAL_OBJECTS_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/codec.h"
+#include "model/fleet.h"
+#include "model/pool.h"
+#include "store/cache.h"
+#include "telemetry/assessment.h"
+#include "telemetry/hub.h"
+
+namespace gpuaas::api::internal {
+
+// Every object of T's kind (in `ns` when given) that decodes.
+template <typename T>
+std::vector<T> DecodeAll(store::ObjectCache& cache, std::string_view ns = {}) {
+  std::vector<T> out;
+  const std::shared_ptr<const store::KindSnapshot> snap = cache.Snapshot(std::string(T::kKind));
+  for (const auto& obj : snap->items) {
+    if (!ns.empty() && obj->ns != ns) continue;
+    absl::StatusOr<T> v = model::Decode<T>(obj->json);
+    if (v.ok()) out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+// One object, or nullopt when absent (or undecodable).
+template <typename T>
+std::optional<T> DecodeOne(store::ObjectCache& cache, std::string_view ns, std::string_view name) {
+  std::shared_ptr<const store::CachedObject> obj = cache.Get(T::kKind, ns, name);
+  if (!obj) return std::nullopt;
+  absl::StatusOr<T> v = model::Decode<T>(obj->json);
+  if (!v.ok()) return std::nullopt;
+  return *v;
+}
+
+// An allocated device as the hub knows it: GPU UUID, GPU instance id and weight.
+telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::AllocatedDevice& d,
+                                   const std::map<std::string, model::GpuCapacity>& gpus);
+// A device a workload ran on, from the inventory: a whole GPU, or the MIG instance with that UUID.
+telemetry::DeviceRef WorkloadDeviceRef(const telemetry::Hub& hub, const model::WorkloadDevice& d,
+                                       const std::map<std::string, model::GpuCapacity>& gpus);
+std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, const model::GpuPool& pool,
+                                                   const std::map<std::string, model::GpuCapacity>& gpus);
+std::map<std::string, model::GpuCapacity> GpusByUuid(store::ObjectCache& cache);
+
+}  // namespace gpuaas::api::internal
+
+#endif  // GPUAAS_API_INTERNAL_OBJECTS_H_
