@@ -10,6 +10,7 @@
 
 #include "api/auth.h"
 #include "api/http.h"
+#include "api/internal/billing_api.h"
 #include "api/internal/http_server.h"
 #include "api/internal/pages.h"
 #include "api/internal/rate_limit.h"
@@ -142,6 +143,9 @@ const std::vector<ResourceType>& ResourceTypes() {
       {std::string(model::MigLayout::kPlural), std::string(model::MigLayout::kKind), false},
       {std::string(model::Workload::kPlural), std::string(model::Workload::kKind), true},
       {std::string(model::Profile::kPlural), std::string(model::Profile::kKind), true},
+      {std::string(model::RateCard::kPlural), std::string(model::RateCard::kKind), false},
+      {std::string(model::UsageRecord::kPlural), std::string(model::UsageRecord::kKind), true},
+      {"invoices", std::string(model::kInvoiceKind), true},  // closed months' invoices, as kept
   };
   return kTypes;
 }
@@ -150,6 +154,8 @@ struct ApiServer::Impl {
   Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
       : options(std::move(o)), cache(c), pools(p), auth(a) {
     if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, clock);
+    billing = std::make_unique<internal::BillingApi>(cache, h, clock);
+    if (telemetry) telemetry->AddAlerts([this] { return billing->BudgetAlertsJson(); });
     watches = std::make_unique<internal::WatchHub>(cache, options.watch_bookmark_interval);
   }
 
@@ -159,6 +165,7 @@ struct ApiServer::Impl {
   Authenticator* auth;  // null: no authentication, every caller is an operator
   RealClock clock;
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
+  std::unique_ptr<internal::BillingApi> billing;
   std::unique_ptr<internal::WatchHub> watches;
   internal::PageSnapshots pages{64, kPageTtl};
   internal::RateLimiter limiter{options.requests_per_second_per_token};
@@ -533,6 +540,41 @@ struct ApiServer::Impl {
     return Written(pools->CreateProject(std::move(*p), who.user), 201);
   }
 
+  absl::StatusOr<Reply> CreateRateCard(const HttpRequest& req, const Params&, const Principal& who) {  // operators
+    if (!pools) return NoPools();
+    RETURN_IF_ERROR(NeedJson(req));
+    absl::StatusOr<model::RateCard> c = model::Decode<model::RateCard>(req.body);
+    if (!c.ok()) return c.status();
+    return Written(pools->CreateRateCard(std::move(*c), who.user), 201);
+  }
+
+  // PUT .../projects/{name}/budget: {"amountMicros": N, "gpuHours": N, "allowOverrun": bool};
+  // all zero (or {}) removes the budget.
+  absl::StatusOr<Reply> SetBudget(const HttpRequest& req, const Params& params, const Principal& who) {  // operators
+    if (!pools) return NoPools();
+    RETURN_IF_ERROR(NeedJson(req));
+    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
+    auto count = [&](const char* key) -> absl::StatusOr<int64_t> {
+      if (!j.contains(key) || j[key].is_null()) return 0;
+      if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0) {
+        return absl::InvalidArgumentError(fmt::format("{}: must be a non-negative integer", key));
+      }
+      return j[key].get<int64_t>();
+    };
+    if (!j.is_object()) {
+      return absl::InvalidArgumentError(
+          "body must be {\"amountMicros\": N, \"gpuHours\": N, \"allowOverrun\": true|false} (0 or absent: no limit)");
+    }
+    ASSIGN_OR_RETURN(const int64_t amount, count("amountMicros"));
+    ASSIGN_OR_RETURN(const int64_t hours, count("gpuHours"));
+    if (j.contains("allowOverrun") && !j["allowOverrun"].is_boolean()) {
+      return absl::InvalidArgumentError("allowOverrun: must be true or false");
+    }
+    std::optional<model::Project::Budget> budget;
+    if (amount > 0 || hours > 0) budget = model::Project::Budget{amount, hours, j.value("allowOverrun", false)};
+    return Written(pools->SetBudget(std::string(params.at("name")), budget, who.user), 200);
+  }
+
   absl::StatusOr<Reply> CreatePool(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
     const std::string ns(params.at("namespace"));
@@ -800,6 +842,17 @@ struct ApiServer::Impl {
         [this](R r, P p, W w) { return GetOne(r, p, w); });
     Add(std::string(kApiPrefix) + "/projects", "POST", kOperatorOnly,
         [this](R r, P p, W w) { return CreateProject(r, p, w); });
+    Add(std::string(kApiPrefix) + "/projects/{name}/budget", "PUT", kOperatorOnly,
+        [this](R r, P p, W w) { return SetBudget(r, p, w); });
+    Add(std::string(kApiPrefix) + "/ratecards", "POST", kOperatorOnly,
+        [this](R r, P p, W w) { return CreateRateCard(r, p, w); });
+    Add("/api/v1/projects/{project}/invoices", "GET", kProjectWork,
+        [this](R r, P p, W w) { return billing->Invoices(r, std::string(p.at("project")), w); });
+    Add("/api/v1/projects/{project}/invoices/{period}", "GET", kProjectWork, [this](R r, P p, W w) {
+      return billing->Invoice(r, std::string(p.at("project")), std::string(p.at("period")), w);
+    });
+    Add("/api/v1/billing/focus", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Focus(r); });
+    Add("/api/v1/billing/summary", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Summary(r); });
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
     Add(pools_path, "GET", kProjectWork, [this](R r, P p, W w) { return List(r, p, w); });
     Add(pools_path, "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {

@@ -17,12 +17,20 @@ using std::chrono::seconds;
 int64_t Sec(Time t) { return std::chrono::floor<seconds>(t.time_since_epoch()).count(); }
 Time AtSec(int64_t s) { return Time(seconds(s)); }
 
-// "1234.500000 USD": micro-units as the currency's decimal amount.
-std::string Money(__int128 micros, std::string_view currency) {
+}  // namespace
+
+std::string Decimal(Micros micros) {
   const bool negative = micros < 0;
-  const __int128 m = negative ? -micros : micros;
-  return fmt::format("{}{}.{:06} {}", negative ? "-" : "", static_cast<int64_t>(m / 1000000),
-                     static_cast<int64_t>(m % 1000000), currency.empty() ? "(no currency)" : currency);
+  const unsigned long long m =
+      negative ? 0ULL - static_cast<unsigned long long>(micros) : static_cast<unsigned long long>(micros);
+  return fmt::format("{}{}.{:06}", negative ? "-" : "", m / 1000000, m % 1000000);
+}
+
+namespace {
+
+// "1234.500000 USD".
+std::string Money(__int128 micros, std::string_view currency) {
+  return fmt::format("{} {}", Decimal(static_cast<Micros>(micros)), currency.empty() ? "(no currency)" : currency);
 }
 
 // A pool item or a credited device, over [from, to) in seconds, cut where the card changes.

@@ -35,6 +35,9 @@ using Micros = int64_t;
 // num / den rounded half away from zero; den > 0.
 Micros RoundDiv(__int128 num, __int128 den);
 
+// Micro-units as a decimal amount of the currency: 1234500000 -> "1234.500000".
+std::string Decimal(Micros micros);
+
 // [start, end): a calendar month in UTC.
 struct Period {
   Time start{};

@@ -60,12 +60,6 @@ std::string JsonText(std::string_view v) {
 
 std::span<const std::string_view> FocusColumns() { return kAll; }
 
-std::string Decimal(Micros micros) {
-  const bool negative = micros < 0;
-  const unsigned long long m = negative ? 0ULL - static_cast<unsigned long long>(micros) : static_cast<unsigned long long>(micros);
-  return fmt::format("{}{}.{:06}", negative ? "-" : "", m / 1000000, m % 1000000);
-}
-
 std::string FocusCsv(const std::vector<Invoice>& invoices, const FocusOptions& options) {
   std::vector<std::string> header(kAll.begin(), kAll.end());
   std::string out = Row(header);

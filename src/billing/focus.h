@@ -28,9 +28,6 @@ std::string FocusCsv(const std::vector<Invoice>& invoices, const FocusOptions& o
 // An invoice's lines as CSV (header first), the same figures as its JSON.
 std::string LinesCsv(const Invoice& invoice);
 
-// Micro-units as a decimal amount: 1234500000 -> "1234.500000".
-std::string Decimal(Micros micros);
-
 }  // namespace gpuaas::billing
 
 #endif  // GPUAAS_BILLING_FOCUS_H_

@@ -21,7 +21,8 @@ ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const
       pools_(store, manager_),
       miglayouts_(store, manager_, drivers, options.mig_poll),
       workloads_(store, manager_),
-      rollups_(store, hub, manager_, options.rollup_flush) {}
+      rollups_(store, hub, manager_, options.rollup_flush),
+      metering_(store, hub, manager_) {}
 
 absl::Status ObserveOnce(store::Store& store, const std::vector<cluster::ClusterDriver*>& drivers, const Clock& clock) {
   store::ObjectCache cache(store);

@@ -7,6 +7,9 @@
 //   miglayouts - MigLayout status; asks drivers for layouts
 //   workloads  - Workload status and Profiles
 //   rollups    - persisted telemetry rollups
+//   metering   - final invoices of closed months; meters of pools approved before metering
+// The pool service opens and closes the meters (UsageRecord) with approvals and releases; the
+// pools controller adds fault credits to them.
 // The API (service/) writes specs, approvals and releases.
 #ifndef GPUAAS_CONTROLLER_CONTROL_PLANE_H_
 #define GPUAAS_CONTROLLER_CONTROL_PLANE_H_
@@ -18,6 +21,7 @@
 #include "cluster/driver.h"
 #include "controller/health.h"
 #include "controller/inventory.h"
+#include "controller/metering.h"
 #include "controller/pools.h"
 #include "controller/provisioning.h"
 #include "controller/runtime/manager.h"
@@ -58,6 +62,7 @@ class ControlPlane {
   PoolController& pools() { return pools_; }
   MigLayoutController& miglayouts() { return miglayouts_; }
   WorkloadController& workloads() { return workloads_; }
+  MeteringController& metering() { return metering_; }
 
   void Start() { manager_.Start(); }
   // Stops the controllers (in-flight reconciles finish), then writes what telemetry closed since
@@ -73,6 +78,7 @@ class ControlPlane {
   MigLayoutController miglayouts_;
   WorkloadController workloads_;
   RollupWriter rollups_;
+  MeteringController metering_;
 };
 
 }  // namespace gpuaas::controller

@@ -1,6 +1,7 @@
 #include "telemetry/assessment.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "catalog/catalog.h"
@@ -88,6 +89,58 @@ PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, i
         static_cast<double>(best->compute_slices) / m->compute_slices, have_weight);
   }
   return a;
+}
+
+DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d,
+                            const std::map<std::string, model::GpuCapacity>& gpus) {
+  DeviceRef ref{d.gpu_uuid, -1, 1};
+  if (d.instance_uuid.empty()) return ref;
+  ref.gi = hub.FindInstance(d.gpu_uuid, -1, d.instance_uuid).value_or(-2);
+  if (auto g = gpus.find(d.gpu_uuid); g != gpus.end()) {
+    for (const model::MigInstance& m : g->second.status.mig_instances) {
+      if (m.uuid != d.instance_uuid) continue;
+      ref.weight = catalog::GpuShare(g->second.spec.model, m.profile);
+      if (ref.gi < -1) ref.gi = hub.FindInstance(d.gpu_uuid, static_cast<int>(m.start), m.uuid).value_or(-2);
+    }
+  }
+  return ref;
+}
+
+std::optional<double> UsedGpuHours(const Hub& hub, const std::vector<model::Profile>& runs, std::string_view pool,
+                                   const std::map<std::string, model::GpuCapacity>& gpus, std::string_view model,
+                                   std::string_view profile, int64_t from, int64_t to, int64_t now) {
+  if (to <= from) return std::nullopt;
+  std::vector<DeviceRef> devices;
+  for (const model::Profile& run : runs) {
+    if (run.spec.pool != pool) continue;
+    for (const model::WorkloadDevice& d : run.spec.devices) {
+      auto g = gpus.find(d.gpu_uuid);
+      if (g == gpus.end() || g->second.spec.model != model) continue;
+      std::string_view device_profile = catalog::kFullProfile;
+      if (!d.instance_uuid.empty()) {
+        device_profile = "";
+        for (const model::MigInstance& m : g->second.status.mig_instances) {
+          if (m.uuid == d.instance_uuid) device_profile = m.profile;
+        }
+      }
+      if (device_profile != profile) continue;
+      DeviceRef ref = WorkloadDeviceRef(hub, d, gpus);
+      ref.from_s = std::chrono::duration_cast<std::chrono::seconds>(run.spec.start.time_since_epoch()).count();
+      if (run.spec.end) ref.to_s = std::chrono::duration_cast<std::chrono::seconds>(run.spec.end->time_since_epoch()).count();
+      devices.push_back(std::move(ref));
+    }
+  }
+  if (devices.empty()) return std::nullopt;
+  // Minute steps as the rollups hold them, coarser for long spans (at most about 2,000 steps).
+  const int64_t step = std::max<int64_t>(60, (to - from) / 2000 / 60 * 60);
+  double used = 0;
+  bool covered = false;
+  for (const UtilizationPoint& p : hub.Utilization(devices, from, to, step, now)) {
+    used += p.used_gpus * static_cast<double>(step) / 3600.0;
+    covered = covered || p.covered_gpus > 0;
+  }
+  if (!covered) return std::nullopt;
+  return used;
 }
 
 }  // namespace gpuaas::telemetry

@@ -15,9 +15,14 @@
 #define GPUAAS_TELEMETRY_ASSESSMENT_H_
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "model/fleet.h"
+#include "model/pool.h"
 #include "telemetry/hub.h"
 
 namespace gpuaas::telemetry {
@@ -58,6 +63,18 @@ struct PoolAssessment {
 // `step`: 60 for periods up to a day, else 3600, as the rollups hold them.
 PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
                           const AssessmentOptions& options);
+
+// A device a workload ran on (a whole GPU, or the MIG instance with that UUID) as the hub names
+// it, weighted by its share of the GPU; `gpus` by UUID.
+DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d,
+                            const std::map<std::string, model::GpuCapacity>& gpus);
+
+// GPU-hours used (share x SM activity) over [from, to) by the runs (Profiles) of `pool` on
+// devices of `model`/`profile`, each device counted while its run lasted; nullopt when no
+// reading covers them (showback beside billed hours).
+std::optional<double> UsedGpuHours(const Hub& hub, const std::vector<model::Profile>& runs, std::string_view pool,
+                                   const std::map<std::string, model::GpuCapacity>& gpus, std::string_view model,
+                                   std::string_view profile, int64_t from, int64_t to, int64_t now);
 
 }  // namespace gpuaas::telemetry
 

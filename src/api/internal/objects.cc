@@ -16,21 +16,6 @@ telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::Alloc
   return {ref, model, d.profile};
 }
 
-telemetry::DeviceRef WorkloadDeviceRef(const telemetry::Hub& hub, const model::WorkloadDevice& d,
-                                       const std::map<std::string, model::GpuCapacity>& gpus) {
-  telemetry::DeviceRef ref{d.gpu_uuid, -1, 1};
-  if (d.instance_uuid.empty()) return ref;
-  ref.gi = hub.FindInstance(d.gpu_uuid, -1, d.instance_uuid).value_or(-2);
-  if (auto g = gpus.find(d.gpu_uuid); g != gpus.end()) {
-    for (const model::MigInstance& m : g->second.status.mig_instances) {
-      if (m.uuid != d.instance_uuid) continue;
-      ref.weight = catalog::GpuShare(g->second.spec.model, m.profile);
-      if (ref.gi < -1) ref.gi = hub.FindInstance(d.gpu_uuid, static_cast<int>(m.start), m.uuid).value_or(-2);
-    }
-  }
-  return ref;
-}
-
 std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, const model::GpuPool& pool,
                                                    const std::map<std::string, model::GpuCapacity>& gpus) {
   std::vector<telemetry::AssessedDevice> out;

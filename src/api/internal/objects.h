@@ -44,9 +44,6 @@ std::optional<T> DecodeOne(store::ObjectCache& cache, std::string_view ns, std::
 // An allocated device as the hub knows it: GPU UUID, GPU instance id and weight.
 telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::AllocatedDevice& d,
                                    const std::map<std::string, model::GpuCapacity>& gpus);
-// A device a workload ran on, from the inventory: a whole GPU, or the MIG instance with that UUID.
-telemetry::DeviceRef WorkloadDeviceRef(const telemetry::Hub& hub, const model::WorkloadDevice& d,
-                                       const std::map<std::string, model::GpuCapacity>& gpus);
 std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, const model::GpuPool& pool,
                                                    const std::map<std::string, model::GpuCapacity>& gpus);
 std::map<std::string, model::GpuCapacity> GpusByUuid(store::ObjectCache& cache);

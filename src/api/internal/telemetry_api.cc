@@ -236,7 +236,7 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
         for (const model::Profile& run : DecodeAll<model::Profile>(cache_, project)) {
           if (run.spec.pod != name) continue;
           for (const model::WorkloadDevice& d : run.spec.devices) {
-            DeviceRef ref = WorkloadDeviceRef(hub_, d, gpus);
+            DeviceRef ref = telemetry::WorkloadDeviceRef(hub_, d, gpus);
             ref.from_s = Seconds(run.spec.start);
             if (run.spec.end) ref.to_s = Seconds(*run.spec.end);
             devices.push_back(std::move(ref));
@@ -320,6 +320,12 @@ absl::StatusOr<HttpResponse> TelemetryApi::Alerts(const HttpRequest& req, const 
     if (a.gpu_instance >= 0) j["gpuInstance"] = a.gpu_instance;
     if (a.resolved_ms > 0) j["resolved"] = FormatTime(Time(std::chrono::milliseconds(a.resolved_ms)));
     items.push_back(std::move(j));
+  }
+  if (more_alerts_) {
+    json more = json::parse(more_alerts_(), nullptr, false);
+    if (more.is_array()) {
+      for (json& j : more) items.insert(items.begin(), std::move(j));  // active: first
+    }
   }
   return Reply({{"items", items}});
 }

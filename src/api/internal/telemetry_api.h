@@ -8,6 +8,7 @@
 #ifndef GPUAAS_API_INTERNAL_TELEMETRY_API_H_
 #define GPUAAS_API_INTERNAL_TELEMETRY_API_H_
 
+#include <functional>
 #include <string>
 
 #include "api/auth.h"
@@ -31,9 +32,13 @@ class TelemetryApi {
   absl::StatusOr<HttpResponse> Assessment(const HttpRequest& req, const Principal& who);
   // Appends the hub's own gauges (samples, series, memory, active alerts) to a /metrics body.
   void AppendMetrics(std::string& out);
+  // Another source of active alerts for /api/v1/alerts (budgets): returns a JSON array of alert
+  // objects. Set before serving.
+  void AddAlerts(std::function<std::string()> source) { more_alerts_ = std::move(source); }
 
  private:
   absl::Status MayPush(const Principal& who, std::string_view gpu_uuid) const;
+  std::function<std::string()> more_alerts_;
   telemetry::Hub& hub_;
   store::ObjectCache& cache_;
   const Clock& clock_;

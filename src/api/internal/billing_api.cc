@@ -1,0 +1,248 @@
+#include "api/internal/billing_api.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "api/internal/objects.h"
+#include "api/problem.h"
+#include "billing/billing.h"
+#include "billing/codec.h"
+#include "billing/focus.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "model/billing.h"
+#include "nlohmann/json.hpp"
+#include "telemetry/assessment.h"
+
+namespace gpuaas::api::internal {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kCsv = "text/csv; charset=utf-8";
+constexpr int kMaxMonths = 36;  // the longest range an export or summary spans
+
+int64_t Seconds(Time t) { return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count(); }
+
+billing::PriceBook Prices(store::ObjectCache& cache) { return billing::PriceBook(DecodeAll<model::RateCard>(cache)); }
+
+// "YYYY-MM" (the month's start) or an RFC 3339 time.
+absl::StatusOr<Time> ParseWhen(std::string_view name, std::string_view v) {
+  if (v.size() == 7) {
+    absl::StatusOr<billing::Period> p = billing::ParsePeriod(v);
+    if (p.ok()) return p->start;
+  }
+  if (std::optional<Time> t = ParseTime(v)) return *t;
+  return absl::InvalidArgumentError(
+      fmt::format("{}: \"{}\" is neither a month (YYYY-MM) nor an RFC 3339 time", name, v));
+}
+
+// The months a from/to query spans: by default the running month.
+absl::StatusOr<std::vector<billing::Period>> MonthsOf(const HttpRequest& req, Time now) {
+  const billing::Period running = billing::MonthOf(now);
+  Time from = running.start, to = running.end;
+  if (req.HasParam("from")) {
+    ASSIGN_OR_RETURN(from, ParseWhen("from", req.Param("from")));
+  }
+  if (req.HasParam("to")) {
+    ASSIGN_OR_RETURN(to, ParseWhen("to", req.Param("to")));
+  } else if (req.HasParam("from")) {
+    to = std::max(running.end, from + std::chrono::seconds(1));
+  }
+  if (to <= from) return absl::InvalidArgumentError("to: must be after from");
+  std::vector<billing::Period> months = billing::MonthsBetween(from, to);
+  if (months.size() > kMaxMonths) {
+    return absl::InvalidArgumentError(fmt::format("from/to span {} months; at most {}", months.size(), kMaxMonths));
+  }
+  return months;
+}
+
+// The invoice of one project and month: the kept one once the month has closed, else rated now
+// (with used GPU-hours from monitoring where there are readings).
+billing::Invoice InvoiceOf(store::ObjectCache& cache, telemetry::Hub* hub, const std::string& project,
+                                  const std::vector<model::UsageRecord>& records, const billing::PriceBook& prices,
+                                  const billing::Period& period, Time now) {
+  if (period.end <= now) {
+    if (std::shared_ptr<const store::CachedObject> kept = cache.Get(model::kInvoiceKind, project, period.Name())) {
+      if (absl::StatusOr<billing::Invoice> inv = billing::DecodeInvoice(kept->json); inv.ok()) return *inv;
+    }
+  }
+  billing::Invoice inv = billing::Rate(project, records, prices, period, now);
+  if (hub == nullptr || inv.lines.empty()) return inv;
+  const std::vector<model::Profile> runs = DecodeAll<model::Profile>(cache, project);
+  if (runs.empty()) return inv;
+  std::map<std::string, model::GpuCapacity> gpus;  // only the GPUs the runs used
+  for (const model::Profile& run : runs) {
+    for (const model::WorkloadDevice& d : run.spec.devices) {
+      if (gpus.count(d.gpu_uuid)) continue;
+      if (std::optional<model::GpuCapacity> g = DecodeOne<model::GpuCapacity>(cache, "", ToLower(d.gpu_uuid))) {
+        gpus.emplace(d.gpu_uuid, std::move(*g));
+      }
+    }
+  }
+  for (billing::Line& l : inv.lines) {
+    if (l.category != "Usage") continue;
+    l.used_gpu_hours = telemetry::UsedGpuHours(*hub, runs, l.pool, gpus, l.model, l.profile, Seconds(l.start),
+                                               Seconds(l.end), Seconds(now));
+  }
+  return inv;
+}
+
+}  // namespace
+
+absl::StatusOr<HttpResponse> BillingApi::Invoices(const HttpRequest& req, const std::string& project,
+                                                  const Principal& who) {
+  if (!who.Sees(project) || !cache_.Get(model::Project::kKind, "", project)) {
+    return absl::NotFoundError(fmt::format("projects \"{}\" not found", project));
+  }
+  const Time now = clock_.Now();
+  const std::vector<model::UsageRecord> records = DecodeAll<model::UsageRecord>(cache_, project);
+  std::vector<billing::Period> periods;
+  if (req.HasParam("period")) {
+    ASSIGN_OR_RETURN(billing::Period p, billing::ParsePeriod(req.Param("period")));
+    periods.push_back(p);
+  } else if (!records.empty()) {
+    Time first = now;
+    for (const model::UsageRecord& r : records) first = std::min(first, r.spec.start);
+    periods = billing::MonthsBetween(first, now + std::chrono::seconds(1));
+    std::reverse(periods.begin(), periods.end());  // newest first
+  }
+  const billing::PriceBook prices = Prices(cache_);
+  std::string body = "{\"items\":[";
+  for (size_t i = 0; i < periods.size(); ++i) {
+    if (i) body += ',';
+    body += billing::EncodeInvoice(InvoiceOf(cache_, hub_, project, records, prices, periods[i], now));
+  }
+  body += "]}";
+  return HttpResponse{200, std::string(kJson), std::move(body), {}};
+}
+
+absl::StatusOr<HttpResponse> BillingApi::Invoice(const HttpRequest& req, const std::string& project,
+                                                 const std::string& period, const Principal& who) {
+  if (!who.Sees(project) || !cache_.Get(model::Project::kKind, "", project)) {
+    return absl::NotFoundError(fmt::format("projects \"{}\" not found", project));
+  }
+  ASSIGN_OR_RETURN(billing::Period p, billing::ParsePeriod(period));
+  const std::string format = req.Param("format");
+  if (!format.empty() && format != "json" && format != "csv") {
+    return absl::InvalidArgumentError("format: must be json or csv");
+  }
+  const billing::Invoice inv = InvoiceOf(cache_, hub_, project, DecodeAll<model::UsageRecord>(cache_, project),
+                                         Prices(cache_), p, clock_.Now());
+  if (format == "csv") {
+    return HttpResponse{200, std::string(kCsv), billing::LinesCsv(inv),
+                        {{"Content-Disposition", fmt::format("attachment; filename=\"{}-{}.csv\"", project, p.Name())}}};
+  }
+  return HttpResponse{200, std::string(kJson), billing::EncodeInvoice(inv), {}};
+}
+
+absl::StatusOr<HttpResponse> BillingApi::Focus(const HttpRequest& req) {
+  const Time now = clock_.Now();
+  ASSIGN_OR_RETURN(std::vector<billing::Period> months, MonthsOf(req, now));
+  std::map<std::string, std::vector<model::UsageRecord>> by_project;
+  for (model::UsageRecord& r : DecodeAll<model::UsageRecord>(cache_)) by_project[r.metadata.ns].push_back(std::move(r));
+  const billing::PriceBook prices = Prices(cache_);
+  std::vector<billing::Invoice> invoices;
+  for (const billing::Period& m : months) {
+    if (m.start > now) break;
+    for (const auto& [project, records] : by_project) {
+      billing::Invoice inv = InvoiceOf(cache_, nullptr, project, records, prices, m, now);
+      if (!inv.lines.empty()) invoices.push_back(std::move(inv));
+    }
+  }
+  return HttpResponse{
+      200, std::string(kCsv), billing::FocusCsv(invoices),
+      {{"Content-Disposition",
+        fmt::format("attachment; filename=\"gpuaas-focus-{}-{}.csv\"", months.front().Name(), months.back().Name())}}};
+}
+
+absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
+  const Time now = clock_.Now();
+  ASSIGN_OR_RETURN(std::vector<billing::Period> months, MonthsOf(req, now));
+  std::map<std::string, std::vector<model::UsageRecord>> by_project;
+  for (model::UsageRecord& r : DecodeAll<model::UsageRecord>(cache_)) by_project[r.metadata.ns].push_back(std::move(r));
+  const billing::PriceBook prices = Prices(cache_);
+  // A pool's cluster: the one it asked for, else where its devices are (the first one's).
+  std::map<std::pair<std::string, std::string>, std::string> cluster_of;
+  for (const model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
+    std::string c = p.spec.cluster;
+    if (c.empty() && !p.status.allocation.empty()) c = p.status.allocation.front().cluster;
+    cluster_of[{p.metadata.ns, p.metadata.name}] = c.empty() ? "(not allocated)" : c;
+  }
+  struct Sum {
+    billing::Micros amount = 0;
+    double hours = 0;
+  };
+  std::map<std::string, Sum> by_model, by_cluster, by_project_sum;
+  Sum total;
+  for (const billing::Period& m : months) {
+    if (m.start > now) break;
+    for (const auto& [project, records] : by_project) {
+      const billing::Invoice inv = InvoiceOf(cache_, nullptr, project, records, prices, m, now);
+      for (const billing::Line& l : inv.lines) {
+        for (Sum* s : {&by_model[l.model], &by_cluster[cluster_of[{project, l.pool}]], &by_project_sum[project], &total}) {
+          s->amount += l.amount_micros;
+          s->hours += l.allocated_gpu_hours;
+        }
+      }
+    }
+  }
+  auto rows = [](const std::map<std::string, Sum>& m, const char* key) {
+    json a = json::array();
+    for (const auto& [k, s] : m) a.push_back({{key, k}, {"amountMicros", s.amount}, {"allocatedGpuHours", s.hours}});
+    return a;
+  };
+  const json out = {{"from", FormatTime(months.front().start)},
+                    {"to", FormatTime(months.back().end)},
+                    {"currency", prices.currency()},
+                    {"amountMicros", total.amount},
+                    {"allocatedGpuHours", total.hours},
+                    {"byModel", rows(by_model, "model")},
+                    {"byCluster", rows(by_cluster, "cluster")},
+                    {"byProject", rows(by_project_sum, "project")}};
+  return HttpResponse{200, std::string(kJson), out.dump(), {}};
+}
+
+std::string BillingApi::BudgetAlertsJson() {
+  const Time now = clock_.Now();
+  json items = json::array();
+  std::vector<model::Project> budgeted;
+  for (model::Project& p : DecodeAll<model::Project>(cache_)) {
+    if (p.spec.budget) budgeted.push_back(std::move(p));
+  }
+  if (budgeted.empty()) return items.dump();
+  const billing::PriceBook prices = Prices(cache_);
+  const std::string month = billing::MonthOf(now).Name();
+  for (const model::Project& p : budgeted) {
+    for (const billing::BudgetAlert& a :
+         billing::BudgetAlerts(p, DecodeAll<model::UsageRecord>(cache_, p.metadata.name), prices, now)) {
+      const bool money = a.what == "money";
+      auto amount = [&](double v) {
+        return money ? fmt::format("{} {}", billing::Decimal(static_cast<billing::Micros>(v)), prices.currency())
+                     : fmt::format("{:.1f} GPU-hours", v);
+      };
+      items.push_back({{"id", fmt::format("budget/{}/{}/{}", p.metadata.name, money ? "money" : "gpu-hours", a.percent)},
+                       {"time", FormatTime(a.since)},
+                       {"severity", a.percent >= 100 ? "critical" : "warning"},
+                       {"project", p.metadata.name},
+                       {"source", "Budget"},
+                       {"condition", ""},
+                       {"reason", a.percent >= 100 ? "BudgetExceeded" : "BudgetNearlySpent"},
+                       {"message", fmt::format("project {} has spent {} of its {} budget for {} ({}%)", p.metadata.name,
+                                               amount(a.spent), amount(a.budget), month,
+                                               static_cast<int>(a.spent * 100 / a.budget))},
+                       {"action", p.spec.budget->allow_overrun
+                                      ? "overruns are allowed: review the project's pools"
+                                      : "raise the budget, release idle pools, or allow overruns; new pools "
+                                        "that would pass it are refused"},
+                       {"active", true}});
+    }
+  }
+  return items.dump();
+}
+
+}  // namespace gpuaas::api::internal

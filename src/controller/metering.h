@@ -1,0 +1,45 @@
+// The metering controller: keeps the billing ledger whole. Once at start it opens the meter
+// (UsageRecord) of any approved pool that lacks one (pools approved before metering existed),
+// from its approval and release times. Each time a month closes it keeps every project's
+// invoice of that month (kind Invoice, named by the period): final and never edited after; a
+// correction is a credit note. Invoices of months that closed while the server was down are
+// written when it starts.
+#ifndef GPUAAS_CONTROLLER_METERING_H_
+#define GPUAAS_CONTROLLER_METERING_H_
+
+#include <atomic>
+#include <string>
+
+#include "common/clock.h"
+#include "controller/runtime/manager.h"
+#include "store/store.h"
+#include "telemetry/hub.h"
+
+namespace gpuaas::controller {
+
+class MeteringController final : public runtime::Reconciler {
+ public:
+  MeteringController(store::Store& store, telemetry::Hub& hub, runtime::Manager& manager,
+                     Duration period = std::chrono::minutes(1));
+  absl::StatusOr<runtime::Result> Reconcile(const std::string& key) override;
+  int64_t invoices_written() const { return invoices_written_.load(); }
+  int64_t meters_opened() const { return meters_opened_.load(); }
+
+ private:
+  absl::Status OpenMissingMeters();
+  // Keeps the final invoices of `months` closed months before now (for every project with usage).
+  absl::Status FinalizeClosedMonths(int months);
+
+  store::Store& store_;
+  telemetry::Hub& hub_;
+  const Clock& clock_;
+  Duration period_;
+  bool backfilled_ = false;
+  Time finalized_through_{};  // the end of the last month whose invoices are kept
+  std::atomic<int64_t> invoices_written_{0};
+  std::atomic<int64_t> meters_opened_{0};
+};
+
+}  // namespace gpuaas::controller
+
+#endif  // GPUAAS_CONTROLLER_METERING_H_
