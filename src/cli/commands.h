@@ -85,6 +85,30 @@ int AlertsCmd(const ClientOptions& o, bool all, std::ostream& out, std::ostream&
 int MetricsCmd(const ClientOptions& o, const std::string& series, const std::string& since, int64_t step,
                std::ostream& out, std::ostream& err);
 
+// Billing (docs/billing.md). Periods are months, YYYY-MM (default: the running one).
+// gpuaas bill list [-p PROJECT] [--period P]: invoices, one line each
+int BillListCmd(const ClientOptions& o, const std::string& project, const std::string& period, std::ostream& out,
+                std::ostream& err);
+// gpuaas bill show PROJECT [--period P]: an invoice's lines
+int BillShowCmd(const ClientOptions& o, const std::string& project, const std::string& period, std::ostream& out,
+                std::ostream& err);
+// gpuaas bill export PROJECT [--period P] [--format csv|json], or --focus [--from F --to T]
+int BillExportCmd(const ClientOptions& o, const std::string& project, const std::string& period,
+                  const std::string& format, bool focus, const std::string& from, const std::string& to,
+                  std::ostream& out, std::ostream& err);
+// gpuaas bill budget PROJECT [--amount DECIMAL] [--gpu-hours N] [--allow-overrun] (operators)
+int BillBudgetCmd(const ClientOptions& o, const std::string& project, const std::string& amount, int64_t gpu_hours,
+                  bool allow_overrun, std::ostream& out, std::ostream& err);
+struct RateCardCreate {
+  std::string name;
+  std::string currency = "USD";
+  std::string from;                 // RFC 3339; default: now
+  std::vector<std::string> prices;  // MODEL/PROFILE=DECIMAL per device-hour
+  std::string mig_pricing = "compute";
+};
+// gpuaas bill ratecard NAME --price MODEL/PROFILE=DECIMAL ... (operators)
+int RateCardCreateCmd(const ClientOptions& o, const RateCardCreate& c, std::ostream& out, std::ostream& err);
+
 }  // namespace gpuaas::cli
 
 #endif  // GPUAAS_CLI_COMMANDS_H_

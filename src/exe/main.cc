@@ -157,6 +157,43 @@ int main(int argc, char** argv) {
   token_revoke->add_option("id", token_id, "token id (the part before the dot)")->required();
   add_client_flags(token_revoke, false);
 
+  CLI::App* bill = app.add_subcommand("bill", "billing: invoices, exports, budgets, rate cards");
+  bill->require_subcommand(1);
+  std::string bill_project, bill_period, bill_format = "csv", bill_from, bill_to, bill_amount;
+  bool bill_focus = false, bill_overrun = false;
+  int64_t bill_hours = 0;
+  CLI::App* bill_list = bill->add_subcommand("list", "invoices, one line each (every project you see, or -p)");
+  bill_list->add_option("-p,--project", bill_project, "the project");
+  bill_list->add_option("--period", bill_period, "a month, YYYY-MM (default: every month with usage)");
+  add_client_flags(bill_list, true);
+  CLI::App* bill_show = bill->add_subcommand("show", "an invoice with its lines");
+  bill_show->add_option("project", bill_project, "the project")->required();
+  bill_show->add_option("--period", bill_period, "a month, YYYY-MM (default: the running one)");
+  add_client_flags(bill_show, true);
+  CLI::App* bill_export = bill->add_subcommand("export", "an invoice's lines as CSV or JSON, or every project's as FOCUS 1.2 CSV");
+  bill_export->add_option("project", bill_project, "the project (not with --focus)");
+  bill_export->add_option("--period", bill_period, "a month, YYYY-MM (default: the running one)");
+  bill_export->add_option("--format", bill_format, "csv or json")->capture_default_str();
+  bill_export->add_flag("--focus", bill_focus, "FinOps FOCUS 1.2 CSV of every project (operators)");
+  bill_export->add_option("--from", bill_from, "with --focus: a month (YYYY-MM) or RFC 3339 time");
+  bill_export->add_option("--to", bill_to, "with --focus: a month (YYYY-MM) or RFC 3339 time (exclusive)");
+  add_client_flags(bill_export, false);
+  CLI::App* bill_budget = bill->add_subcommand("budget", "set a project's monthly budget (operators; zero removes it)");
+  bill_budget->add_option("project", bill_project, "the project")->required();
+  bill_budget->add_option("--amount", bill_amount, "money a month, in the rate card's currency (e.g. 5000.00)");
+  bill_budget->add_option("--gpu-hours", bill_hours, "allocated GPU-hours a month (a MIG instance counts its share)");
+  bill_budget->add_flag("--allow-overrun", bill_overrun, "let pools pass the budget (alerts still fire)");
+  add_client_flags(bill_budget, false);
+  gpuaas::cli::RateCardCreate rc;
+  CLI::App* bill_card = bill->add_subcommand("ratecard", "create a rate card (operators); cards are never edited");
+  bill_card->add_option("name", rc.name, "card name")->required();
+  bill_card->add_option("--price", rc.prices, "MODEL/PROFILE=AMOUNT per device-hour, e.g. H200-SXM-141GB/full=4.50")
+      ->required();
+  bill_card->add_option("--currency", rc.currency, "ISO 4217 code")->capture_default_str();
+  bill_card->add_option("--from", rc.from, "when it takes effect, RFC 3339 (default: now)");
+  bill_card->add_option("--mig-pricing", rc.mig_pricing, "compute, memory or explicit")->capture_default_str();
+  add_client_flags(bill_card, false);
+
   gpuaas::cli::SimOptions so;
   CLI::App* sim = app.add_subcommand(
       "sim", "replay a cluster trace (Alibaba openb_* CSV) through the packing policies");
@@ -226,6 +263,16 @@ int main(int argc, char** argv) {
   if (server->parsed()) return gpuaas::exe::RunServer(sf, GPUAAS_VERSION);
   if (agent->parsed()) return gpuaas::agent::RunAgent(ao, std::cout, std::cerr);
   if (alerts->parsed()) return gpuaas::cli::AlertsCmd(client, alerts_all, std::cout, std::cerr);
+  if (bill_list->parsed()) return gpuaas::cli::BillListCmd(client, bill_project, bill_period, std::cout, std::cerr);
+  if (bill_show->parsed()) return gpuaas::cli::BillShowCmd(client, bill_project, bill_period, std::cout, std::cerr);
+  if (bill_export->parsed()) {
+    return gpuaas::cli::BillExportCmd(client, bill_project, bill_period, bill_format, bill_focus, bill_from, bill_to,
+                                      std::cout, std::cerr);
+  }
+  if (bill_budget->parsed()) {
+    return gpuaas::cli::BillBudgetCmd(client, bill_project, bill_amount, bill_hours, bill_overrun, std::cout, std::cerr);
+  }
+  if (bill_card->parsed()) return gpuaas::cli::RateCardCreateCmd(client, rc, std::cout, std::cerr);
   if (metrics->parsed()) return gpuaas::cli::MetricsCmd(client, series, since, step, std::cout, std::cerr);
   if (get->parsed()) return gpuaas::cli::Get(client, what, name, std::cout, std::cerr);
   if (summary->parsed()) return gpuaas::cli::Summary(client, std::cout, std::cerr);

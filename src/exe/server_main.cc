@@ -9,6 +9,7 @@
 
 #include "api/auth.h"
 #include "api/server.h"
+#include "billing/billing.h"
 #include "agent/fleet_simulation.h"
 #include "cluster/simulated/fleet.h"
 #include "httplib.h"
@@ -27,6 +28,25 @@
 
 namespace gpuaas::exe {
 namespace {
+
+// The demo's rate card, installed when the store has none: list prices per device-hour in USD.
+// Illustrative figures (an H100 SXM at 3.99 USD an hour is a public on-demand price of 2026);
+// MIG instances are priced by their compute slices.
+void InstallDemoRateCard(store::Store& db, service::PoolService& pools) {
+  absl::StatusOr<std::vector<store::Record>> cards = db.List(model::RateCard::kKind, "");
+  if (!cards.ok() || !cards->empty()) return;
+  model::RateCard card;
+  card.metadata.name = "demo-list-prices";
+  card.spec.currency = "USD";
+  card.spec.effective_from = billing::MonthOf(RealClock::Get().Now()).start;
+  card.spec.mig_pricing = model::RateCard::MigPricing::kCompute;
+  card.spec.prices = {{"H200-SXM-141GB", "full", 4'500'000}, {"H100-SXM5-80GB", "full", 3'990'000},
+                      {"A100-80GB", "full", 1'800'000},      {"B200-180GB", "full", 6'690'000},
+                      {"L40S-48GB", "full", 1'200'000}};
+  if (absl::StatusOr<model::RateCard> made = pools.CreateRateCard(card, "gpuaas-demo"); !made.ok()) {
+    log::Warn("demo rate card not installed: {}", made.status().message());
+  }
+}
 
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -192,6 +212,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     log::Warn("the first observation of every cluster took longer than a minute");
   }
   cache.WaitFor(db.Revision(), std::chrono::seconds(30));
+  if (flags.demo) InstallDemoRateCard(db, pools);
   if (flags.demo && !flags.no_auth) {
     // A project and fresh tokens to try the demo with; earlier demo tokens are revoked.
     model::Project demo;

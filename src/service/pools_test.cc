@@ -95,3 +95,97 @@ TEST_F(PoolServiceTest, QuotaFleetAndInputAreCheckedAndNothingIsStoredOnRefusal)
 
 }  // namespace
 }  // namespace gpuaas::service
+
+namespace gpuaas::service {
+namespace {
+
+// Billing through the service: the meter opens and closes in the transitions' own transactions.
+class PoolBillingTest : public PoolServiceTest {
+ protected:
+  absl::StatusOr<model::RateCard> Card(const std::string& name, Time from, int64_t full_price,
+                                       const std::string& currency = "USD") {
+    model::RateCard c;
+    c.metadata.name = name;
+    c.spec.currency = currency;
+    c.spec.effective_from = from;
+    c.spec.prices = {{"h200-sxm-141gb", "full", full_price}};
+    return svc_->CreateRateCard(c, "ops");
+  }
+  std::optional<model::UsageRecord> Meter(const std::string& pool) {
+    auto got = store_->Get(store::KeyOf<model::UsageRecord>("vision", pool));
+    if (!got.ok() || !*got) return std::nullopt;
+    return *model::Decode<model::UsageRecord>((*got)->data);
+  }
+};
+
+TEST_F(PoolBillingTest, ApprovalOpensTheMeterReleaseClosesItRejectionNeverBills) {
+  ASSERT_TRUE(svc_->CreatePool(Pool("train", {{"H200-SXM-141GB", "full", 2}}), "alice").ok());
+  ASSERT_TRUE(svc_->CreatePool(Pool("nope", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
+  EXPECT_FALSE(Meter("train")) << "requested, not approved: not billed";
+  clock_.Advance(std::chrono::minutes(3));
+  ASSERT_TRUE(svc_->Approve("vision", "nope", false, "no", "ops").ok());
+  EXPECT_FALSE(Meter("nope")) << "a rejection is never billed";
+  auto approved = svc_->Approve("vision", "train", true, "", "ops");
+  ASSERT_TRUE(approved.ok());
+  // Billed from approval, whether or not anything is provisioned yet.
+  std::optional<model::UsageRecord> m = Meter("train");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->spec.start, std::chrono::floor<std::chrono::seconds>(clock_.Now()));
+  EXPECT_FALSE(m->spec.end);
+  EXPECT_EQ(m->spec.pool_uid, approved->metadata.uid);
+  EXPECT_EQ(m->spec.items, approved->spec.items);
+  clock_.Advance(std::chrono::seconds(5400));
+  ASSERT_TRUE(svc_->Release("vision", "train", "alice").ok());
+  m = Meter("train");
+  ASSERT_TRUE(m && m->spec.end);
+  EXPECT_EQ(*m->spec.end - m->spec.start, std::chrono::seconds(5400));
+}
+
+TEST_F(PoolBillingTest, RateCardsTakeEffectInOpenPeriodsInOneCurrency) {
+  const Time month_start = std::chrono::floor<std::chrono::days>(clock_.Now()) - std::chrono::days(1);  // Dec 1
+  ASSERT_TRUE(Card("list", month_start, 4'500'000).ok());
+  auto past = Card("backdated", month_start - std::chrono::seconds(1), 1);
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(past.status().message()).find("closed billing period"), std::string::npos) << past.status();
+  EXPECT_EQ(Card("euro", clock_.Now(), 1, "EUR").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Card("list", clock_.Now(), 1).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Card("lower", clock_.Now(), 1, "usd").status().code(), absl::StatusCode::kInvalidArgument);
+  model::RateCard bad;
+  bad.metadata.name = "bad";
+  bad.spec.currency = "USD";
+  bad.spec.effective_from = clock_.Now();
+  bad.spec.prices = {{"H200-SXM-141GB", "9g.999gb", 1}};
+  EXPECT_EQ(svc_->CreateRateCard(bad, "ops").status().code(), absl::StatusCode::kInvalidArgument);
+  bad.spec.prices = {{"H200-SXM-141GB", "full", 1}, {"h200-sxm-141gb", "full", 2}};
+  EXPECT_NE(svc_->CreateRateCard(bad, "ops").status().ToString().find("priced twice"), std::string::npos);
+  // Model names are kept in the catalogue's spelling.
+  auto listed = store_->List(model::RateCard::kKind, "");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(model::Decode<model::RateCard>((*listed)[0].data)->spec.prices[0].model, "H200-SXM-141GB");
+}
+
+TEST_F(PoolBillingTest, ABudgetRefusesNewPoolsAndApprovalsThatWouldPassIt) {
+  const Time month_start = std::chrono::floor<std::chrono::days>(clock_.Now()) - std::chrono::days(1);
+  ASSERT_TRUE(Card("list", month_start, 3'600'000).ok());  // 3.6 USD an hour
+  ASSERT_TRUE(svc_->CreatePool(Pool("early", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
+  // 100 USD a month: one GPU for the rest of December (29 days from the 2nd) is 2,500 USD.
+  ASSERT_TRUE(svc_->SetBudget("vision", model::Project::Budget{100'000'000, 0, false}, "ops").ok());
+  const int64_t rev = store_->Revision();
+  auto refused = svc_->CreatePool(Pool("big", {{"H200-SXM-141GB", "full", 1}}), "alice");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(std::string(refused.status().message()).find("budget for 2025-12 is 100.000000 USD"), std::string::npos)
+      << refused.status();
+  // An approval is checked too (the pool was asked for before the budget).
+  auto approval = svc_->Approve("vision", "early", true, "", "ops");
+  EXPECT_EQ(approval.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(store_->Revision(), rev) << "a refusal stores nothing";
+  // The operator allows overruns: both go through.
+  ASSERT_TRUE(svc_->SetBudget("vision", model::Project::Budget{100'000'000, 0, true}, "ops").ok());
+  EXPECT_TRUE(svc_->Approve("vision", "early", true, "", "ops").ok());
+  EXPECT_TRUE(svc_->CreatePool(Pool("big", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
+  EXPECT_EQ(svc_->SetBudget("nobody", std::nullopt, "ops").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpuaas::service
