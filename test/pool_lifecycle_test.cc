@@ -2,6 +2,8 @@
 // pool service, and the store, run until idle with a fake clock (deterministic, no threads).
 #include <set>
 
+#include "billing/billing.h"
+#include "billing/codec.h"
 #include "cluster/simulated/fleet.h"
 #include "controller/control_plane.h"
 #include "gtest/gtest.h"
@@ -385,6 +387,111 @@ TEST_F(WorkloadLifecycle, AFailedGpuIsReplacedAndItsRunQueuesAgain) {
   Request("more", {{"H200-SXM-141GB", "full", 1}});
   Converge(3);
   for (const auto& d : Get("more").status.allocation) EXPECT_NE(d.gpu_uuid, failed);
+}
+
+// Billing with the controllers: fault credits from the pool controller, final invoices and
+// backfilled meters from the metering controller.
+class BillingLifecycle : public PoolLifecycle {
+ protected:
+  void SetUp() override {
+    PoolLifecycle::SetUp();
+    model::RateCard card;
+    card.metadata.name = "list";
+    card.spec.currency = "USD";
+    card.spec.effective_from = std::chrono::floor<std::chrono::days>(clock_.Now()) - std::chrono::days(1);  // Dec 1
+    card.spec.prices = {{"H200-SXM-141GB", "full", 3'600'000}};
+    ASSERT_TRUE(service_->CreateRateCard(card, "ops").ok());
+  }
+  template <typename T>
+  std::vector<T> All(std::string_view ns = "vision") {
+    std::vector<T> out;
+    EXPECT_TRUE(store_->Transact([&](store::Txn& tx) {
+      auto r = store::ListObjects<T>(tx, ns);
+      if (r.ok()) out = *r;
+      return r.status();
+    }).ok());
+    return out;
+  }
+  void Report(const std::string& uuid, double energy_mj, bool xid79) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch()).count();
+    telemetry::NodeReport r{"n", "", now_ms, {{uuid, 0, "NVIDIA H200", 0, false, {{telemetry::Field::kEnergyMj, energy_mj}}, {}, {}}}};
+    if (xid79) r.gpus[0].xid_events.push_back({79, -1, now_ms});
+    ASSERT_TRUE(hub_.IngestReport(r, now_ms).ok());
+  }
+};
+
+TEST_F(BillingLifecycle, AFaultIsCreditedFromTheFailureUntilTheReplacement) {
+  // Every H200 of alpha, so that a failed one has no replacement until it is healed.
+  Request("all", {{"H200-SXM-141GB", "full", 48}});
+  Converge(20);
+  GpuPool p = Get("all");
+  ASSERT_EQ(Cond(p, "Ready"), "True/Ready") << Cond(p, "Allocated");
+  const std::string failed = p.status.allocation[5].gpu_uuid;
+  Report(failed, 5e9, true);
+  Sync();
+  EXPECT_EQ(Cond(Get("all"), "DevicesHealthy"), "False/DeviceFailed");
+  std::vector<model::UsageRecord> meters = All<model::UsageRecord>();
+  ASSERT_EQ(meters.size(), 1u);
+  ASSERT_EQ(meters[0].spec.credits.size(), 1u);
+  EXPECT_EQ(meters[0].spec.credits[0].gpu_uuid, failed);
+  EXPECT_EQ(meters[0].spec.credits[0].reason, "ResetRequired");
+  EXPECT_FALSE(meters[0].spec.credits[0].end);
+  const Time failed_at = meters[0].spec.credits[0].start;
+  // Half an hour later the GPU is reset (its energy counter restarts) and rejoins the pool.
+  clock_.Advance(std::chrono::minutes(30));
+  Report(failed, 1, false);
+  Converge(5);
+  EXPECT_EQ(Cond(Get("all"), "DevicesHealthy"), "True/Replaced");
+  meters = All<model::UsageRecord>();
+  ASSERT_EQ(meters[0].spec.credits.size(), 1u);
+  ASSERT_TRUE(meters[0].spec.credits[0].end);
+  const int64_t credited =
+      std::chrono::duration_cast<std::chrono::seconds>(*meters[0].spec.credits[0].end - failed_at).count();
+  EXPECT_GE(credited, 1800);
+  EXPECT_LE(credited, 1805);
+  // On the invoice: the usage of 48 GPUs less the credit, at 3.6 USD an hour.
+  const billing::Invoice inv = billing::Rate("vision", meters, billing::PriceBook(All<model::RateCard>("")),
+                                             billing::MonthOf(clock_.Now()), clock_.Now());
+  ASSERT_EQ(inv.lines.size(), 2u);
+  EXPECT_EQ(inv.lines[1].category, "Credit");
+  EXPECT_EQ(inv.lines[1].seconds, credited);
+  EXPECT_EQ(inv.lines[1].amount_micros, -credited * 1000);
+  EXPECT_EQ(inv.total_micros, inv.lines[0].amount_micros + inv.lines[1].amount_micros);
+}
+
+TEST_F(BillingLifecycle, AClosedMonthsInvoiceIsKeptOnceAndMissingMetersAreOpened) {
+  Request("train", {{"H200-SXM-141GB", "full", 2}});
+  Converge(3);
+  const Time approved = std::chrono::floor<std::chrono::seconds>(Get("train").status.approval->time);
+  // A pool approved before metering existed: its meter is gone, as in an older store.
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) {
+    return store::DeleteObject<model::UsageRecord>(tx, "vision", "train");
+  }).ok());
+  // Into January: a restarted server opens the meter from the approval and keeps December's invoice.
+  const Time jan = std::chrono::sys_days(std::chrono::year(2026) / 1 / 1) + std::chrono::minutes(5);
+  clock_.Advance(jan - clock_.Now());
+  StartControlPlane();
+  Converge(2);
+  std::vector<model::UsageRecord> meters = All<model::UsageRecord>();
+  ASSERT_EQ(meters.size(), 1u);
+  EXPECT_EQ(meters[0].spec.start, approved);
+  EXPECT_EQ(cp_->metering().meters_opened(), 1);
+  auto kept = store_->Get({std::string(model::kInvoiceKind), "vision", "2025-12"});
+  ASSERT_TRUE(kept.ok() && *kept);
+  absl::StatusOr<billing::Invoice> inv = billing::DecodeInvoice((*kept)->data);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->state, billing::InvoiceState::kFinal);
+  const int64_t held = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::sys_days(std::chrono::year(2026) / 1 / 1) - approved).count();
+  ASSERT_EQ(inv->lines.size(), 1u);
+  EXPECT_EQ(inv->lines[0].seconds, held);
+  EXPECT_EQ(inv->total_micros, held * 2 * 1000);
+  // Kept once: another restart writes nothing more.
+  StartControlPlane();
+  Converge(2);
+  EXPECT_EQ(cp_->metering().invoices_written(), 0);
+  auto again = store_->Get({std::string(model::kInvoiceKind), "vision", "2025-12"});
+  EXPECT_EQ((*again)->resource_version, (*kept)->resource_version);
 }
 
 }  // namespace
