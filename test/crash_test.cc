@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "common/clock.h"
 #include "process.h"
 
 namespace gpuaas::testing {
@@ -139,6 +140,46 @@ TEST(Crash, KilledAtRandomMomentsTheServerLosesNothingAndConverges) {
                               (d.contains("placement") ? std::to_string(d["placement"]["start"].get<int>()) : "full");
       EXPECT_TRUE(devices.insert(key).second) << "device in two live pools: " << key;
     }
+  }
+
+  // The billing ledger: one meter per approved pool (its own, by uid), opened at the approval and
+  // closed at the release request, none for any other pool; the invoice bills each closed meter's
+  // seconds exactly.
+  auto meters_r = c.Get("/apis/gpuaas.io/v1/namespaces/crash/usagerecords");
+  ASSERT_TRUE(meters_r && meters_r->status == 200);
+  const json meters = json::parse(meters_r->body);
+  std::map<std::string, json> meter_of;
+  for (const json& m : meters["items"]) {
+    EXPECT_TRUE(meter_of.emplace(m["spec"]["pool"].get<std::string>(), m).second) << "two meters: " << m.dump();
+  }
+  size_t approved_pools = 0;
+  for (const json& p : pools["items"]) {
+    const std::string name = p["metadata"]["name"];
+    if (Cond(p, "Approved") != "True") {
+      EXPECT_FALSE(meter_of.count(name)) << name << " is not approved, and is billed";
+      continue;
+    }
+    ++approved_pools;
+    ASSERT_TRUE(meter_of.count(name)) << name << " is approved, and not billed (a gap)";
+    const json& m = meter_of[name];
+    EXPECT_EQ(m["spec"]["poolUID"], p["metadata"]["uid"]) << name;
+    EXPECT_EQ(m["spec"]["start"], p["status"]["approval"]["time"]) << name;
+    const bool release_asked = Cond(p, "Released") != "-";
+    EXPECT_EQ(m["spec"].contains("end"), release_asked) << name << ": " << m.dump();
+  }
+  EXPECT_EQ(meter_of.size(), approved_pools);
+  auto inv_r = c.Get("/api/v1/projects/crash/invoices");
+  ASSERT_TRUE(inv_r && inv_r->status == 200) << (inv_r ? inv_r->body : "");
+  std::map<std::string, int64_t> billed;  // pool -> seconds billed (one item each)
+  const json invoices = json::parse(inv_r->body);  // held: a temporary's member would dangle in the loop
+  for (const json& inv : invoices["items"]) {
+    for (const json& l : inv["lines"]) billed[l["pool"]] += l["seconds"].get<int64_t>();
+  }
+  for (const auto& [name, m] : meter_of) {
+    if (!m["spec"].contains("end")) continue;
+    const auto start = ParseTime(m["spec"]["start"].get<std::string>()), end = ParseTime(m["spec"]["end"].get<std::string>());
+    ASSERT_TRUE(start && end);
+    EXPECT_EQ(billed[name], std::chrono::duration_cast<std::chrono::seconds>(*end - *start).count()) << name;
   }
   EXPECT_EQ(server.Stop(), 0);
   std::filesystem::remove_all(dir);
