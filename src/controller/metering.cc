@@ -57,6 +57,8 @@ absl::Status MeteringController::OpenMissingMeters() {
       meter.metadata.labels = {{"gpuaas.io/pool", p.metadata.name}};
       meter.spec.pool = p.metadata.name;
       meter.spec.pool_uid = p.metadata.uid;
+      meter.spec.cluster = p.spec.cluster.empty() && !p.status.allocation.empty() ? p.status.allocation.front().cluster
+                                                                                : p.spec.cluster;
       meter.spec.items = p.spec.items;
       meter.spec.start = std::chrono::floor<std::chrono::seconds>(p.status.approval->time);
       if (const model::Condition* rel = model::FindCondition(p.status.conditions, model::kReleased)) {

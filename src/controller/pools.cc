@@ -383,6 +383,14 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
         }
       }
       ++delta.allocated;
+      if (!out.plan.placements.empty()) {
+        const std::string where = out.plan.placements.front().cluster;
+        RETURN_IF_ERROR(meter_update([&](model::UsageRecord& m) {
+          if (!m.spec.cluster.empty()) return false;
+          m.spec.cluster = where;  // revenue by cluster (the pool asked for any)
+          return true;
+        }));
+      }
       if (replacing) {
         RETURN_IF_ERROR(meter_update([&](model::UsageRecord& m) {
           bool closed = false;

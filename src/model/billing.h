@@ -70,6 +70,7 @@ struct UsageRecord {
   struct Spec {
     std::string pool;
     std::string pool_uid;
+    std::string cluster;  // where its devices are (the pool's, or its first allocation's)
     std::vector<PoolItem> items;
     Time start{};             // the approval
     std::optional<Time> end;  // the release request; open while the pool runs

@@ -880,6 +880,7 @@ std::string Encode(const UsageRecord& u) {
   json spec = {{"pool", u.spec.pool}, {"poolUID", u.spec.pool_uid}, {"items", std::move(items)},
                {"start", FormatTime(u.spec.start)}};
   if (u.spec.end) spec["end"] = FormatTime(*u.spec.end);
+  if (!u.spec.cluster.empty()) spec["cluster"] = u.spec.cluster;
   if (!u.spec.credits.empty()) spec["credits"] = std::move(credits);
   j["spec"] = std::move(spec);
   j["status"] = json::object();
@@ -896,6 +897,7 @@ absl::StatusOr<UsageRecord> Decode(std::string_view text) {
     In s = root.Obj("spec");
     u.spec.pool = s.Str("pool", true);
     u.spec.pool_uid = s.Str("poolUID");
+    u.spec.cluster = s.Str("cluster");
     s.Each("items", [&](const In& i) { u.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true)}); });
     if (!s.Has("start")) Fail(s.Path("start"), "required");
     u.spec.start = *s.TimeField("start");

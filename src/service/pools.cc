@@ -174,6 +174,7 @@ absl::StatusOr<GpuPool> PoolService::Approve(const std::string& ns, const std::s
       meter.metadata.labels = {{"gpuaas.io/pool", name}};
       meter.spec.pool = name;
       meter.spec.pool_uid = cur->metadata.uid;
+      meter.spec.cluster = cur->spec.cluster;
       meter.spec.items = cur->spec.items;
       meter.spec.start = std::chrono::floor<std::chrono::seconds>(now);
       absl::Status opened = store::CreateObject(tx, meter, now);

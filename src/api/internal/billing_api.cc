@@ -166,12 +166,12 @@ absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
   std::map<std::string, std::vector<model::UsageRecord>> by_project;
   for (model::UsageRecord& r : DecodeAll<model::UsageRecord>(cache_)) by_project[r.metadata.ns].push_back(std::move(r));
   const billing::PriceBook prices = Prices(cache_);
-  // A pool's cluster: the one it asked for, else where its devices are (the first one's).
+  // A pool's cluster, as its meter recorded it (the pool's, or where it was first allocated).
   std::map<std::pair<std::string, std::string>, std::string> cluster_of;
-  for (const model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
-    std::string c = p.spec.cluster;
-    if (c.empty() && !p.status.allocation.empty()) c = p.status.allocation.front().cluster;
-    cluster_of[{p.metadata.ns, p.metadata.name}] = c.empty() ? "(not allocated)" : c;
+  for (const auto& [project, records] : by_project) {
+    for (const model::UsageRecord& r : records) {
+      cluster_of[{project, r.spec.pool}] = r.spec.cluster.empty() ? "(not allocated)" : r.spec.cluster;
+    }
   }
   struct Sum {
     billing::Micros amount = 0;
