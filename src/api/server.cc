@@ -146,6 +146,7 @@ const std::vector<ResourceType>& ResourceTypes() {
       {std::string(model::RateCard::kPlural), std::string(model::RateCard::kKind), false},
       {std::string(model::UsageRecord::kPlural), std::string(model::UsageRecord::kKind), true},
       {"invoices", std::string(model::kInvoiceKind), true},  // closed months' invoices, as kept
+      {std::string(model::CreditNote::kPlural), std::string(model::CreditNote::kKind), true},
   };
   return kTypes;
 }
@@ -575,6 +576,21 @@ struct ApiServer::Impl {
     return Written(pools->SetBudget(std::string(params.at("name")), budget, who.user), 200);
   }
 
+  // POST /api/v1/projects/{project}/creditnotes: {"period": "YYYY-MM", "amountMicros": N, "reason": "..."}.
+  absl::StatusOr<Reply> IssueCreditNote(const HttpRequest& req, const Params& params, const Principal& who) {
+    if (!pools) return NoPools();
+    RETURN_IF_ERROR(NeedJson(req));
+    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
+    if (!j.is_object() || !j.contains("period") || !j["period"].is_string() || !j.contains("amountMicros") ||
+        !j["amountMicros"].is_number_integer() || !j.contains("reason") || !j["reason"].is_string()) {
+      return absl::InvalidArgumentError(
+          "body must be {\"period\": \"YYYY-MM\", \"amountMicros\": N, \"reason\": \"...\"}");
+    }
+    return Written(pools->IssueCreditNote(std::string(params.at("project")), j["period"].get<std::string>(),
+                                          j["amountMicros"].get<int64_t>(), j["reason"].get<std::string>(), who.user),
+                   201);
+  }
+
   absl::StatusOr<Reply> CreatePool(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
     const std::string ns(params.at("namespace"));
@@ -851,6 +867,8 @@ struct ApiServer::Impl {
     Add("/api/v1/projects/{project}/invoices/{period}", "GET", kProjectWork, [this](R r, P p, W w) {
       return billing->Invoice(r, std::string(p.at("project")), std::string(p.at("period")), w);
     });
+    Add("/api/v1/projects/{project}/creditnotes", "POST", kOperatorOnly,
+        [this](R r, P p, W w) { return IssueCreditNote(r, p, w); });
     Add("/api/v1/billing/focus", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Focus(r); });
     Add("/api/v1/billing/summary", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Summary(r); });
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";

@@ -216,6 +216,25 @@ Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& re
   return inv;
 }
 
+void AddCreditNotes(Invoice& inv, const std::vector<model::CreditNote>& notes) {
+  for (const model::CreditNote& n : notes) {
+    if (!n.metadata.ns.empty() && n.metadata.ns != inv.project) continue;
+    if (n.spec.issued < inv.period.start || n.spec.issued >= inv.period.end) continue;
+    Line l;
+    l.pool = "";
+    l.model = "credit-note";
+    l.profile = n.metadata.name;
+    l.category = "Credit";
+    l.corrects = n.spec.period;
+    l.description = fmt::format("credit note {} correcting {}: {}", n.metadata.name, n.spec.period, n.spec.reason);
+    l.quantity = 1;
+    l.amount_micros = -n.spec.amount_micros;
+    l.start = l.end = n.spec.issued;
+    inv.total_micros += l.amount_micros;
+    inv.lines.push_back(std::move(l));
+  }
+}
+
 Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& prices, Time from_t, Time to_t) {
   __int128 micro_seconds = 0;  // Σ seconds x quantity x price: divided by 3600 once
   double gpu_seconds = 0;

@@ -85,6 +85,7 @@ struct Line {
   Time start{};                    // the span the line covers: its first second
   Time end{};                      // and the end of its last
   double allocated_gpu_hours = 0;  // quantity x seconds x catalog::GpuShare / 3600 (negative for credits)
+  std::string corrects;            // a credit note's line: the month it corrects ("2026-11")
   std::optional<double> used_gpu_hours;  // from monitoring, filled in by the caller
   std::string item() const { return model + "/" + profile; }
 };
@@ -107,6 +108,10 @@ struct Invoice {
 // credits are negative lines of one device.
 Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& records, const PriceBook& prices,
              const Period& period, Time now);
+
+// Adds the credit notes issued within the invoice's month as credit lines (one each, negative,
+// naming the month corrected) and updates the total.
+void AddCreditNotes(Invoice& invoice, const std::vector<model::CreditNote>& notes);
 
 // Cost and allocated GPU-hours of `records` over [from, to), open records taken to run through
 // `to` (a projection when `to` is ahead).

@@ -191,6 +191,29 @@ TEST(Billing, AHardwareFaultIsCreditedUntilTheDeviceIsReplaced) {
   EXPECT_EQ(CostOver({r}, prices, T("2026-11-01T00:00:00Z"), T("2026-12-01T00:00:00Z")).amount_micros, inv.total_micros);
 }
 
+TEST(Billing, ACreditNoteIsALineOfTheMonthItIsIssuedIn) {
+  model::CreditNote n;
+  n.metadata.ns = "vision";
+  n.metadata.name = "2026-10-1";
+  n.spec = {"2026-10", 2'500'000, "a slow week", T("2026-11-05T09:00:00Z"), "ops"};
+  const std::vector<model::UsageRecord> records = {
+      Record("train", {{std::string(kH200), "full", 1}}, "2026-11-01T00:00:00Z", "2026-11-01T10:00:00Z")};
+  Invoice nov = Rate("vision", records, PriceBook(kCards), MonthOf(T("2026-11-01T00:00:00Z")), T("2026-12-01T00:00:00Z"));
+  AddCreditNotes(nov, {n});
+  ASSERT_EQ(nov.lines.size(), 2u);
+  EXPECT_EQ(nov.lines[1].amount_micros, -2'500'000);
+  EXPECT_EQ(nov.lines[1].corrects, "2026-10");
+  EXPECT_EQ(nov.total_micros, 36'000'000 - 2'500'000);
+  const std::string csv = FocusCsv({nov});
+  EXPECT_NE(csv.find("-2.500000,gpuaas,gpuaas,USD,2026-12-01T00:00:00Z,2026-11-01T00:00:00Z,Credit,Correction,"),
+            std::string::npos)
+      << csv;
+  // Not on another month's invoice.
+  Invoice dec = Rate("vision", records, PriceBook(kCards), MonthOf(T("2026-12-01T00:00:00Z")), T("2026-12-02T00:00:00Z"));
+  AddCreditNotes(dec, {n});
+  EXPECT_TRUE(dec.lines.empty());
+}
+
 TEST(Billing, ABudgetRefusesAPoolThatWouldPassItAndRaisesAlerts) {
   const PriceBook prices(kCards);
   model::Project p;

@@ -25,6 +25,7 @@ std::string EncodeInvoice(const Invoice& inv) {
     if (!l.rate_card.empty()) j["rateCard"] = l.rate_card;
     if (!l.description.empty()) j["description"] = l.description;
     if (l.used_gpu_hours) j["usedGpuHours"] = *l.used_gpu_hours;
+    if (!l.corrects.empty()) j["corrects"] = l.corrects;
     lines.push_back(std::move(j));
   }
   const std::string name = inv.period.Name();
@@ -72,6 +73,7 @@ absl::StatusOr<Invoice> DecodeInvoice(std::string_view text) {
       line.end = ParseTime(l.at("end").get<std::string>()).value_or(Time{});
       line.allocated_gpu_hours = l.value("allocatedGpuHours", 0.0);
       if (l.contains("usedGpuHours")) line.used_gpu_hours = l.at("usedGpuHours").get<double>();
+      line.corrects = l.value("corrects", "");
       inv.lines.push_back(std::move(line));
     }
     return inv;

@@ -68,8 +68,10 @@ std::string FocusCsv(const std::vector<Invoice>& invoices, const FocusOptions& o
       const double device_hours = static_cast<double>(l.quantity) * static_cast<double>(l.seconds) / 3600.0;
       const std::string amount = Decimal(l.amount_micros);
       const std::string unit = Decimal(l.unit_price_micros);
+      const bool note = !l.corrects.empty();
       const std::string description =
-          l.category == "Credit"
+          note ? l.description
+          : l.category == "Credit"
               ? fmt::format("Credit: {} of pool {} ({}), {} s at {} {} per device-hour", l.item(), l.pool, l.description,
                             l.seconds, unit, inv.currency)
               : fmt::format("{} x {} for pool {}, {} s at {} {} per device-hour{}", l.quantity, l.item(), l.pool,
@@ -82,7 +84,7 @@ std::string FocusCsv(const std::vector<Invoice>& invoices, const FocusOptions& o
           FormatTime(inv.period.end),              // BillingPeriodEnd
           FormatTime(inv.period.start),            // BillingPeriodStart
           l.category,                              // ChargeCategory: Usage or Credit
-          "",                                      // ChargeClass: empty, not a correction
+          note ? "Correction" : "",                // ChargeClass: a credit note corrects a closed month
           description,                             // ChargeDescription
           "Usage-Based",                           // ChargeFrequency
           FormatTime(l.end),                       // ChargePeriodEnd
@@ -95,17 +97,17 @@ std::string FocusCsv(const std::vector<Invoice>& invoices, const FocusOptions& o
           options.provider,                        // InvoiceIssuerName
           amount,                                  // ListCost
           unit,                                    // ListUnitPrice
-          Quantity(l.category == "Credit" ? -device_hours : device_hours),  // PricingQuantity
+          Quantity(note ? 0 : l.category == "Credit" ? -device_hours : device_hours),  // PricingQuantity
           "Device-Hours",                          // PricingUnit
           options.provider,                        // ProviderName
           options.provider,                        // PublisherName
           "",                                      // RegionId
-          inv.project + "/" + l.pool,              // ResourceId
-          l.pool,                                  // ResourceName
-          "GpuPool",                               // ResourceType
+          inv.project + "/" + (note ? l.profile : l.pool),  // ResourceId
+          note ? l.profile : l.pool,               // ResourceName
+          note ? "CreditNote" : "GpuPool",         // ResourceType
           "AI and Machine Learning",               // ServiceCategory
           "GPU pools",                             // ServiceName
-          l.item(),                                // SkuId
+          note ? "" : l.item(),                    // SkuId
           l.rate_card.empty() ? "" : l.rate_card + "/" + l.item(),  // SkuPriceId
           inv.project,                             // SubAccountId
           inv.project,                             // SubAccountName

@@ -959,6 +959,18 @@ int BillBudgetCmd(const ClientOptions& o, const std::string& project, const std:
   return 0;
 }
 
+int BillCreditCmd(const ClientOptions& o, const std::string& project, const std::string& period,
+                  const std::string& amount, const std::string& reason, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<int64_t> micros = ParseMoney("--amount", amount);
+  if (!micros.ok()) return Fail(err, micros.status());
+  const json body = {{"period", period}, {"amountMicros", *micros}, {"reason", reason}};
+  absl::StatusOr<std::string> r = Send(o, "POST", "/api/v1/projects/" + Escape(project) + "/creditnotes", body.dump());
+  if (!r.ok()) return Fail(err, r.status());
+  const json note = json::parse(*r, nullptr, false);
+  out << "creditnote/" << (note.is_object() ? note["metadata"].value("name", "?") : "?") << " issued\n";
+  return 0;
+}
+
 int RateCardCreateCmd(const ClientOptions& o, const RateCardCreate& c, std::ostream& out, std::ostream& err) {
   json prices = json::array();
   for (const std::string& p : c.prices) {

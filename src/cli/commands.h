@@ -99,6 +99,9 @@ int BillExportCmd(const ClientOptions& o, const std::string& project, const std:
 // gpuaas bill budget PROJECT [--amount DECIMAL] [--gpu-hours N] [--allow-overrun] (operators)
 int BillBudgetCmd(const ClientOptions& o, const std::string& project, const std::string& amount, int64_t gpu_hours,
                   bool allow_overrun, std::ostream& out, std::ostream& err);
+// gpuaas bill credit PROJECT --period P --amount DECIMAL --reason R (operators)
+int BillCreditCmd(const ClientOptions& o, const std::string& project, const std::string& period,
+                  const std::string& amount, const std::string& reason, std::ostream& out, std::ostream& err);
 struct RateCardCreate {
   std::string name;
   std::string currency = "USD";

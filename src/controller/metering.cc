@@ -94,17 +94,31 @@ absl::Status MeteringController::FinalizeClosedMonths(int months) {
     ASSIGN_OR_RETURN(model::UsageRecord u, store::DecodeRecord<model::UsageRecord>(r));
     by_project[u.metadata.ns].push_back(std::move(u));
   }
+  ASSIGN_OR_RETURN(std::vector<store::Record> note_records, store_.List(model::CreditNote::kKind, ""));
+  std::map<std::string, std::vector<model::CreditNote>> notes_of;
+  for (const store::Record& r : note_records) {
+    ASSIGN_OR_RETURN(model::CreditNote n, store::DecodeRecord<model::CreditNote>(r));
+    by_project.try_emplace(n.metadata.ns);  // a project with a credit note but no meter yet
+    notes_of[n.metadata.ns].push_back(std::move(n));
+  }
   std::map<std::string, model::GpuCapacity> gpus;  // read only when an invoice is written
   for (const billing::Period& month : closed) {
     for (const auto& [project, records] : by_project) {
-      const bool touched = std::any_of(records.begin(), records.end(), [&](const model::UsageRecord& u) {
-        return u.spec.start < month.end && (!u.spec.end || *u.spec.end > month.start);
-      });
+      const std::vector<model::CreditNote>& notes = notes_of[project];
+      const bool touched =
+          std::any_of(records.begin(), records.end(),
+                      [&](const model::UsageRecord& u) {
+                        return u.spec.start < month.end && (!u.spec.end || *u.spec.end > month.start);
+                      }) ||
+          std::any_of(notes.begin(), notes.end(), [&](const model::CreditNote& n) {
+            return n.spec.issued >= month.start && n.spec.issued < month.end;
+          });
       if (!touched) continue;
       const store::Key key{std::string(model::kInvoiceKind), project, month.Name()};
       ASSIGN_OR_RETURN(std::optional<store::Record> kept, store_.Get(key));
       if (kept) continue;  // final: never written twice
       billing::Invoice inv = billing::Rate(project, records, prices, month, now);
+      billing::AddCreditNotes(inv, notes);
       if (gpus.empty()) {
         ASSIGN_OR_RETURN(std::vector<store::Record> gpu_records, store_.List(model::GpuCapacity::kKind, ""));
         for (const store::Record& r : gpu_records) {

@@ -184,6 +184,13 @@ int main(int argc, char** argv) {
   bill_budget->add_option("--gpu-hours", bill_hours, "allocated GPU-hours a month (a MIG instance counts its share)");
   bill_budget->add_flag("--allow-overrun", bill_overrun, "let pools pass the budget (alerts still fire)");
   add_client_flags(bill_budget, false);
+  std::string bill_reason;
+  CLI::App* bill_credit = bill->add_subcommand("credit", "issue a credit note against a closed month (operators)");
+  bill_credit->add_option("project", bill_project, "the project")->required();
+  bill_credit->add_option("--period", bill_period, "the month corrected, YYYY-MM")->required();
+  bill_credit->add_option("--amount", bill_amount, "the amount given back, e.g. 120.00")->required();
+  bill_credit->add_option("--reason", bill_reason, "why (required)")->required();
+  add_client_flags(bill_credit, false);
   gpuaas::cli::RateCardCreate rc;
   CLI::App* bill_card = bill->add_subcommand("ratecard", "create a rate card (operators); cards are never edited");
   bill_card->add_option("name", rc.name, "card name")->required();
@@ -273,6 +280,9 @@ int main(int argc, char** argv) {
     return gpuaas::cli::BillBudgetCmd(client, bill_project, bill_amount, bill_hours, bill_overrun, std::cout, std::cerr);
   }
   if (bill_card->parsed()) return gpuaas::cli::RateCardCreateCmd(client, rc, std::cout, std::cerr);
+  if (bill_credit->parsed()) {
+    return gpuaas::cli::BillCreditCmd(client, bill_project, bill_period, bill_amount, bill_reason, std::cout, std::cerr);
+  }
   if (metrics->parsed()) return gpuaas::cli::MetricsCmd(client, series, since, step, std::cout, std::cerr);
   if (get->parsed()) return gpuaas::cli::Get(client, what, name, std::cout, std::cerr);
   if (summary->parsed()) return gpuaas::cli::Summary(client, std::cout, std::cerr);

@@ -86,6 +86,31 @@ struct UsageRecord {
   friend bool operator==(const UsageRecord&, const UsageRecord&) = default;
 };
 
+// A correction of a final invoice: money given back to a project, never an edit of the invoice.
+// It appears on the invoice of the month it is issued in, as a credit line that names the month
+// it corrects (FOCUS ChargeClass "Correction"). Named "<period corrected>-<n>".
+struct CreditNote {
+  static constexpr std::string_view kKind = "CreditNote";
+  static constexpr std::string_view kPlural = "creditnotes";
+  static constexpr bool kNamespaced = true;  // in the project
+
+  struct Spec {
+    std::string period;         // the month corrected, "2026-11"
+    int64_t amount_micros = 0;  // given back (positive)
+    std::string reason;
+    Time issued{};
+    std::string issued_by;
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  struct Status {
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const CreditNote&, const CreditNote&) = default;
+};
+
 // The kind under which a closed period's invoice is kept (namespace: the project; name: the
 // period, "2026-11"); its JSON is billing's invoice document.
 inline constexpr std::string_view kInvoiceKind = "Invoice";

@@ -863,6 +863,37 @@ absl::StatusOr<RateCard> Decode(std::string_view text) {
   });
 }
 
+// --- CreditNote --------------------------------------------------------------------------
+
+template <>
+std::string Encode(const CreditNote& n) {
+  json j = Envelope(CreditNote::kKind, n.metadata);
+  j["spec"] = {{"period", n.spec.period},
+               {"amountMicros", n.spec.amount_micros},
+               {"reason", n.spec.reason},
+               {"issued", FormatTime(n.spec.issued)},
+               {"issuedBy", n.spec.issued_by}};
+  j["status"] = json::object();
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<CreditNote> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, CreditNote::kKind);
+    In root(j, "");
+    CreditNote n;
+    n.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    n.spec.period = s.Str("period", true);
+    n.spec.amount_micros = s.Int("amountMicros", true);
+    n.spec.reason = s.Str("reason", true);
+    n.spec.issued = s.TimeField("issued").value_or(Time{});
+    n.spec.issued_by = s.Str("issuedBy");
+    return n;
+  });
+}
+
 // --- UsageRecord -------------------------------------------------------------------------
 
 template <>

@@ -4,8 +4,10 @@
 #include <atomic>
 
 #include "billing/billing.h"
+#include "billing/codec.h"
 #include "catalog/catalog.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "store/objects.h"
@@ -263,6 +265,58 @@ absl::StatusOr<model::RateCard> PoolService::CreateRateCard(model::RateCard card
                   fmt::format("{} from {}", card.spec.currency, FormatTime(card.spec.effective_from)));
   }));
   return card;
+}
+
+absl::StatusOr<model::CreditNote> PoolService::IssueCreditNote(const std::string& project, const std::string& period,
+                                                              int64_t amount_micros, const std::string& reason,
+                                                              const std::string& user) {
+  ASSIGN_OR_RETURN(const billing::Period month, billing::ParsePeriod(period));
+  const Time now = clock_.Now();
+  if (month.end > now) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} has not closed: its invoice is a draft and follows the meters; a credit note corrects a final invoice",
+        period));
+  }
+  if (amount_micros <= 0) return absl::InvalidArgumentError("amountMicros: must be positive");
+  if (reason.empty() || reason.size() > 1024 || !IsValidUtf8(reason)) {
+    return absl::InvalidArgumentError("reason: required, at most 1024 bytes of UTF-8");
+  }
+  model::CreditNote note;
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<model::Project> p, store::GetObject<model::Project>(tx, "", project));
+    if (!p) return absl::NotFoundError(fmt::format("projects \"{}\" not found", project));
+    // What the month billed: its kept invoice, else rated now from the meters (the same figures).
+    billing::Micros billed = 0;
+    ASSIGN_OR_RETURN(std::optional<store::Record> kept, tx.Get({std::string(model::kInvoiceKind), project, period}));
+    if (kept) {
+      ASSIGN_OR_RETURN(billing::Invoice inv, billing::DecodeInvoice(kept->data));
+      billed = inv.total_micros;
+    } else {
+      ASSIGN_OR_RETURN(std::vector<model::UsageRecord> records, store::ListObjects<model::UsageRecord>(tx, project));
+      ASSIGN_OR_RETURN(std::vector<model::RateCard> cards, store::ListObjects<model::RateCard>(tx));
+      billed = billing::Rate(project, records, billing::PriceBook(std::move(cards)), month, now).total_micros;
+    }
+    ASSIGN_OR_RETURN(std::vector<model::CreditNote> notes, store::ListObjects<model::CreditNote>(tx, project));
+    billing::Micros credited = 0;
+    int64_t n = 0;
+    for (const model::CreditNote& other : notes) {
+      if (other.spec.period != period) continue;
+      credited += other.spec.amount_micros;
+      ++n;
+    }
+    if (amount_micros > billed - credited) {
+      return absl::InvalidArgumentError(fmt::format(
+          "amountMicros: {} is more than is left to credit for {}: billed {}, credited {} before",
+          amount_micros, period, billed, credited));
+    }
+    note.metadata.ns = project;
+    note.metadata.name = fmt::format("{}-{}", period, n + 1);
+    note.spec = {period, amount_micros, reason, std::chrono::floor<std::chrono::seconds>(now), user};
+    RETURN_IF_ERROR(store::CreateObject(tx, note, now));
+    return Record(tx, user, "IssueCreditNote", fmt::format("creditnotes/{}/{}", project, note.metadata.name),
+                  fmt::format("{} micro-units for {}: {}", amount_micros, period, reason));
+  }));
+  return note;
 }
 
 absl::StatusOr<model::Project> PoolService::SetBudget(const std::string& name,

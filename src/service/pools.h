@@ -55,6 +55,11 @@ class PoolService {
   // invoices are final) and in the currency of the cards before it; cards are never edited, a
   // later one supersedes.
   absl::StatusOr<model::RateCard> CreateRateCard(model::RateCard card, const std::string& user);
+  // A credit note against a closed month's invoice: at most what that month billed less earlier
+  // notes; a reason is required. FailedPrecondition for a month still running.
+  absl::StatusOr<model::CreditNote> IssueCreditNote(const std::string& project, const std::string& period,
+                                                    int64_t amount_micros, const std::string& reason,
+                                                    const std::string& user);
   // Sets (or, with nullopt, removes) a project's budget.
   absl::StatusOr<model::Project> SetBudget(const std::string& project, std::optional<model::Project::Budget> budget,
                                            const std::string& user);

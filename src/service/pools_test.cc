@@ -187,5 +187,30 @@ TEST_F(PoolBillingTest, ABudgetRefusesNewPoolsAndApprovalsThatWouldPassIt) {
   EXPECT_EQ(svc_->SetBudget("nobody", std::nullopt, "ops").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(PoolBillingTest, ACreditNoteCorrectsAClosedMonthAndNeverMoreThanItBilled) {
+  const Time month_start = std::chrono::floor<std::chrono::days>(clock_.Now()) - std::chrono::days(1);  // Dec 1
+  ASSERT_TRUE(Card("list", month_start, 3'600'000).ok());
+  ASSERT_TRUE(svc_->CreatePool(Pool("train", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
+  ASSERT_TRUE(svc_->Approve("vision", "train", true, "", "ops").ok());
+  clock_.Advance(std::chrono::hours(10));
+  ASSERT_TRUE(svc_->Release("vision", "train", "alice").ok());  // 10 h x 3.6 = 36 USD in December
+  EXPECT_EQ(svc_->IssueCreditNote("vision", "2025-12", 1'000'000, "outage", "ops").status().code(),
+            absl::StatusCode::kFailedPrecondition) << "December is still running";
+  clock_.Advance(std::chrono::hours(24 * 31));  // January
+  EXPECT_EQ(svc_->IssueCreditNote("vision", "2025-12", 1, "", "ops").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(svc_->IssueCreditNote("vision", "2025-12", 0, "x", "ops").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(svc_->IssueCreditNote("vision", "2025-13", 1, "x", "ops").status().code(), absl::StatusCode::kInvalidArgument);
+  auto first = svc_->IssueCreditNote("vision", "2025-12", 30'000'000, "a GPU was slow for a day", "ops");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->metadata.name, "2025-12-1");
+  auto over = svc_->IssueCreditNote("vision", "2025-12", 6'000'001, "again", "ops");
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(over.status().message()).find("billed 36000000, credited 30000000"), std::string::npos)
+      << over.status();
+  auto second = svc_->IssueCreditNote("vision", "2025-12", 6'000'000, "the rest", "ops");
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->metadata.name, "2025-12-2");
+}
+
 }  // namespace
 }  // namespace gpuaas::service

@@ -72,6 +72,7 @@ billing::Invoice InvoiceOf(store::ObjectCache& cache, telemetry::Hub* hub, const
     }
   }
   billing::Invoice inv = billing::Rate(project, records, prices, period, now);
+  billing::AddCreditNotes(inv, DecodeAll<model::CreditNote>(cache, project));
   if (hub == nullptr || inv.lines.empty()) return inv;
   const std::vector<model::Profile> runs = DecodeAll<model::Profile>(cache, project);
   if (runs.empty()) return inv;
@@ -108,6 +109,7 @@ absl::StatusOr<HttpResponse> BillingApi::Invoices(const HttpRequest& req, const 
   } else if (!records.empty()) {
     Time first = now;
     for (const model::UsageRecord& r : records) first = std::min(first, r.spec.start);
+    for (const model::CreditNote& n : DecodeAll<model::CreditNote>(cache_, project)) first = std::min(first, n.spec.issued);
     periods = billing::MonthsBetween(first, now + std::chrono::seconds(1));
     std::reverse(periods.begin(), periods.end());  // newest first
   }
