@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -62,8 +63,16 @@ struct LineKey {
 Micros RoundDiv(__int128 num, __int128 den) {
   const bool negative = num < 0;
   const __int128 n = negative ? -num : num;
-  const __int128 q = (n + den / 2) / den;  // half up on the magnitude: half away from zero
+  __int128 q = (n + den / 2) / den;  // half up on the magnitude: half away from zero
+  // Beyond 9.2 x 10^12 currency units nothing is real; saturate rather than wrap.
+  q = std::min<__int128>(q, std::numeric_limits<Micros>::max());
   return static_cast<Micros>(negative ? -q : q);
+}
+
+Micros AddMicros(Micros a, Micros b) {
+  const __int128 s = static_cast<__int128>(a) + b;
+  return static_cast<Micros>(std::clamp<__int128>(s, std::numeric_limits<Micros>::min() + 1,
+                                                  std::numeric_limits<Micros>::max()));
 }
 
 std::string Period::Name() const {
@@ -209,7 +218,7 @@ Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& re
                          catalog::GpuShare(l.model, l.profile) / 3600.0;
     l.amount_micros = key.category == 0 ? amount : -amount;
     l.allocated_gpu_hours = key.category == 0 ? hours : -hours;
-    inv.total_micros += l.amount_micros;
+    inv.total_micros = AddMicros(inv.total_micros, l.amount_micros);
     inv.allocated_gpu_hours += l.allocated_gpu_hours;
     inv.lines.push_back(std::move(l));
   }
@@ -230,7 +239,7 @@ void AddCreditNotes(Invoice& inv, const std::vector<model::CreditNote>& notes) {
     l.quantity = 1;
     l.amount_micros = -n.spec.amount_micros;
     l.start = l.end = n.spec.issued;
-    inv.total_micros += l.amount_micros;
+    inv.total_micros = AddMicros(inv.total_micros, l.amount_micros);
     inv.lines.push_back(std::move(l));
   }
 }
@@ -275,7 +284,7 @@ absl::Status CheckBudget(const model::Project& project, const std::vector<model:
   added.spec.start = now;
   const Cost more = CostOver({added}, prices, month.start, month.end);
   const std::string name = project.metadata.name;
-  if (b.amount_micros > 0 && committed.amount_micros + more.amount_micros > b.amount_micros) {
+  if (b.amount_micros > 0 && AddMicros(committed.amount_micros, more.amount_micros) > b.amount_micros) {
     const std::string cur = prices.currency();
     return WithReason(
         absl::ResourceExhaustedError(fmt::format(

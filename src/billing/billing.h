@@ -32,8 +32,10 @@ namespace gpuaas::billing {
 
 using Micros = int64_t;
 
-// num / den rounded half away from zero; den > 0.
+// num / den rounded half away from zero; den > 0. Saturates at the range of Micros.
 Micros RoundDiv(__int128 num, __int128 den);
+// a + b, saturating (amounts past 9.2 x 10^12 currency units are not real, but must not wrap).
+Micros AddMicros(Micros a, Micros b);
 
 // Micro-units as a decimal amount of the currency: 1234500000 -> "1234.500000".
 std::string Decimal(Micros micros);

@@ -51,6 +51,8 @@ TEST(Billing, RoundingIsHalfAwayFromZeroOncePerLine) {
   EXPECT_EQ(RoundDiv(-1800, 3600), -1);
   EXPECT_EQ(RoundDiv(5399, 3600), 1);
   EXPECT_EQ(RoundDiv(static_cast<__int128>(INT64_MAX) * 7, 7), INT64_MAX);  // exact in 128 bits
+  EXPECT_EQ(RoundDiv(static_cast<__int128>(INT64_MAX) * 7200, 3600), INT64_MAX);  // saturates, never wraps
+  EXPECT_EQ(AddMicros(INT64_MAX, 5), INT64_MAX);
 }
 
 TEST(Billing, PeriodsAreCalendarMonthsInUtc) {

@@ -187,7 +187,7 @@ absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
       const billing::Invoice inv = InvoiceOf(cache_, nullptr, project, records, prices, m, now);
       for (const billing::Line& l : inv.lines) {
         for (Sum* s : {&by_model[l.model], &by_cluster[cluster_of[{project, l.pool}]], &by_project_sum[project], &total}) {
-          s->amount += l.amount_micros;
+          s->amount = billing::AddMicros(s->amount, l.amount_micros);
           s->hours += l.allocated_gpu_hours;
         }
       }
