@@ -60,5 +60,35 @@ TEST(Assessment, IdlePoolsAndPoolsThatNeedTheirSize) {
   EXPECT_NEAR(AssessPool(hub, late, kT0, kT0 + 7200, kT0 + 7200, {}).allocated_gpu_hours, 1, 1e-9);
 }
 
+TEST(Assessment, UsedGpuHoursOfAPoolsRunsOnOneItem) {
+  Hub hub;
+  Feed(hub, "GPU-a", -1, 120, 0.5, 1000);  // two hours at 50% SM activity
+  Feed(hub, "GPU-b", -1, 120, 0.9, 1000);
+  std::map<std::string, model::GpuCapacity> gpus;
+  for (const char* uuid : {"GPU-a", "GPU-b"}) {
+    model::GpuCapacity g;
+    g.spec.uuid = uuid;
+    g.spec.model = "H200-SXM-141GB";
+    gpus[uuid] = g;
+  }
+  // One run on GPU-a for the first hour, in pool "train"; another pool's run on GPU-b.
+  model::Profile run;
+  run.spec.pool = "train";
+  run.spec.devices = {{"GPU-a", ""}};
+  run.spec.start = Time(std::chrono::seconds(kT0));
+  run.spec.end = Time(std::chrono::seconds(kT0 + 3600));
+  model::Profile other = run;
+  other.spec.pool = "other";
+  other.spec.devices = {{"GPU-b", ""}};
+  const std::vector<model::Profile> runs = {run, other};
+  const std::optional<double> used =
+      UsedGpuHours(hub, runs, "train", gpus, "H200-SXM-141GB", "full", kT0, kT0 + 7200, kT0 + 7200);
+  ASSERT_TRUE(used);
+  EXPECT_NEAR(*used, 0.5, 1e-6);  // one hour at 0.5, counted only while the run lasted
+  // No run of that item, or no readings in the window: no figure, not zero.
+  EXPECT_FALSE(UsedGpuHours(hub, runs, "train", gpus, "H200-SXM-141GB", "3g.71gb", kT0, kT0 + 7200, kT0 + 7200));
+  EXPECT_FALSE(UsedGpuHours(hub, runs, "train", gpus, "H200-SXM-141GB", "full", kT0 + 86400, kT0 + 90000, kT0 + 90000));
+}
+
 }  // namespace
 }  // namespace gpuaas::telemetry
