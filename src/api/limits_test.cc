@@ -217,6 +217,7 @@ TEST_F(LimitsTest, TelemetryIsLimitedInBytesPerToken) {
   ServerOptions o;
   o.port = 0;
   o.telemetry_bytes_per_second_per_token = 10000;  // bursts of 20,000 bytes
+  o.max_body_bytes = 16000;  // (a burst holds at least the largest body)
   ApiServer server(o, *cache_, nullptr, &auth, &hub);
   ASSERT_TRUE(server.Start().ok());
   httplib::Client c("127.0.0.1", server.port());

@@ -170,7 +170,10 @@ struct ApiServer::Impl {
   std::unique_ptr<internal::WatchHub> watches;
   internal::PageSnapshots pages{64, kPageTtl};
   internal::RateLimiter limiter{options.requests_per_second_per_token};
-  internal::RateLimiter ingest_limiter{options.telemetry_bytes_per_second_per_token, "bytes of telemetry"};
+  // A burst holds at least one body of the largest size, so a low rate slows pushes down rather
+  // than refusing a large one for ever.
+  internal::RateLimiter ingest_limiter{options.telemetry_bytes_per_second_per_token, "bytes of telemetry",
+                                       static_cast<double>(options.max_body_bytes)};
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;

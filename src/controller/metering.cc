@@ -11,6 +11,8 @@
 #include "model/billing.h"
 #include "model/fleet.h"
 #include "model/pool.h"
+#include "nlohmann/json.hpp"
+#include "service/pools.h"
 #include "store/objects.h"
 #include "telemetry/assessment.h"
 
@@ -36,8 +38,7 @@ absl::StatusOr<runtime::Result> MeteringController::Reconcile(const std::string&
   }
   const billing::Period month = billing::MonthOf(clock_.Now());
   if (finalized_through_ < month.start) {
-    // At start, the last three months (a server down across a month's end); then each new one.
-    RETURN_IF_ERROR(FinalizeClosedMonths(finalized_through_ == Time{} ? 3 : 1));
+    RETURN_IF_ERROR(FinalizeClosedMonths(/*all=*/finalized_through_ == Time{}));
     finalized_through_ = month.start;
   }
   return runtime::Result::After(period_);
@@ -46,6 +47,26 @@ absl::StatusOr<runtime::Result> MeteringController::Reconcile(const std::string&
 absl::Status MeteringController::OpenMissingMeters() {
   return store_.Transact([&](store::Txn& tx) -> absl::Status {
     ASSIGN_OR_RETURN(std::vector<model::GpuPool> pools, store::ListObjects<model::GpuPool>(tx));
+    // When each release was asked for: the audit log's Release events (the pool's Released
+    // condition moves on when the release completes).
+    std::map<std::string, Time> release_asked;
+    bool audit_read = false;
+    auto released_at = [&](const model::GpuPool& p) -> absl::StatusOr<std::optional<Time>> {
+      if (!audit_read) {
+        ASSIGN_OR_RETURN(std::vector<store::Record> events, tx.List(service::kAuditKind, ""));
+        for (const store::Record& e : events) {
+          const nlohmann::json j = nlohmann::json::parse(e.data, nullptr, false);
+          if (!j.is_object() || j.value("action", "") != "Release") continue;
+          if (std::optional<Time> t = ParseTime(j.value("time", ""))) release_asked.try_emplace(j.value("object", ""), *t);
+        }
+        audit_read = true;
+      }
+      auto it = release_asked.find(fmt::format("gpupools/{}/{}", p.metadata.ns, p.metadata.name));
+      if (it != release_asked.end()) return std::optional<Time>(it->second);
+      const model::Condition* rel = model::FindCondition(p.status.conditions, model::kReleased);
+      if (rel == nullptr) return std::optional<Time>();
+      return std::optional<Time>(rel->last_transition_time);
+    };
     for (const model::GpuPool& p : pools) {
       if (!p.status.approval || !p.status.approval->approved) continue;
       ASSIGN_OR_RETURN(std::optional<store::Record> have,
@@ -61,8 +82,9 @@ absl::Status MeteringController::OpenMissingMeters() {
                                                                                 : p.spec.cluster;
       meter.spec.items = p.spec.items;
       meter.spec.start = std::chrono::floor<std::chrono::seconds>(p.status.approval->time);
-      if (const model::Condition* rel = model::FindCondition(p.status.conditions, model::kReleased)) {
-        meter.spec.end = std::max<Time>(meter.spec.start, std::chrono::floor<std::chrono::seconds>(rel->last_transition_time));
+      if (model::FindCondition(p.status.conditions, model::kReleased) != nullptr) {
+        ASSIGN_OR_RETURN(std::optional<Time> asked, released_at(p));
+        if (asked) meter.spec.end = std::max<Time>(meter.spec.start, std::chrono::floor<std::chrono::seconds>(*asked));
       }
       RETURN_IF_ERROR(store::CreateObject(tx, meter, clock_.Now()));
       ++meters_opened_;
@@ -73,52 +95,38 @@ absl::Status MeteringController::OpenMissingMeters() {
   });
 }
 
-absl::Status MeteringController::FinalizeClosedMonths(int months) {
+absl::Status MeteringController::FinalizeClosedMonths(bool all) {
   const Time now = clock_.Now();
-  std::vector<billing::Period> closed;
-  billing::Period p = billing::MonthOf(now);
-  for (int i = 0; i < months; ++i) {
-    p = billing::MonthOf(p.start - std::chrono::seconds(1));
-    closed.push_back(p);
+  const billing::Period running = billing::MonthOf(now);
+  // Which projects have meters or notes, and since when (read outside a transaction: a meter or
+  // note created after this read is dated now, in the running month, not in a closed one).
+  std::map<std::string, Time> first_of;
+  for (std::string_view kind : {model::UsageRecord::kKind, model::CreditNote::kKind}) {
+    ASSIGN_OR_RETURN(std::vector<store::Record> records, store_.List(kind, ""));
+    for (const store::Record& r : records) {
+      Time first = running.start;
+      if (kind == model::UsageRecord::kKind) {
+        ASSIGN_OR_RETURN(model::UsageRecord u, store::DecodeRecord<model::UsageRecord>(r));
+        first = u.spec.start;
+      } else {
+        ASSIGN_OR_RETURN(model::CreditNote n, store::DecodeRecord<model::CreditNote>(r));
+        first = n.spec.issued;
+      }
+      auto [it, fresh] = first_of.try_emplace(r.key.ns, first);
+      if (!fresh) it->second = std::min(it->second, first);
+    }
   }
-  ASSIGN_OR_RETURN(std::vector<store::Record> card_records, store_.List(model::RateCard::kKind, ""));
-  std::vector<model::RateCard> cards;
-  for (const store::Record& r : card_records) {
-    ASSIGN_OR_RETURN(model::RateCard c, store::DecodeRecord<model::RateCard>(r));
-    cards.push_back(std::move(c));
-  }
-  const billing::PriceBook prices(std::move(cards));
-  ASSIGN_OR_RETURN(std::vector<store::Record> meter_records, store_.List(model::UsageRecord::kKind, ""));
-  std::map<std::string, std::vector<model::UsageRecord>> by_project;
-  for (const store::Record& r : meter_records) {
-    ASSIGN_OR_RETURN(model::UsageRecord u, store::DecodeRecord<model::UsageRecord>(r));
-    by_project[u.metadata.ns].push_back(std::move(u));
-  }
-  ASSIGN_OR_RETURN(std::vector<store::Record> note_records, store_.List(model::CreditNote::kKind, ""));
-  std::map<std::string, std::vector<model::CreditNote>> notes_of;
-  for (const store::Record& r : note_records) {
-    ASSIGN_OR_RETURN(model::CreditNote n, store::DecodeRecord<model::CreditNote>(r));
-    by_project.try_emplace(n.metadata.ns);  // a project with a credit note but no meter yet
-    notes_of[n.metadata.ns].push_back(std::move(n));
-  }
-  std::map<std::string, model::GpuCapacity> gpus;  // read only when an invoice is written
-  for (const billing::Period& month : closed) {
-    for (const auto& [project, records] : by_project) {
-      const std::vector<model::CreditNote>& notes = notes_of[project];
-      const bool touched =
-          std::any_of(records.begin(), records.end(),
-                      [&](const model::UsageRecord& u) {
-                        return u.spec.start < month.end && (!u.spec.end || *u.spec.end > month.start);
-                      }) ||
-          std::any_of(notes.begin(), notes.end(), [&](const model::CreditNote& n) {
-            return n.spec.issued >= month.start && n.spec.issued < month.end;
-          });
-      if (!touched) continue;
+  std::map<std::string, model::GpuCapacity> gpus;  // for used GPU-hours; read once, when needed
+  for (const auto& [project_name, first] : first_of) {
+    const std::string project = project_name;  // clang 14 cannot capture a structured binding
+    // At start every closed month since the project's first meter (a server down across months
+    // ends); then the month just closed.
+    std::vector<billing::Period> months = billing::MonthsBetween(first, running.start);
+    if (!all && months.size() > 1) months.erase(months.begin(), months.end() - 1);
+    for (const billing::Period& month : months) {
       const store::Key key{std::string(model::kInvoiceKind), project, month.Name()};
       ASSIGN_OR_RETURN(std::optional<store::Record> kept, store_.Get(key));
       if (kept) continue;  // final: never written twice
-      billing::Invoice inv = billing::Rate(project, records, prices, month, now);
-      billing::AddCreditNotes(inv, notes);
       if (gpus.empty()) {
         ASSIGN_OR_RETURN(std::vector<store::Record> gpu_records, store_.List(model::GpuCapacity::kKind, ""));
         for (const store::Record& r : gpu_records) {
@@ -126,23 +134,32 @@ absl::Status MeteringController::FinalizeClosedMonths(int months) {
           gpus.emplace(g.spec.uuid, std::move(g));
         }
       }
-      ASSIGN_OR_RETURN(std::vector<store::Record> run_records, store_.List(model::Profile::kKind, project));
-      std::vector<model::Profile> runs;
-      for (const store::Record& r : run_records) {
-        ASSIGN_OR_RETURN(model::Profile run, store::DecodeRecord<model::Profile>(r));
-        runs.push_back(std::move(run));
-      }
-      for (billing::Line& l : inv.lines) {
-        if (l.category != "Usage") continue;
-        l.used_gpu_hours = telemetry::UsedGpuHours(hub_, runs, l.pool, gpus, l.model, l.profile, UnixSeconds(l.start),
-                                                   UnixSeconds(l.end), UnixSeconds(now));
-      }
-      const std::string doc = billing::EncodeInvoice(inv);
+      // Rated and kept in one transaction: no meter, credit or note can change between the two
+      // (the store runs transactions one at a time), and the pool controller dates no credit
+      // into a month it finds kept.
+      billing::Invoice inv;
+      bool wrote = false;
       absl::Status s = store_.Transact([&](store::Txn& tx) -> absl::Status {
-        return tx.Put(key, "", doc, store::kMustNotExist);
+        wrote = false;
+        ASSIGN_OR_RETURN(std::optional<store::Record> other, tx.Get(key));
+        if (other) return absl::OkStatus();  // another replica kept it first
+        ASSIGN_OR_RETURN(std::vector<model::UsageRecord> records, store::ListObjects<model::UsageRecord>(tx, project));
+        ASSIGN_OR_RETURN(std::vector<model::CreditNote> notes, store::ListObjects<model::CreditNote>(tx, project));
+        ASSIGN_OR_RETURN(std::vector<model::RateCard> cards, store::ListObjects<model::RateCard>(tx));
+        inv = billing::Rate(project, records, billing::PriceBook(std::move(cards)), month, now);
+        billing::AddCreditNotes(inv, notes);
+        if (inv.lines.empty()) return absl::OkStatus();  // nothing happened that month
+        ASSIGN_OR_RETURN(std::vector<model::Profile> runs, store::ListObjects<model::Profile>(tx, project));
+        for (billing::Line& l : inv.lines) {
+          if (l.category != "Usage") continue;
+          l.used_gpu_hours = telemetry::UsedGpuHours(hub_, runs, l.pool, gpus, l.model, l.profile,
+                                                     UnixSeconds(l.start), UnixSeconds(l.end), UnixSeconds(now));
+        }
+        wrote = true;
+        return tx.Put(key, "", billing::EncodeInvoice(inv), store::kMustNotExist);
       });
-      if (absl::IsAlreadyExists(s)) continue;  // another replica kept it first
       RETURN_IF_ERROR(s);
+      if (!wrote) continue;
       ++invoices_written_;
       log::Info("metering: invoice {} of project {} is final: {} {} in {} line(s)", month.Name(), project,
                 billing::Decimal(inv.total_micros), inv.currency, inv.lines.size());

@@ -27,8 +27,9 @@ class MeteringController final : public runtime::Reconciler {
 
  private:
   absl::Status OpenMissingMeters();
-  // Keeps the final invoices of `months` closed months before now (for every project with usage).
-  absl::Status FinalizeClosedMonths(int months);
+  // Keeps the final invoices of closed months for every project with usage or credit notes in
+  // them: `all` of them since each project's first meter (at start), else the month just closed.
+  absl::Status FinalizeClosedMonths(bool all);
 
   store::Store& store_;
   telemetry::Hub& hub_;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "allocator/snapshot.h"
+#include "billing/billing.h"
 #include "catalog/catalog.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -247,6 +248,15 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
       if (!change(*meter)) return absl::OkStatus();
       return store::UpdateObject(tx, *meter);
     };
+    for (model::UsageRecord::Credit& c : credits) {
+      // Never into a month whose invoice is kept (final): from the start of the next one.
+      for (billing::Period m = billing::MonthOf(c.start); m.end <= now; m = billing::MonthOf(m.end)) {
+        ASSIGN_OR_RETURN(std::optional<store::Record> kept,
+                         tx.Get({std::string(model::kInvoiceKind), pool.metadata.ns, m.Name()}));
+        if (!kept) break;
+        c.start = m.end;
+      }
+    }
     if (!credits.empty()) {
       RETURN_IF_ERROR(meter_update([&](model::UsageRecord& m) {
         for (model::UsageRecord::Credit& c : credits) {

@@ -271,40 +271,46 @@ absl::StatusOr<model::CreditNote> PoolService::IssueCreditNote(const std::string
                                                               int64_t amount_micros, const std::string& reason,
                                                               const std::string& user) {
   ASSIGN_OR_RETURN(const billing::Period month, billing::ParsePeriod(period));
-  const Time now = clock_.Now();
-  if (month.end > now) {
-    return absl::FailedPreconditionError(fmt::format(
-        "{} has not closed: its invoice is a draft and follows the meters; a credit note corrects a final invoice",
-        period));
-  }
   if (amount_micros <= 0) return absl::InvalidArgumentError("amountMicros: must be positive");
   if (reason.empty() || reason.size() > 1024 || !IsValidUtf8(reason)) {
     return absl::InvalidArgumentError("reason: required, at most 1024 bytes of UTF-8");
   }
   model::CreditNote note;
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    // Read in the transaction: the note is dated in the month it commits in (after a month's
+    // invoice is kept, that is the next one).
+    const Time now = clock_.Now();
+    if (month.end > now) {
+      return absl::FailedPreconditionError(fmt::format(
+          "{} has not closed: its invoice is a draft and follows the meters; a credit note corrects a final invoice",
+          period));
+    }
     ASSIGN_OR_RETURN(std::optional<model::Project> p, store::GetObject<model::Project>(tx, "", project));
     if (!p) return absl::NotFoundError(fmt::format("projects \"{}\" not found", project));
-    // What the month billed: its kept invoice, else rated now from the meters (the same figures).
-    billing::Micros billed = 0;
+    // What the month billed for its own usage (less fault credits; not the notes it carries
+    // for other months): its kept invoice, else rated from the meters (the same figures).
+    billing::Invoice inv;
     ASSIGN_OR_RETURN(std::optional<store::Record> kept, tx.Get({std::string(model::kInvoiceKind), project, period}));
     if (kept) {
-      ASSIGN_OR_RETURN(billing::Invoice inv, billing::DecodeInvoice(kept->data));
-      billed = inv.total_micros;
+      ASSIGN_OR_RETURN(inv, billing::DecodeInvoice(kept->data));
     } else {
       ASSIGN_OR_RETURN(std::vector<model::UsageRecord> records, store::ListObjects<model::UsageRecord>(tx, project));
       ASSIGN_OR_RETURN(std::vector<model::RateCard> cards, store::ListObjects<model::RateCard>(tx));
-      billed = billing::Rate(project, records, billing::PriceBook(std::move(cards)), month, now).total_micros;
+      inv = billing::Rate(project, records, billing::PriceBook(std::move(cards)), month, now);
+    }
+    billing::Micros billed = 0;
+    for (const billing::Line& l : inv.lines) {
+      if (l.corrects.empty()) billed = billing::AddMicros(billed, l.amount_micros);
     }
     ASSIGN_OR_RETURN(std::vector<model::CreditNote> notes, store::ListObjects<model::CreditNote>(tx, project));
     billing::Micros credited = 0;
     int64_t n = 0;
     for (const model::CreditNote& other : notes) {
       if (other.spec.period != period) continue;
-      credited += other.spec.amount_micros;
+      credited = billing::AddMicros(credited, other.spec.amount_micros);
       ++n;
     }
-    if (amount_micros > billed - credited) {
+    if (static_cast<__int128>(amount_micros) > static_cast<__int128>(billed) - credited) {
       return absl::InvalidArgumentError(fmt::format(
           "amountMicros: {} is more than is left to credit for {}: billed {}, credited {} before",
           amount_micros, period, billed, credited));

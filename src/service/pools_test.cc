@@ -210,6 +210,15 @@ TEST_F(PoolBillingTest, ACreditNoteCorrectsAClosedMonthAndNeverMoreThanItBilled)
   auto second = svc_->IssueCreditNote("vision", "2025-12", 6'000'000, "the rest", "ops");
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->metadata.name, "2025-12-2");
+  // January billed 36 USD of its own and carries 36 USD of notes for December: a note for
+  // January may still give back all of January's 36 (the notes it carries correct another month).
+  ASSERT_TRUE(svc_->CreatePool(Pool("jan", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
+  ASSERT_TRUE(svc_->Approve("vision", "jan", true, "", "ops").ok());
+  clock_.Advance(std::chrono::hours(10));
+  ASSERT_TRUE(svc_->Release("vision", "jan", "alice").ok());
+  clock_.Advance(std::chrono::hours(24 * 31));  // February
+  EXPECT_TRUE(svc_->IssueCreditNote("vision", "2026-01", 36'000'000, "all of January", "ops").ok());
+  EXPECT_FALSE(svc_->IssueCreditNote("vision", "2026-01", 1, "more", "ops").ok());
 }
 
 }  // namespace

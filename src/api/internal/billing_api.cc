@@ -115,9 +115,13 @@ absl::StatusOr<HttpResponse> BillingApi::Invoices(const HttpRequest& req, const 
   }
   const billing::PriceBook prices = Prices(cache_);
   std::string body = "{\"items\":[";
-  for (size_t i = 0; i < periods.size(); ++i) {
-    if (i) body += ',';
-    body += billing::EncodeInvoice(InvoiceOf(cache_, hub_, project, records, prices, periods[i], now));
+  bool first_item = true;
+  for (const billing::Period& p : periods) {
+    const billing::Invoice inv = InvoiceOf(cache_, hub_, project, records, prices, p, now);
+    if (inv.lines.empty() && !req.HasParam("period")) continue;  // a month with nothing billed in it
+    body += first_item ? "" : ",";
+    body += billing::EncodeInvoice(inv);
+    first_item = false;
   }
   body += "]}";
   return HttpResponse{200, std::string(kJson), std::move(body), {}};

@@ -216,11 +216,14 @@ class Session : public std::enable_shared_from_this<Session> {
     const http::request<http::string_body>& msg = parser_->get();
     HttpRequest req;
     req.method = std::string(msg.method_string());
-    if (!ParseRequestTarget(std::string_view(msg.target().data(), msg.target().size()), req).ok()) return false;
-    for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     std::optional<HttpResponse> refusal;
+    if (absl::Status target = ParseRequestTarget(std::string_view(msg.target().data(), msg.target().size()), req);
+        !target.ok()) {
+      refusal = ErrorResponse(target);  // answered before its body, like any other refusal
+    }
+    for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     try {
-      refusal = check_(req);
+      if (!refusal) refusal = check_(req);
     } catch (const std::exception& e) {
       log::Error("head check {} {} threw: {}", req.method, req.path, e.what());
       refusal = ErrorResponse(absl::InternalError("internal error"));

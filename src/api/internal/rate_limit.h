@@ -5,6 +5,7 @@
 #ifndef GPUAAS_API_INTERNAL_RATE_LIMIT_H_
 #define GPUAAS_API_INTERNAL_RATE_LIMIT_H_
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -18,8 +19,9 @@ class RateLimiter {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
   // `what` names the unit in the refusal: "requests", "bytes of telemetry".
-  explicit RateLimiter(double rate, std::string what = "requests")
-      : rate_(rate), burst_(2 * rate), what_(std::move(what)) {}
+  // `min_burst`: the burst is at least this (a single request's cost must be able to pass).
+  explicit RateLimiter(double rate, std::string what = "requests", double min_burst = 0)
+      : rate_(rate), burst_(std::max(2 * rate, min_burst)), what_(std::move(what)) {}
 
   // OK and `cost` taken, or 429 TooManyRequests (nothing taken). A rate of 0 allows everything.
   absl::Status Take(const std::string& key, TimePoint now, double cost = 1);
