@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -180,7 +181,10 @@ TEST_F(WatchTest, APoolIsSeenAddedApprovedAndReadyInRevisionOrder) {
     added |= ev[i]["type"] == "ADDED";
     approved |= ev[i]["type"] == "MODIFIED" && Cond(ev[i]["object"], "Approved") == "True";
   }
-  EXPECT_EQ(ev[1]["type"], "ADDED");
+  // The first event after the opening bookmark (more bookmarks may come first on a slow machine).
+  auto first = std::find_if(ev.begin() + 1, ev.end(), [](const json& e) { return e["type"] != "BOOKMARK"; });
+  ASSERT_NE(first, ev.end());
+  EXPECT_EQ((*first)["type"], "ADDED");
   EXPECT_TRUE(added && approved);
   // Bookmarks keep coming while nothing happens.
   const size_t n = ev.size();
