@@ -27,6 +27,23 @@ std::string Decimal(Micros micros) {
   return fmt::format("{}{}.{:06}", negative ? "-" : "", m / 1000000, m % 1000000);
 }
 
+absl::StatusOr<Micros> ParseDecimal(std::string_view v) {
+  const size_t dot = v.find('.');
+  const std::string_view whole = v.substr(0, dot);
+  const std::string_view frac = dot == std::string_view::npos ? std::string_view() : v.substr(dot + 1);
+  auto digits = [](std::string_view d) {
+    return std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (whole.empty() || whole.size() > 12 || frac.size() > 6 || !digits(whole) || !digits(frac) ||
+      (dot != std::string_view::npos && frac.empty())) {
+    return absl::InvalidArgumentError(fmt::format("\"{}\" is not an amount such as 4.50 (at most six decimals)", v));
+  }
+  Micros micros = 0;
+  for (char c : whole) micros = micros * 10 + (c - '0');
+  for (size_t i = 0; i < 6; ++i) micros = micros * 10 + (i < frac.size() ? frac[i] - '0' : 0);
+  return micros;
+}
+
 namespace {
 
 // "1234.500000 USD".
@@ -46,6 +63,34 @@ void ForEachPricedSpan(const PriceBook& prices, int64_t from, int64_t to, F&& f)
     a = c;
   }
   f(a, to, prices.At(AtSec(a)));
+}
+
+// Every chargeable stretch of `records` within [from, to), cut where the card changes: each
+// pool item's (credit null) and each credited device's (a fault credit, clipped to its meter).
+// Open meters and credits run to `open_until`; `project` (when given) skips other projects'
+// records. The one traversal rating and costing share.
+struct Charge {
+  const model::UsageRecord& record;
+  const model::UsageRecord::Credit* credit;  // null: usage of every item of the record
+  int64_t a, b;
+  const model::RateCard* card;               // null: no card in force
+};
+template <typename F>
+void ForEachCharge(const std::vector<model::UsageRecord>& records, const PriceBook& prices, int64_t from, int64_t to,
+                   int64_t open_until, std::string_view project, F&& f) {
+  for (const model::UsageRecord& r : records) {
+    if (!project.empty() && !r.metadata.ns.empty() && r.metadata.ns != project) continue;
+    const int64_t r_from = Sec(r.spec.start);
+    const int64_t r_to = r.spec.end ? Sec(*r.spec.end) : open_until;
+    ForEachPricedSpan(prices, std::max(r_from, from), std::min(r_to, to),
+                      [&](int64_t a, int64_t b, const model::RateCard* card) { f(Charge{r, nullptr, a, b, card}); });
+    for (const model::UsageRecord::Credit& c : r.spec.credits) {
+      const int64_t c_from = std::max({Sec(c.start), r_from, from});
+      const int64_t c_to = std::min({c.end ? Sec(*c.end) : r_to, r_to, to});
+      ForEachPricedSpan(prices, c_from, c_to,
+                        [&](int64_t a, int64_t b, const model::RateCard* card) { f(Charge{r, &c, a, b, card}); });
+    }
+  }
 }
 
 struct LineKey {
@@ -185,33 +230,28 @@ Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& re
     l.start = std::min(l.start, AtSec(a));
     l.end = std::max(l.end, AtSec(b));
   };
-  for (const model::UsageRecord& r : records) {
-    if (!r.metadata.ns.empty() && r.metadata.ns != project) continue;
-    const int64_t r_from = Sec(r.spec.start);
-    const int64_t r_to = r.spec.end ? Sec(*r.spec.end) : Sec(now);
-    const int64_t from = std::max(r_from, p_from), to = std::min(r_to, p_to);
-    ForEachPricedSpan(prices, from, to, [&](int64_t a, int64_t b, const model::RateCard* card) {
-      for (const model::PoolItem& item : r.spec.items) {
-        const std::optional<Micros> price = card ? UnitPrice(*card, item.model, item.profile) : std::nullopt;
-        LineKey key{r.spec.pool, 0, item.model, item.profile, "", price ? card->metadata.name : "",
-                    price.value_or(0), item.count,
-                    price ? "" : card ? fmt::format("rate card {} does not price {}/{}", card->metadata.name, item.model, item.profile)
-                                      : "no rate card in force"};
-        add(std::move(key), item.model, item.profile, a, b);
+  ForEachCharge(records, prices, p_from, p_to, Sec(now), project, [&](const Charge& ch) {
+    const std::string& pool = ch.record.spec.pool;
+    if (ch.credit == nullptr) {
+      for (const model::PoolItem& item : ch.record.spec.items) {
+        const std::optional<Micros> price = ch.card ? UnitPrice(*ch.card, item.model, item.profile) : std::nullopt;
+        LineKey key{pool, 0, item.model, item.profile, "", price ? ch.card->metadata.name : "", price.value_or(0),
+                    item.count,
+                    price ? ""
+                    : ch.card ? fmt::format("rate card {} does not price {}/{}", ch.card->metadata.name, item.model,
+                                            item.profile)
+                              : "no rate card in force"};
+        add(std::move(key), item.model, item.profile, ch.a, ch.b);
       }
-    });
-    for (const model::UsageRecord::Credit& c : r.spec.credits) {
-      const int64_t c_from = std::max({Sec(c.start), r_from, p_from});
-      const int64_t c_to = std::min({c.end ? Sec(*c.end) : r_to, r_to, p_to});
-      ForEachPricedSpan(prices, c_from, c_to, [&](int64_t a, int64_t b, const model::RateCard* card) {
-        const std::optional<Micros> price = card ? UnitPrice(*card, c.model, c.profile) : std::nullopt;
-        if (!price) return;  // nothing was charged for it
-        LineKey key{r.spec.pool, 1, c.model, c.profile, c.gpu_uuid, card->metadata.name, *price, 1,
-                    fmt::format("GPU {} out of service ({}) until replaced", c.gpu_uuid, c.reason)};
-        add(std::move(key), c.model, c.profile, a, b);
-      });
+      return;
     }
-  }
+    const model::UsageRecord::Credit& c = *ch.credit;
+    const std::optional<Micros> price = ch.card ? UnitPrice(*ch.card, c.model, c.profile) : std::nullopt;
+    if (!price) return;  // nothing was charged for it
+    LineKey key{pool, 1, c.model, c.profile, c.gpu_uuid, ch.card->metadata.name, *price, 1,
+                fmt::format("GPU {} out of service ({}) until replaced", c.gpu_uuid, c.reason)};
+    add(std::move(key), c.model, c.profile, ch.a, ch.b);
+  });
   for (auto& [key, l] : lines) {
     const Micros amount = RoundDiv(static_cast<__int128>(l.seconds) * l.quantity * l.unit_price_micros, 3600);
     const double hours = static_cast<double>(l.seconds) * static_cast<double>(l.quantity) *
@@ -247,29 +287,21 @@ void AddCreditNotes(Invoice& inv, const std::vector<model::CreditNote>& notes) {
 Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& prices, Time from_t, Time to_t) {
   __int128 micro_seconds = 0;  // Σ seconds x quantity x price: divided by 3600 once
   double gpu_seconds = 0;
-  const int64_t from = Sec(from_t), to = Sec(to_t);
-  for (const model::UsageRecord& r : records) {
-    const int64_t r_from = Sec(r.spec.start);
-    const int64_t r_to = r.spec.end ? Sec(*r.spec.end) : to;
-    ForEachPricedSpan(prices, std::max(r_from, from), std::min(r_to, to),
-                      [&](int64_t a, int64_t b, const model::RateCard* card) {
-                        for (const model::PoolItem& item : r.spec.items) {
-                          const Micros price = card ? UnitPrice(*card, item.model, item.profile).value_or(0) : 0;
-                          micro_seconds += static_cast<__int128>(b - a) * item.count * price;
-                          gpu_seconds += static_cast<double>(b - a) * static_cast<double>(item.count) *
-                                         catalog::GpuShare(item.model, item.profile);
-                        }
-                      });
-    for (const model::UsageRecord::Credit& c : r.spec.credits) {
-      const int64_t c_from = std::max({Sec(c.start), r_from, from});
-      const int64_t c_to = std::min({c.end ? Sec(*c.end) : r_to, r_to, to});
-      ForEachPricedSpan(prices, c_from, c_to, [&](int64_t a, int64_t b, const model::RateCard* card) {
-        const Micros price = card ? UnitPrice(*card, c.model, c.profile).value_or(0) : 0;
-        micro_seconds -= static_cast<__int128>(b - a) * price;
-        gpu_seconds -= static_cast<double>(b - a) * catalog::GpuShare(c.model, c.profile);
-      });
+  const int64_t to = Sec(to_t);
+  ForEachCharge(records, prices, Sec(from_t), to, to, "", [&](const Charge& ch) {
+    const double secs = static_cast<double>(ch.b - ch.a);
+    if (ch.credit != nullptr) {
+      const Micros price = ch.card ? UnitPrice(*ch.card, ch.credit->model, ch.credit->profile).value_or(0) : 0;
+      micro_seconds -= static_cast<__int128>(ch.b - ch.a) * price;
+      gpu_seconds -= secs * catalog::GpuShare(ch.credit->model, ch.credit->profile);
+      return;
     }
-  }
+    for (const model::PoolItem& item : ch.record.spec.items) {
+      const Micros price = ch.card ? UnitPrice(*ch.card, item.model, item.profile).value_or(0) : 0;
+      micro_seconds += static_cast<__int128>(ch.b - ch.a) * item.count * price;
+      gpu_seconds += secs * static_cast<double>(item.count) * catalog::GpuShare(item.model, item.profile);
+    }
+  });
   return {RoundDiv(micro_seconds, 3600), gpu_seconds / 3600.0};
 }
 

@@ -39,6 +39,9 @@ Micros AddMicros(Micros a, Micros b);
 
 // Micro-units as a decimal amount of the currency: 1234500000 -> "1234.500000".
 std::string Decimal(Micros micros);
+// What Decimal writes, back: "4.5" -> 4500000; not negative, at most six decimals and 12 digits
+// before the point. InvalidArgument otherwise.
+absl::StatusOr<Micros> ParseDecimal(std::string_view text);
 
 // [start, end): a calendar month in UTC.
 struct Period {

@@ -53,6 +53,14 @@ TEST(Billing, RoundingIsHalfAwayFromZeroOncePerLine) {
   EXPECT_EQ(RoundDiv(static_cast<__int128>(INT64_MAX) * 7, 7), INT64_MAX);  // exact in 128 bits
   EXPECT_EQ(RoundDiv(static_cast<__int128>(INT64_MAX) * 7200, 3600), INT64_MAX);  // saturates, never wraps
   EXPECT_EQ(AddMicros(INT64_MAX, 5), INT64_MAX);
+  for (const Micros m : {Micros{0}, Micros{4'500'000}, Micros{1}, Micros{999'999'999'999'999'999}}) {
+    EXPECT_EQ(ParseDecimal(Decimal(m)).value_or(-1), m) << m;
+  }
+  EXPECT_EQ(ParseDecimal("4.5").value_or(-1), 4'500'000);
+  EXPECT_EQ(ParseDecimal("12").value_or(-1), 12'000'000);
+  for (std::string_view bad : {"", "-1", "1.", ".5", "1.2345678", "1,5", "1e3", "1234567890123"}) {
+    EXPECT_FALSE(ParseDecimal(bad).ok()) << bad;
+  }
 }
 
 TEST(Billing, PeriodsAreCalendarMonthsInUtc) {

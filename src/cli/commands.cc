@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 
+#include "billing/billing.h"
 #include "catalog/catalog.h"
 #include "cli/output.h"
 #include "common/clock.h"
@@ -226,9 +227,8 @@ void PrintTable(const std::string& plural, const std::vector<json>& items, std::
     for (const json& c : items) {
       std::string prices;
       for (const json& p : c["spec"].value("prices", json::array())) {
-        const int64_t m = p.value("pricePerHourMicros", int64_t{0});
-        prices += fmt::format("{}{}/{}={}.{:06}", prices.empty() ? "" : " ", p.value("model", ""), p.value("profile", ""),
-                              m / 1000000, m % 1000000);
+        prices += fmt::format("{}{}/{}={}", prices.empty() ? "" : " ", p.value("model", ""), p.value("profile", ""),
+                              billing::Decimal(p.value("pricePerHourMicros", int64_t{0})));
       }
       t.Add({Str(c, P("/metadata/name")), Str(c, P("/spec/currency")), Str(c, P("/spec/effectiveFrom")),
              Str(c, P("/spec/migPricing")), prices});
@@ -801,29 +801,16 @@ int MetricsCmd(const ClientOptions& o, const std::string& series, const std::str
 namespace gpuaas::cli {
 namespace {
 
-// "4.5" -> 4500000 micro-units; at most six decimals, not negative.
+// "4.5" for --NAME -> 4500000 micro-units (billing::ParseDecimal), the flag named in the error.
 absl::StatusOr<int64_t> ParseMoney(std::string_view name, std::string_view v) {
-  const size_t dot = v.find('.');
-  const std::string_view whole = v.substr(0, dot);
-  const std::string_view frac = dot == std::string_view::npos ? std::string_view() : v.substr(dot + 1);
-  auto digits = [](std::string_view d) {
-    return std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
-  if (whole.empty() || whole.size() > 12 || frac.size() > 6 || !digits(whole) || !digits(frac) ||
-      (dot != std::string_view::npos && frac.empty())) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: \"{}\" is not an amount such as 4.50 (at most six decimals)", name, v));
-  }
-  int64_t micros = std::stoll(std::string(whole)) * 1000000;
-  if (!frac.empty()) micros += std::stoll(std::string(frac) + std::string(6 - frac.size(), '0'));
-  return micros;
+  absl::StatusOr<billing::Micros> m = billing::ParseDecimal(v);
+  if (!m.ok()) return absl::InvalidArgumentError(fmt::format("{}: {}", name, m.status().message()));
+  return *m;
 }
 
 // Micro-units as the exact decimal amount: 4500000 -> "4.500000".
 std::string Money(const json& micros) {
-  const int64_t m = micros.is_number_integer() ? micros.get<int64_t>() : 0;
-  const uint64_t a = m < 0 ? 0ULL - static_cast<uint64_t>(m) : static_cast<uint64_t>(m);
-  return fmt::format("{}{}.{:06}", m < 0 ? "-" : "", a / 1000000, a % 1000000);
+  return billing::Decimal(micros.is_number_integer() ? micros.get<int64_t>() : 0);
 }
 
 std::string Hours(const json& v) { return v.is_number() ? fmt::format("{:.2f}", v.get<double>()) : "-"; }

@@ -146,22 +146,38 @@ absl::StatusOr<HttpResponse> BillingApi::Invoice(const HttpRequest& req, const s
   return HttpResponse{200, std::string(kJson), billing::EncodeInvoice(inv), {}};
 }
 
+namespace {
+
+// Every project's invoices of `months` that have lines (usage, credits or credit notes), with
+// the meters they were rated from.
+struct Ledger {
+  std::vector<billing::Invoice> invoices;
+  std::map<std::string, std::vector<model::UsageRecord>> meters;  // by project
+  std::string currency;
+};
+Ledger InvoicesOf(store::ObjectCache& cache, const std::vector<billing::Period>& months, Time now) {
+  Ledger out;
+  for (model::UsageRecord& r : DecodeAll<model::UsageRecord>(cache)) out.meters[r.metadata.ns].push_back(std::move(r));
+  for (const model::CreditNote& n : DecodeAll<model::CreditNote>(cache)) out.meters.try_emplace(n.metadata.ns);
+  const billing::PriceBook prices = Prices(cache);
+  out.currency = prices.currency();
+  for (const billing::Period& m : months) {
+    if (m.start > now) break;
+    for (const auto& [project, records] : out.meters) {
+      billing::Invoice inv = InvoiceOf(cache, nullptr, project, records, prices, m, now);
+      if (!inv.lines.empty()) out.invoices.push_back(std::move(inv));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<HttpResponse> BillingApi::Focus(const HttpRequest& req) {
   const Time now = clock_.Now();
   ASSIGN_OR_RETURN(std::vector<billing::Period> months, MonthsOf(req, now));
-  std::map<std::string, std::vector<model::UsageRecord>> by_project;
-  for (model::UsageRecord& r : DecodeAll<model::UsageRecord>(cache_)) by_project[r.metadata.ns].push_back(std::move(r));
-  const billing::PriceBook prices = Prices(cache_);
-  std::vector<billing::Invoice> invoices;
-  for (const billing::Period& m : months) {
-    if (m.start > now) break;
-    for (const auto& [project, records] : by_project) {
-      billing::Invoice inv = InvoiceOf(cache_, nullptr, project, records, prices, m, now);
-      if (!inv.lines.empty()) invoices.push_back(std::move(inv));
-    }
-  }
   return HttpResponse{
-      200, std::string(kCsv), billing::FocusCsv(invoices),
+      200, std::string(kCsv), billing::FocusCsv(InvoicesOf(cache_, months, now).invoices),
       {{"Content-Disposition",
         fmt::format("attachment; filename=\"gpuaas-focus-{}-{}.csv\"", months.front().Name(), months.back().Name())}}};
 }
@@ -169,12 +185,10 @@ absl::StatusOr<HttpResponse> BillingApi::Focus(const HttpRequest& req) {
 absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
   const Time now = clock_.Now();
   ASSIGN_OR_RETURN(std::vector<billing::Period> months, MonthsOf(req, now));
-  std::map<std::string, std::vector<model::UsageRecord>> by_project;
-  for (model::UsageRecord& r : DecodeAll<model::UsageRecord>(cache_)) by_project[r.metadata.ns].push_back(std::move(r));
-  const billing::PriceBook prices = Prices(cache_);
+  const Ledger ledger = InvoicesOf(cache_, months, now);
   // A pool's cluster, as its meter recorded it (the pool's, or where it was first allocated).
   std::map<std::pair<std::string, std::string>, std::string> cluster_of;
-  for (const auto& [project, records] : by_project) {
+  for (const auto& [project, records] : ledger.meters) {
     for (const model::UsageRecord& r : records) {
       cluster_of[{project, r.spec.pool}] = r.spec.cluster.empty() ? "(not allocated)" : r.spec.cluster;
     }
@@ -183,17 +197,16 @@ absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
     billing::Micros amount = 0;
     double hours = 0;
   };
-  std::map<std::string, Sum> by_model, by_cluster, by_project_sum;
+  std::map<std::string, Sum> by_model, by_cluster, by_project;
   Sum total;
-  for (const billing::Period& m : months) {
-    if (m.start > now) break;
-    for (const auto& [project, records] : by_project) {
-      const billing::Invoice inv = InvoiceOf(cache_, nullptr, project, records, prices, m, now);
-      for (const billing::Line& l : inv.lines) {
-        for (Sum* s : {&by_model[l.model], &by_cluster[cluster_of[{project, l.pool}]], &by_project_sum[project], &total}) {
-          s->amount = billing::AddMicros(s->amount, l.amount_micros);
-          s->hours += l.allocated_gpu_hours;
-        }
+  for (const billing::Invoice& inv : ledger.invoices) {
+    for (const billing::Line& l : inv.lines) {
+      const bool note = !l.corrects.empty();
+      for (Sum* s : {&by_model[note ? "(credit notes)" : l.model],
+                     &by_cluster[note ? "(credit notes)" : cluster_of[{inv.project, l.pool}]], &by_project[inv.project],
+                     &total}) {
+        s->amount = billing::AddMicros(s->amount, l.amount_micros);
+        s->hours += l.allocated_gpu_hours;
       }
     }
   }
@@ -204,12 +217,12 @@ absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
   };
   const json out = {{"from", FormatTime(months.front().start)},
                     {"to", FormatTime(months.back().end)},
-                    {"currency", prices.currency()},
+                    {"currency", ledger.currency},
                     {"amountMicros", total.amount},
                     {"allocatedGpuHours", total.hours},
                     {"byModel", rows(by_model, "model")},
                     {"byCluster", rows(by_cluster, "cluster")},
-                    {"byProject", rows(by_project_sum, "project")}};
+                    {"byProject", rows(by_project, "project")}};
   return HttpResponse{200, std::string(kJson), out.dump(), {}};
 }
 

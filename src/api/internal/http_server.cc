@@ -159,6 +159,13 @@ class ConnectionGate {
   std::map<std::string, int> by_address_;
 };
 
+// A request's method, target and headers into `req`; the target's parse status.
+absl::Status ReadHead(const http::request<http::string_body>& msg, HttpRequest& req) {
+  req.method = std::string(msg.method_string());
+  for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  return ParseRequestTarget(std::string_view(msg.target().data(), msg.target().size()), req);
+}
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   // True while a streamed response still has something to send.
@@ -215,13 +222,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!check_ || !body) return false;
     const http::request<http::string_body>& msg = parser_->get();
     HttpRequest req;
-    req.method = std::string(msg.method_string());
     std::optional<HttpResponse> refusal;
-    if (absl::Status target = ParseRequestTarget(std::string_view(msg.target().data(), msg.target().size()), req);
-        !target.ok()) {
+    if (absl::Status target = ReadHead(msg, req); !target.ok()) {
       refusal = ErrorResponse(target);  // answered before its body, like any other refusal
     }
-    for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     try {
       if (!refusal) refusal = check_(req);
     } catch (const std::exception& e) {
@@ -260,11 +264,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     http::request<http::string_body>& msg = parser_->get();
     HttpRequest req;
-    req.method = std::string(msg.method_string());
-    const absl::Status target = ParseRequestTarget(std::string_view(msg.target().data(), msg.target().size()), req);
-    for (const auto& f : msg) {
-      req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-    }
+    const absl::Status target = ReadHead(msg, req);
     req.body = std::move(msg.body());
     const bool keep_alive = msg.keep_alive();
     const bool head = msg.method() == http::verb::head;
