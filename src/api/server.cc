@@ -11,11 +11,13 @@
 #include "api/auth.h"
 #include "api/http.h"
 #include "api/internal/billing_api.h"
+#include "api/internal/fleet_api.h"
 #include "api/internal/http_server.h"
 #include "api/internal/pages.h"
 #include "api/internal/rate_limit.h"
 #include "api/internal/telemetry_api.h"
 #include "api/internal/watch.h"
+#include "api/internal/web.h"
 #include "api/metrics.h"
 #include "api/problem.h"
 #include "common/log.h"
@@ -158,6 +160,15 @@ struct ApiServer::Impl {
     billing = std::make_unique<internal::BillingApi>(cache, h, clock);
     if (telemetry) telemetry->AddAlerts([this] { return billing->BudgetAlertsJson(); });
     watches = std::make_unique<internal::WatchHub>(cache, options.watch_bookmark_interval);
+    fleet = std::make_unique<internal::FleetApi>(cache, h);
+    if (!options.web_root.empty()) {
+      absl::StatusOr<internal::WebAssets> w = internal::WebAssets::Load(options.web_root);
+      if (w.ok()) {
+        web.emplace(std::move(*w));
+      } else {
+        web_error = w.status();
+      }
+    }
   }
 
   ServerOptions options;
@@ -168,6 +179,9 @@ struct ApiServer::Impl {
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
   std::unique_ptr<internal::BillingApi> billing;
   std::unique_ptr<internal::WatchHub> watches;
+  std::unique_ptr<internal::FleetApi> fleet;
+  std::optional<internal::WebAssets> web;  // the dashboard, when options.web_root is set
+  absl::Status web_error;                  // why it could not be read
   internal::PageSnapshots pages{64, kPageTtl};
   internal::RateLimiter limiter{options.requests_per_second_per_token};
   // A burst holds at least one body of the largest size, so a low rate slows pushes down rather
@@ -781,13 +795,20 @@ struct ApiServer::Impl {
       e["model"] = m;
       by_model.push_back(std::move(e));
     }
+    nlohmann::json by_cluster = nlohmann::json::array();
+    for (const auto& [c, n] : s->by_cluster) {
+      nlohmann::json e = count(n);
+      e["cluster"] = c;
+      by_cluster.push_back(std::move(e));
+    }
     nlohmann::json logical = nlohmann::json::array();
     for (const auto& [key, d] : s->logical) {
-      logical.push_back({{"model", key.first}, {"profile", key.second},
-                         {"count", d.count}, {"allocated", d.allocated}, {"free", d.free()}});
+      logical.push_back({{"model", key.first}, {"profile", key.second}, {"count", d.count},
+                         {"allocated", d.allocated}, {"free", d.free()}, {"available", d.available}});
     }
     nlohmann::json physical = count(s->physical);
     physical["byModel"] = std::move(by_model);
+    physical["byCluster"] = std::move(by_cluster);
     nlohmann::json j = {
         {"apiVersion", "gpuaas.io/v1"},
         {"kind", "FleetSummary"},
@@ -797,6 +818,7 @@ struct ApiServer::Impl {
         {"logical", {{"count", s->logical_total.count},
                      {"allocated", s->logical_total.allocated},
                      {"free", s->logical_total.free()},
+                     {"available", s->logical_total.available},
                      {"byProfile", std::move(logical)}}},
     };
     return Reply{200, std::string(kJson), j.dump(), {}};
@@ -838,10 +860,31 @@ struct ApiServer::Impl {
     return Reply{200, "text/plain; version=0.0.4; charset=utf-8", std::move(out), {}};
   }
 
+  // The dashboard: its pages' paths all answer the app (it routes in the browser); assets/ files
+  // by name. Public, as a login page is: the data it shows comes from the API with the user's token.
+  absl::StatusOr<Reply> DashboardPage() const {
+    if (!web) {
+      return absl::NotFoundError(
+          "this server runs without the dashboard: build it (make web) and start the server with --web web/dist");
+    }
+    return Reply{200, web->index().content_type, web->index().body, internal::WebAssets::Headers(false)};
+  }
+  absl::StatusOr<Reply> DashboardAsset(std::string_view name) const {
+    const internal::WebFile* f = web ? web->Asset(name) : nullptr;
+    if (f == nullptr) return absl::NotFoundError(fmt::format("no dashboard asset \"{}\"", name));
+    return Reply{200, f->content_type, f->body, internal::WebAssets::Headers(true)};
+  }
+
   void Routes() {
     using R = const HttpRequest&;
     using P = const Params&;
     using W = const Principal&;
+    for (const char* page : {"/", "/fleet", "/fleet/gpus/{uuid}", "/pools", "/monitoring", "/billing"}) {
+      Add(page, "GET", kPublic, [this](R, P, W) { return DashboardPage(); });
+    }
+    Add("/assets/{file}", "GET", kPublic, [this](R, P p, W) { return DashboardAsset(p.at("file")); });
+    Add("/api/v1/fleet/gpus", "GET", kSignedIn, [this](R r, P, W w) { return fleet->Gpus(r, w); });
+    Add("/api/v1/catalog", "GET", kSignedIn, [this](R r, P, W) { return fleet->Catalog(r); });
     Add("/healthz", "GET", kPublic, [](R, P, W) { return Reply{200, "text/plain", "ok", {}}; });
     Add("/readyz", "GET", kPublic, [this](R, P, W) -> absl::StatusOr<Reply> {
       if (!ready) return HttpError(503, "NotReady", "the first inventory sync has not finished");
@@ -953,6 +996,7 @@ std::string_view ToString(Grant g) {
 
 absl::Status ApiServer::Start() {
   Impl& s = *impl_;
+  RETURN_IF_ERROR(s.web_error);
   internal::HttpServerOptions o;
   o.host = s.options.host;
   o.port = s.options.port;

@@ -47,6 +47,9 @@ struct ServerOptions {
   std::chrono::milliseconds read_your_write_timeout{5000};
   // How often a watch that allows bookmarks gets one.
   std::chrono::milliseconds watch_bookmark_interval{60000};
+  // The dashboard's built files (web/dist): served at / and the pages' paths. Empty: those
+  // paths answer 404 saying so. Start fails when the folder has no index.html.
+  std::string web_root;
   // Appends more metrics to /metrics (the controllers'); called on an I/O thread, must be
   // thread-safe. Optional.
   std::function<void(std::string&)> more_metrics;

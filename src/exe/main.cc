@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
                    "feed simulated agent readings for every simulated GPU (implied by --demo)");
   server->add_option("--telemetry-interval", sf.telemetry_interval_s,
                      "seconds between simulated readings")->capture_default_str();
+  server->add_option("--web", sf.web_root,
+                     "serve the GPU Dashboard from this folder (web/dist, built by make web) at /");
   server->add_flag("--insecure-no-auth", sf.no_auth,
                    "serve without authentication: every caller is an operator (loopback only)");
 

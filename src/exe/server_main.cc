@@ -183,6 +183,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   opts.threads = flags.threads > 0 ? flags.threads
                                     : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   opts.version = version;
+  opts.web_root = flags.web_root;
   opts.more_metrics = [&control_plane](std::string& out) { control_plane.manager().AppendMetrics(out); };
   // GPUs per catalogue model, from the cache's labels (no decoding), for pool capacity checks.
   service::PoolService pools(db, RealClock::Get(), [&cache] {
@@ -235,8 +236,9 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     }
   }
   server.SetReady(true);
-  log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated cluster(s), revision {})",
-            version, host, server.port(), flags.db, drivers.size(), db.Revision());
+  log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated cluster(s), revision {}{})",
+            version, host, server.port(), flags.db, drivers.size(), db.Revision(),
+            flags.web_root.empty() ? "; no dashboard: --web DIR serves it" : "; dashboard at /");
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

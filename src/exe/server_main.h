@@ -23,6 +23,7 @@ struct ServerFlags {
   int scrape_interval_s = 15;
   bool simulate_telemetry = false;  // play a node agent for every simulated GPU (on with --demo)
   int telemetry_interval_s = 10;
+  std::string web_root;  // the dashboard's built files (web/dist); empty: no dashboard
 };
 
 // Runs the server until SIGINT or SIGTERM. Returns the exit code.

@@ -9,7 +9,8 @@ FleetSummary Summarize(std::span<const GpuCapacity> gpus) {
     FleetSummary::ModelCount& m = s.by_model[model];
     const bool mig = g.status.mig_mode == MigMode::kEnabled;
     const bool unhealthy = g.status.health == Health::kUnhealthy;
-    for (FleetSummary::ModelCount* c : {&m, &s.physical}) {
+    FleetSummary::ModelCount& by_cluster = s.by_cluster[g.spec.cluster.empty() ? "unknown" : g.spec.cluster];
+    for (FleetSummary::ModelCount* c : {&m, &by_cluster, &s.physical}) {
       c->gpus += 1;
       c->mig_enabled += mig ? 1 : 0;
       c->full += mig ? 0 : 1;
@@ -19,8 +20,10 @@ FleetSummary Summarize(std::span<const GpuCapacity> gpus) {
       FleetSummary::DeviceCount& d = s.logical[{model, profile}];
       d.count += 1;
       d.allocated += allocated ? 1 : 0;
+      d.available += !allocated && !unhealthy ? 1 : 0;
       s.logical_total.count += 1;
       s.logical_total.allocated += allocated ? 1 : 0;
+      s.logical_total.available += !allocated && !unhealthy ? 1 : 0;
     };
     if (mig) {
       for (const MigInstance& inst : g.status.mig_instances) add(inst.profile, inst.allocated);

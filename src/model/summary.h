@@ -1,4 +1,4 @@
-// The fleet at a glance: physical GPUs by model, MIG versus full, and logical devices (full GPUs
+// The fleet at a glance: physical GPUs by model and cluster, MIG versus full, and logical devices (full GPUs
 // and MIG instances) by model and profile, allocated and free. Pure function over GpuCapacity.
 #ifndef GPUAAS_MODEL_SUMMARY_H_
 #define GPUAAS_MODEL_SUMMARY_H_
@@ -22,10 +22,14 @@ struct FleetSummary {
   struct DeviceCount {
     int64_t count = 0;
     int64_t allocated = 0;
+    // Free devices on GPUs that are not unhealthy: what can be handed out now without
+    // reconfiguring anything (an unhealthy GPU's free devices are out of allocation).
+    int64_t available = 0;
     int64_t free() const { return count - allocated; }
   };
   ModelCount physical;                          // all models
   std::map<std::string, ModelCount> by_model;   // keyed by model
+  std::map<std::string, ModelCount> by_cluster; // keyed by cluster
   // Logical devices keyed by (model, profile); profile "full" for whole GPUs.
   std::map<std::pair<std::string, std::string>, DeviceCount> logical;
   DeviceCount logical_total;

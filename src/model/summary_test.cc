@@ -39,5 +39,28 @@ TEST(Summary, CountsPhysicalAndLogicalDevices) {
   EXPECT_EQ(s.logical_total.allocated, 2);
 }
 
+TEST(Summary, AvailableLeavesOutUnhealthyGpusAndClustersAreCountedApart) {
+  std::vector<GpuCapacity> gpus = {
+      Gpu("H200-SXM-141GB", false, {}, false),
+      Gpu("H200-SXM-141GB", false, {}, false, Health::kUnhealthy),
+      Gpu("H200-SXM-141GB", false, {}, true),
+      Gpu("H200-SXM-141GB", true, {{"1g.18gb", 0, 1, "a", false}, {"1g.18gb", 1, 1, "b", true}}, false,
+          Health::kUnhealthy),
+  };
+  gpus[0].spec.cluster = "alpha";
+  gpus[1].spec.cluster = "alpha";
+  gpus[2].spec.cluster = "beta";
+  FleetSummary s = Summarize(gpus);
+  const auto& full = s.logical.at({"H200-SXM-141GB", "full"});
+  EXPECT_EQ(full.free(), 2);
+  EXPECT_EQ(full.available, 1);  // the unhealthy GPU's free device cannot be handed out
+  EXPECT_EQ(s.logical.at({"H200-SXM-141GB", "1g.18gb"}).available, 0);
+  EXPECT_EQ(s.logical_total.available, 1);
+  EXPECT_EQ(s.by_cluster.at("alpha").gpus, 2);
+  EXPECT_EQ(s.by_cluster.at("alpha").unhealthy, 1);
+  EXPECT_EQ(s.by_cluster.at("beta").gpus, 1);
+  EXPECT_EQ(s.by_cluster.at("unknown").mig_enabled, 1);
+}
+
 }  // namespace
 }  // namespace gpuaas::model

@@ -156,7 +156,11 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
   if (!range.ok()) return range.status();
   const bool aggregate_metric = metric == "utilization" || metric == "allocated_gpus" || metric == "used_gpus";
   std::optional<telemetry::Field> field = telemetry::FieldFromSeries(metric);
-  if (!aggregate_metric && !field && metric != "power_w") {
+  // fleet_power_w: every GPU of a cluster, allocated or not (power_w counts pools' devices only).
+  if (metric == "fleet_power_w" && scope != "cluster") {
+    return absl::InvalidArgumentError("metric \"fleet_power_w\" is a cluster's: cluster:NAME:fleet_power_w");
+  }
+  if (!aggregate_metric && !field && metric != "power_w" && metric != "fleet_power_w") {
     std::string names;
     for (const telemetry::FieldInfo& f : telemetry::AllFields()) names += std::string(f.series) + ", ";
     return absl::InvalidArgumentError(fmt::format(
@@ -250,8 +254,17 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
     } else {
       if (!who.operator_()) return absl::PermissionDeniedError("cluster series are for operators");
       if (!cache_.Get(model::Cluster::kKind, "", id)) return absl::NotFoundError(fmt::format("cluster {} not found", id));
-      for (model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
-        if (p.spec.cluster == id) pools.push_back(std::move(p));
+      if (metric == "fleet_power_w") {
+        for (const auto& [uuid, g] : gpus) {
+          if (g.spec.cluster != id) continue;
+          DeviceRef all;
+          all.gpu_uuid = g.spec.uuid;
+          devices.push_back(std::move(all));
+        }
+      } else {
+        for (model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
+          if (p.spec.cluster == id) pools.push_back(std::move(p));
+        }
       }
     }
     for (const model::GpuPool& p : pools) {
@@ -264,7 +277,7 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
   }
 
   json points = json::array();
-  if (metric == "power_w") {
+  if (metric == "power_w" || metric == "fleet_power_w") {
     // GPU-level power attributed by each device's share of its GPU: an estimate under MIG.
     std::vector<double> sum(static_cast<size_t>((range->to - range->from + range->step - 1) / range->step), 0);
     std::vector<bool> has(sum.size(), false);

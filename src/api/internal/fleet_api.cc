@@ -1,0 +1,258 @@
+#include "api/internal/fleet_api.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "catalog/catalog.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "model/codec.h"
+#include "model/fleet.h"
+#include "model/pool.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::api::internal {
+
+using json = nlohmann::json;
+
+struct FleetApi::Rows {
+  std::shared_ptr<const store::KindSnapshot> snap;
+  std::vector<model::GpuCapacity> gpus;
+};
+
+namespace {
+
+constexpr size_t kDefaultLimit = 100;
+constexpr size_t kMaxLimit = 20000;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+HttpResponse JsonReply(const json& j) { return HttpResponse{200, "application/json", j.dump(), {}, nullptr}; }
+
+// One GPU as a row: inventory plus the latest readings.
+struct Row {
+  const model::GpuCapacity* gpu = nullptr;
+  int64_t devices = 0;
+  int64_t allocated = 0;
+  std::optional<double> power_w, sm_active, temp_c, fb_used_mib;
+  std::vector<std::string> pools;  // "project/pool" the caller may see
+};
+
+std::optional<double> Latest(const telemetry::Hub* hub, const std::string& uuid, telemetry::Field f) {
+  if (hub == nullptr) return std::nullopt;
+  auto v = hub->series().Latest(uuid, f);
+  if (!v || !std::isfinite(v->second)) return std::nullopt;
+  return v->second;
+}
+
+json Nullable(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+const std::set<std::string>& SortKeys() {
+  static const std::set<std::string> k = {"cluster", "node", "uuid", "model", "health", "mig",
+                                          "allocated", "power", "sm", "temp", "memory"};
+  return k;
+}
+
+}  // namespace
+
+FleetApi::FleetApi(store::ObjectCache& cache, const telemetry::Hub* hub) : cache_(cache), hub_(hub) {}
+FleetApi::~FleetApi() = default;
+
+std::shared_ptr<const FleetApi::Rows> FleetApi::Current() {
+  std::shared_ptr<const store::KindSnapshot> snap = cache_.Snapshot(std::string(model::GpuCapacity::kKind));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rows_ && rows_->snap->revision == snap->revision && rows_->snap->items.size() == snap->items.size()) {
+    return rows_;
+  }
+  auto rows = std::make_shared<Rows>();
+  rows->snap = snap;
+  rows->gpus.reserve(snap->items.size());
+  for (const auto& obj : snap->items) {
+    absl::StatusOr<model::GpuCapacity> g = model::Decode<model::GpuCapacity>(obj->json);
+    if (g.ok()) rows->gpus.push_back(std::move(*g));
+  }
+  rows_ = rows;
+  return rows;
+}
+
+absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Principal& who) {
+  const std::string sort = req.HasParam("sort") ? req.Param("sort") : "cluster";
+  if (!SortKeys().contains(sort)) {
+    std::string keys;
+    for (const std::string& k : SortKeys()) keys += (keys.empty() ? "" : ", ") + k;
+    return absl::InvalidArgumentError(fmt::format("sort: \"{}\" is not one of {}", sort, keys));
+  }
+  const std::string order = req.HasParam("order") ? req.Param("order") : "asc";
+  if (order != "asc" && order != "desc") return absl::InvalidArgumentError("order: must be asc or desc");
+  const std::string view = req.Param("view");
+  if (!view.empty() && view != "rows" && view != "cells") return absl::InvalidArgumentError("view: must be rows or cells");
+  const std::string health = req.Param("health");
+  if (!health.empty() && health != "Healthy" && health != "Unhealthy" && health != "Unknown") {
+    return absl::InvalidArgumentError("health: must be Healthy, Unhealthy or Unknown");
+  }
+  const std::string mig = req.Param("mig");
+  if (!mig.empty() && mig != "enabled" && mig != "disabled") return absl::InvalidArgumentError("mig: must be enabled or disabled");
+  size_t offset = 0, limit = kDefaultLimit;
+  if (req.HasParam("offset")) {
+    std::optional<int64_t> o = ParseInt(req.Param("offset"));
+    if (!o || *o < 0) return absl::InvalidArgumentError(fmt::format("offset: \"{}\" is not a non-negative integer", req.Param("offset")));
+    offset = static_cast<size_t>(*o);
+  }
+  if (req.HasParam("limit")) {
+    std::optional<int64_t> l = ParseInt(req.Param("limit"));
+    if (!l || *l < 1 || *l > static_cast<int64_t>(kMaxLimit)) {
+      return absl::InvalidArgumentError(fmt::format("limit: \"{}\" is not an integer from 1 to {}", req.Param("limit"), kMaxLimit));
+    }
+    limit = static_cast<size_t>(*l);
+  }
+  const std::string q = Lower(req.Param("q"));
+  const std::string cluster = req.Param("cluster"), model_name = req.Param("model");
+
+  std::shared_ptr<const Rows> rows = Current();
+  // Pools holding devices on each GPU, named only to those who may see the pool's project.
+  std::map<std::string, std::set<std::string>> pools_of;
+  {
+    const std::shared_ptr<const store::KindSnapshot> ps = cache_.Snapshot(std::string(model::GpuPool::kKind));
+    for (const auto& obj : ps->items) {
+      if (!who.Sees(obj->ns)) continue;
+      absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(obj->json);
+      if (!p.ok()) continue;
+      for (const model::AllocatedDevice& d : p->status.allocation) pools_of[Lower(d.gpu_uuid)].insert(obj->ns + "/" + obj->name);
+    }
+  }
+  std::vector<Row> out;
+  out.reserve(rows->gpus.size());
+  for (const model::GpuCapacity& g : rows->gpus) {
+    if (!cluster.empty() && g.spec.cluster != cluster) continue;
+    if (!model_name.empty() && g.spec.model != model_name) continue;
+    if (!health.empty() && model::ToString(g.status.health) != health) continue;
+    const bool mig_on = g.status.mig_mode == model::MigMode::kEnabled;
+    if (!mig.empty() && mig_on != (mig == "enabled")) continue;
+    if (!q.empty()) {
+      const std::string hay = Lower(g.spec.uuid + " " + g.spec.node + " " + g.spec.cluster + " " + g.spec.model);
+      if (hay.find(q) == std::string::npos) continue;
+    }
+    Row r;
+    r.gpu = &g;
+    if (mig_on) {
+      r.devices = static_cast<int64_t>(g.status.mig_instances.size());
+      for (const model::MigInstance& i : g.status.mig_instances) r.allocated += i.allocated ? 1 : 0;
+    } else {
+      r.devices = 1;
+      r.allocated = g.status.allocated ? 1 : 0;
+    }
+    r.power_w = Latest(hub_, g.spec.uuid, telemetry::Field::kPowerW);
+    r.sm_active = Latest(hub_, g.spec.uuid, telemetry::Field::kSmActive);
+    r.temp_c = Latest(hub_, g.spec.uuid, telemetry::Field::kTempC);
+    r.fb_used_mib = Latest(hub_, g.spec.uuid, telemetry::Field::kFbUsedMib);
+    if (auto it = pools_of.find(Lower(g.spec.uuid)); it != pools_of.end()) r.pools.assign(it->second.begin(), it->second.end());
+    out.push_back(std::move(r));
+  }
+  auto place = [](const Row& r) { return std::tie(r.gpu->spec.cluster, r.gpu->spec.node, r.gpu->spec.index); };
+  auto by_value = [](const std::optional<double>& a, const std::optional<double>& b) {
+    // No reading sorts last either way round: compare presence first.
+    return std::make_pair(!a.has_value(), a.value_or(0)) < std::make_pair(!b.has_value(), b.value_or(0));
+  };
+  auto less = [&](const Row& a, const Row& b) -> bool {
+    if (sort == "node") return std::tie(a.gpu->spec.node, a.gpu->spec.index) < std::tie(b.gpu->spec.node, b.gpu->spec.index);
+    if (sort == "uuid") return a.gpu->spec.uuid < b.gpu->spec.uuid;
+    if (sort == "model" && a.gpu->spec.model != b.gpu->spec.model) return a.gpu->spec.model < b.gpu->spec.model;
+    if (sort == "health" && a.gpu->status.health != b.gpu->status.health) {
+      return model::ToString(a.gpu->status.health) > model::ToString(b.gpu->status.health);  // Unhealthy first
+    }
+    if (sort == "mig" && a.gpu->status.mig_mode != b.gpu->status.mig_mode) return a.gpu->status.mig_mode > b.gpu->status.mig_mode;
+    if (sort == "allocated") {
+      const double fa = a.devices ? static_cast<double>(a.allocated) / static_cast<double>(a.devices) : 0;
+      const double fb = b.devices ? static_cast<double>(b.allocated) / static_cast<double>(b.devices) : 0;
+      if (fa != fb) return fa < fb;
+    }
+    if (sort == "power" && a.power_w != b.power_w) return by_value(a.power_w, b.power_w);
+    if (sort == "sm" && a.sm_active != b.sm_active) return by_value(a.sm_active, b.sm_active);
+    if (sort == "temp" && a.temp_c != b.temp_c) return by_value(a.temp_c, b.temp_c);
+    if (sort == "memory" && a.fb_used_mib != b.fb_used_mib) return by_value(a.fb_used_mib, b.fb_used_mib);
+    return place(a) < place(b);
+  };
+  if (order == "desc") {
+    std::stable_sort(out.begin(), out.end(), [&](const Row& a, const Row& b) { return less(b, a); });
+  } else {
+    std::stable_sort(out.begin(), out.end(), less);
+  }
+
+  if (view == "cells") {
+    // The whole (filtered) fleet in columns: one cell per GPU in the heatmap.
+    json uuids = json::array(), nodes = json::array(), states = json::array(), alloc = json::array(),
+         sm = json::array();
+    for (const Row& r : out) {
+      uuids.push_back(r.gpu->spec.uuid);
+      nodes.push_back(r.gpu->spec.node);
+      states.push_back(model::ToString(r.gpu->status.health));
+      alloc.push_back(r.devices ? static_cast<double>(r.allocated) / static_cast<double>(r.devices) : 0.0);
+      sm.push_back(Nullable(r.sm_active));
+    }
+    return JsonReply({{"total", out.size()}, {"uuid", std::move(uuids)}, {"node", std::move(nodes)},
+                      {"health", std::move(states)}, {"allocated", std::move(alloc)}, {"smActive", std::move(sm)}});
+  }
+  json items = json::array();
+  for (size_t i = offset; i < out.size() && i < offset + limit; ++i) {
+    const Row& r = out[i];
+    const model::GpuCapacity& g = *r.gpu;
+    json instances = json::array();
+    for (const model::MigInstance& m : g.status.mig_instances) {
+      instances.push_back({{"profile", m.profile}, {"start", m.start}, {"size", m.size}, {"uuid", m.uuid},
+                           {"allocated", m.allocated}});
+    }
+    items.push_back({{"name", g.metadata.name},
+                     {"uuid", g.spec.uuid},
+                     {"cluster", g.spec.cluster},
+                     {"node", g.spec.node},
+                     {"index", g.spec.index},
+                     {"model", g.spec.model},
+                     {"memoryMiB", g.spec.memory_mib},
+                     {"migMode", model::ToString(g.status.mig_mode)},
+                     {"health", model::ToString(g.status.health)},
+                     {"devices", r.devices},
+                     {"allocatedDevices", r.allocated},
+                     {"powerW", Nullable(r.power_w)},
+                     {"smActive", Nullable(r.sm_active)},
+                     {"tempC", Nullable(r.temp_c)},
+                     {"fbUsedMiB", Nullable(r.fb_used_mib)},
+                     {"migInstances", std::move(instances)},
+                     {"pools", r.pools}});
+  }
+  return JsonReply({{"total", out.size()}, {"offset", offset}, {"sort", sort}, {"order", order}, {"items", std::move(items)}});
+}
+
+absl::StatusOr<HttpResponse> FleetApi::Catalog(const HttpRequest&) {
+  json models = json::array();
+  for (const catalog::GpuModel& m : catalog::AllModels()) {
+    json profiles = json::array();
+    for (const catalog::MigProfile& p : m.profiles) {
+      profiles.push_back({{"name", p.name},
+                          {"id", p.id},
+                          {"computeSlices", p.compute_slices},
+                          {"memorySlices", p.memory_slices},
+                          {"memoryGB", p.memory_gb},
+                          {"maxCount", p.max_count},
+                          {"starts", std::vector<int>(p.starts.begin(), p.starts.end())}});
+    }
+    models.push_back({{"name", m.name},
+                      {"family", m.family},
+                      {"memoryGB", m.memory_gb},
+                      {"migCapable", m.mig_capable},
+                      {"computeSlices", m.compute_slices},
+                      {"memorySlices", m.memory_slices},
+                      {"profiles", std::move(profiles)}});
+  }
+  return JsonReply({{"apiVersion", "gpuaas.io/v1"}, {"kind", "Catalog"}, {"models", std::move(models)}});
+}
+
+}  // namespace gpuaas::api::internal

@@ -1,0 +1,41 @@
+// The fleet routes the dashboard (and any client) reads the GPU table and the catalogue from:
+//   GET /api/v1/fleet/gpus    every GPU as one row (inventory, latest readings, pools the caller
+//                             may see), filtered, sorted and paged on the server; view=cells gives
+//                             the whole fleet as columns for a heatmap
+//   GET /api/v1/catalog       GPU models with their MIG profiles and legal placements
+// Reads the ObjectCache's snapshots and the telemetry hub (optional).
+#ifndef GPUAAS_API_INTERNAL_FLEET_API_H_
+#define GPUAAS_API_INTERNAL_FLEET_API_H_
+
+#include <memory>
+#include <mutex>
+
+#include "api/auth.h"
+#include "api/http.h"
+#include "store/cache.h"
+#include "telemetry/hub.h"
+
+namespace gpuaas::api::internal {
+
+class FleetApi {
+ public:
+  FleetApi(store::ObjectCache& cache, const telemetry::Hub* hub);
+  ~FleetApi();
+
+  absl::StatusOr<HttpResponse> Gpus(const HttpRequest& req, const Principal& who);
+  absl::StatusOr<HttpResponse> Catalog(const HttpRequest& req);
+
+  struct Rows;  // the decoded inventory of one GpuCapacity snapshot
+
+ private:
+  std::shared_ptr<const Rows> Current();
+
+  store::ObjectCache& cache_;
+  const telemetry::Hub* hub_;
+  std::mutex mu_;
+  std::shared_ptr<const Rows> rows_;  // decoded once per snapshot
+};
+
+}  // namespace gpuaas::api::internal
+
+#endif  // GPUAAS_API_INTERNAL_FLEET_API_H_

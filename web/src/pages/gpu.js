@@ -1,0 +1,73 @@
+// One GPU: where it is (cluster and host), its health and conditions, its MIG layout, its charts
+// (power, SM activity, memory, temperature) and its error history (XID, ECC) with the host named.
+import { api, isOperator, namespaced } from '../api.js';
+import { html, Section, Chart, Loading, ErrorBox, HealthBadge, Link, useT } from '../ui/parts.js';
+import { useLoad } from '../ui/hooks.js';
+import { MigDrawing, annotate } from '../ui/migdraw.js';
+import { dateTime, mib, number, percent, watts } from '../logic/format.js';
+import * as data from './data.js';
+
+const DAY = 86400;
+
+export function GpuPage({ uuid }) {
+  const { t, loc } = useT();
+  const { data: d, error } = useLoad(async (signal) => {
+    const [gpu, rows] = await Promise.all([
+      api(`/apis/gpuaas.io/v1/gpucapacities/${encodeURIComponent(uuid.toLowerCase())}`, { signal }),
+      api(`/api/v1/fleet/gpus?q=${encodeURIComponent(uuid)}&limit=1`, { signal }),
+    ]);
+    // GPU series are for operators, and only the readings the GPU has are asked for.
+    const row = rows.items[0] ?? {};
+    const metric = (m, latest) => (isOperator() && latest !== null && latest !== undefined
+      ? data.series(`gpu:${gpu.spec.uuid}`, m, DAY, 600, signal).catch(() => null) : Promise.resolve(null));
+    const [cat, poolList, profiles, power, sm, fb, temp, alerts] = await Promise.all([
+      data.catalog(signal),
+      data.pools(signal),
+      api(namespaced('profiles'), { signal }).then((l) => l.items),
+      metric('power_w', row.powerW), metric('sm_active', row.smActive), metric('fb_used_mib', row.fbUsedMiB), metric('temp_c', row.tempC),
+      isOperator() ? api('/api/v1/alerts', { signal }).then((a) => a.items) : Promise.resolve(null),
+    ]);
+    return { gpu, cat, poolList, profiles, power, sm, fb, temp, alerts };
+  }, [uuid]);
+  if (!d) return html`<h1>${t('page.gpu')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
+  const g = d.gpu;
+  const model = d.cat.models.find((m) => m.name === g.spec.model);
+  const mig = g.status.migMode === 'Enabled';
+  const mine = (d.alerts ?? []).filter((a) => a.gpu?.toLowerCase() === g.spec.uuid.toLowerCase());
+  const chart = (s, label, fmt, testid) => (s ? html`<${Chart} testid=${testid} label=${t('gpu.chartLabel', { what: label })} x=${s.x} series=${[{ label, values: s.values }]} fmt=${fmt} height=${150} />`
+    : html`<p class="muted">${isOperator() ? t('gpu.noSeries', { what: label }) : t('gpu.readingsOperators')}</p>`);
+  // The API gives each instance's placement; the drawing wants start and size.
+  const instances = (g.status.migInstances ?? []).map((i) => ({ ...i, start: i.placement?.start ?? 0, size: i.placement?.size ?? 0 }));
+  return html`
+    <p><${Link} href="/fleet">${t('gpu.back')}</${Link}></p>
+    <h1>${g.spec.model} #${g.spec.index} <span class="muted mono">${g.spec.uuid}</span></h1>
+    <${ErrorBox} error=${error} />
+    <dl class="facts" data-testid="gpu-facts">
+      <div><dt>${t('col.cluster')}</dt><dd>${g.spec.cluster}</dd></div>
+      <div><dt>${t('col.host')}</dt><dd data-testid="gpu-host">${g.spec.node}</dd></div>
+      <div><dt>${t('col.health')}</dt><dd data-testid="gpu-health"><${HealthBadge} health=${g.status.health} /></dd></div>
+      <div><dt>${t('col.mig')}</dt><dd>${mig ? t('mig.on', { n: g.status.migInstances?.length ?? 0 }) : t('mig.off')}</dd></div>
+      <div><dt>${t('col.memory')}</dt><dd>${mib(g.spec.memoryMiB, loc)}</dd></div>
+      <div><dt>${t('col.product')}</dt><dd>${g.spec.product}</dd></div>
+    </dl>
+    ${mine.some((a) => a.active) ? html`<div class="banner warn" role="alert" data-testid="gpu-action">
+      ${mine.filter((a) => a.active).map((a) => html`<p><strong>${a.condition}</strong>: ${a.message} — ${t('gpu.action')}: <span data-testid="action">${a.action}</span></p>`)}</div>` : null}
+    <${Section} id="conditions" title=${t('gpu.conditions')}>
+      <table><thead><tr><th scope="col">${t('col.condition')}</th><th scope="col">${t('col.status')}</th><th scope="col">${t('col.reason')}</th><th scope="col">${t('col.since')}</th></tr></thead>
+      <tbody>${(g.status.conditions ?? []).map((c) => html`<tr><td>${c.type}</td><td>${c.status === 'True' ? t('yes') : c.status === 'False' ? t('no') : '–'}</td><td>${c.reason}${c.message ? html`<div class="muted">${c.message}</div>` : null}</td><td>${dateTime(c.lastTransitionTime, loc)}</td></tr>`)}</tbody></table>
+    </${Section}>
+    ${mig && model ? html`<${Section} id="layout" title=${t('gpu.layout')}>
+      <${MigDrawing} model=${model} uuid=${g.spec.uuid} instances=${annotate(g.spec.uuid, instances, d.poolList, d.profiles)} />
+    </${Section}>` : null}
+    <div class="grid">
+      <${Section} id="c-power" title=${t('series.power')}>${chart(d.power, t('series.power'), (v) => watts(v, loc), 'chart-power')}</${Section}>
+      <${Section} id="c-sm" title=${t('series.sm')}>${chart(d.sm, t('series.sm'), (v) => percent(v, loc), 'chart-sm')}</${Section}>
+      <${Section} id="c-fb" title=${t('series.memory')}>${chart(d.fb, t('series.memory'), (v) => mib(v, loc), 'chart-memory')}</${Section}>
+      <${Section} id="c-temp" title=${t('series.temp')}>${chart(d.temp, t('series.temp'), (v) => `${number(v, loc)} °C`, 'chart-temp')}</${Section}>
+    </div>
+    <${Section} id="errors" title=${t('gpu.errors')}>
+      ${d.alerts === null ? html`<p class="muted">${t('gpu.errorsOperators')}</p>` : mine.length === 0 ? html`<p class="muted">${t('gpu.noErrors')}</p>` : html`
+      <table data-testid="error-history"><thead><tr><th scope="col">${t('col.time')}</th><th scope="col">${t('col.host')}</th><th scope="col">${t('col.source')}</th><th scope="col">${t('col.event')}</th><th scope="col">${t('col.action')}</th><th scope="col">${t('col.status')}</th></tr></thead>
+      <tbody>${mine.map((a) => html`<tr><td>${dateTime(a.time, loc)}</td><td>${a.node}</td><td>${a.source}</td><td>${a.message}</td><td>${a.action}</td><td>${a.active ? t('alert.active') : t('alert.resolved')}</td></tr>`)}</tbody></table>`}
+    </${Section}>`;
+}

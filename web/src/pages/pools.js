@@ -1,0 +1,147 @@
+// Pools: the approval queue (New, Approved, Ready, Rejected, Released) with Approve and Reject on
+// each new request (a dialog asks for the reason; a rejection needs one), whether each request
+// fits now, and each pool's devices, workloads, utilisation, quota and suggestions.
+import { useState } from 'preact/hooks';
+import { api, isOperator, namespaced } from '../api.js';
+import { html, Section, Chart, Dialog, Loading, ErrorBox, StateBadge, Bar, Link, useT } from '../ui/parts.js';
+import { useLoad } from '../ui/hooks.js';
+import { dateTime, number, percent } from '../logic/format.js';
+import { POOL_STATES, fitsNow, itemsText, poolState } from '../logic/pools.js';
+import { quotaUse } from '../logic/quota.js';
+import * as data from './data.js';
+
+function Decide({ pool, action, onDone, onClose }) {
+  const { t } = useT();
+  const [reason, setReason] = useState('');
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const verb = action === 'approve' ? t('pools.approve') : t('pools.reject');
+  const submit = async (e) => {
+    e.preventDefault();
+    if (action === 'reject' && !reason.trim()) {
+      setError(t('pools.reasonRequired'));
+      return;
+    }
+    setBusy(true);
+    try {
+      await api(`/apis/gpuaas.io/v1/namespaces/${encodeURIComponent(pool.metadata.namespace)}/gpupools/${encodeURIComponent(pool.metadata.name)}/approval`,
+        { method: 'PUT', body: { approve: action === 'approve', reason: reason.trim() } });
+      onDone();
+    } catch (err) {
+      setError(err.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<form onSubmit=${submit} novalidate>
+    <p>${t('pools.decideWhat', { pool: `${pool.metadata.namespace}/${pool.metadata.name}`, items: itemsText(pool) })}</p>
+    <label for="reason">${t('pools.reason')}${action === 'reject' ? html` <span class="muted">(${t('required')})</span>` : null}</label>
+    <textarea id="reason" rows="3" value=${reason} onInput=${(e) => { setReason(e.target.value); setError(''); }} autofocus
+      aria-required=${action === 'reject' ? 'true' : 'false'} aria-invalid=${error ? 'true' : 'false'} aria-describedby=${error ? 'reason-error' : undefined}></textarea>
+    ${error ? html`<p id="reason-error" class="error" role="alert">${error}</p>` : null}
+    <div class="dialog-actions">
+      <button type="button" class="secondary" onClick=${onClose}>${t('cancel')}</button>
+      <button type="submit" class=${action === 'reject' ? 'danger' : ''} disabled=${busy}>${verb}</button>
+    </div>
+  </form>`;
+}
+
+function PoolDetails({ pool, assessment, profiles, projects, poolList }) {
+  const { t, loc } = useT();
+  const ns = pool.metadata.namespace, name = pool.metadata.name;
+  const util = useLoad((signal) => data.series(`pool:${ns}/${name}`, 'utilization', 86400, 900, signal).catch(() => null), [ns, name]);
+  const a = assessment?.pools?.find((p) => p.project === ns && p.pool === name);
+  const work = profiles.filter((p) => p.metadata.namespace === ns && p.spec.pool === name && !p.spec.end);
+  const project = projects.find((p) => p.metadata.name === ns);
+  const quota = quotaUse(project, poolList.filter((p) => p.metadata.namespace === ns));
+  return html`<div class="details" data-testid="pool-details">
+    <div class="grid">
+      <div>
+        <h3>${t('pools.devices')}</h3>
+        ${(pool.status?.allocation ?? []).length === 0 ? html`<p class="muted">${t('pools.noDevices')}</p>` : html`<table>
+          <thead><tr><th scope="col">${t('col.node')}</th><th scope="col">${t('col.gpu')}</th><th scope="col">${t('col.profile')}</th></tr></thead>
+          <tbody>${pool.status.allocation.map((d) => html`<tr><td>${d.node}</td><td><${Link} href=${'/fleet/gpus/' + encodeURIComponent(d.gpuUUID)} class="mono">${d.gpuUUID}</${Link}></td><td>${d.profile === 'full' ? t('profile.full') : `${d.profile} @ ${d.start}`}</td></tr>`)}</tbody></table>`}
+        <h3>${t('pools.workloads')}</h3>
+        ${work.length === 0 ? html`<p class="muted">${t('pools.noWorkloads')}</p>` : html`<ul>${work.map((w) => html`<li>Profile <strong>${w.spec.pod}</strong> · ${t('pools.devicesN', { n: w.spec.devices.length })} · ${dateTime(w.spec.start, loc)}</li>`)}</ul>`}
+      </div>
+      <div>
+        <h3>${t('pools.quota')}</h3>
+        ${quota.length === 0 ? html`<p class="muted">${t('pools.noQuota')}</p>` : quota.map((q) => {
+          const what = t(q.kind === 'full' ? 'pools.quotaFull' : 'pools.quotaSlices', { model: q.model });
+          return html`<${Bar} value=${q.used} max=${q.limit} label=${what} text=${t('pools.quotaText', { what, used: number(q.used, loc), limit: number(q.limit, loc) })} />`;
+        })}
+        <h3>${t('pools.usage')}</h3>
+        ${a ? html`<p>${t('pools.usageText', { util: percent(a.utilization, loc), used: number(a.usedGpuHours, loc, 1), allocated: number(a.allocatedGpuHours, loc, 1) })}</p>
+          ${a.idle ? html`<p class="badge warn-badge">${t('pools.idle')}</p>` : null}
+          ${a.suggestion ? html`<p data-testid="suggestion">${t('pools.suggestion')}: ${a.suggestion}</p>` : null}` : html`<p class="muted">${t('pools.noUsage')}</p>`}
+        ${util.data ? html`<${Chart} label=${t('pools.utilChart', { pool: `${ns}/${name}` })} x=${util.data.x} series=${[{ label: t('series.util'), values: util.data.values }]} fmt=${(v) => percent(v, loc)} height=${140} />` : null}
+      </div>
+    </div>
+  </div>`;
+}
+
+export function Pools() {
+  const { t, loc } = useT();
+  const [filter, setFilter] = useState('All');
+  const [open, setOpen] = useState(null);
+  const [deciding, setDeciding] = useState(null);
+  const [notice, setNotice] = useState('');
+  const operator = isOperator();
+  const { data: d, error } = useLoad(async (signal) => {
+    const [poolList, sum, assessment, profiles, projects] = await Promise.all([
+      data.pools(signal),
+      data.summary(signal),
+      api('/api/v1/assessment', { signal }).catch(() => null),
+      api(namespaced('profiles'), { signal }).then((l) => l.items),
+      api('/apis/gpuaas.io/v1/projects', { signal }).then((l) => l.items),
+    ]);
+    return { poolList, sum, assessment, profiles, projects };
+  });
+  if (!d) return html`<h1>${t('page.pools')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
+  const counts = Object.fromEntries(POOL_STATES.map((s) => [s, 0]));
+  for (const p of d.poolList) counts[poolState(p)]++;
+  const rows = d.poolList
+    .filter((p) => filter === 'All' || poolState(p) === filter)
+    .sort((a, b) => POOL_STATES.indexOf(poolState(a)) - POOL_STATES.indexOf(poolState(b)) || (a.metadata.creationTimestamp < b.metadata.creationTimestamp ? -1 : 1));
+  const key = (p) => `${p.metadata.namespace}/${p.metadata.name}`;
+  return html`
+    <h1>${t('page.pools')}</h1>
+    <${ErrorBox} error=${error} />
+    ${notice ? html`<p class="banner info" role="status">${notice}</p>` : html`<p class="sr-only" role="status"></p>`}
+    <div class="tabs" role="group" aria-label=${t('pools.filter')}>
+      ${['All', ...POOL_STATES].map((s) => html`<button type="button" class="tab" aria-pressed=${filter === s ? 'true' : 'false'} onClick=${() => setFilter(s)}>
+        ${s === 'All' ? t('all') : t('state.' + s)} <span class="count">${number(s === 'All' ? d.poolList.length : counts[s], loc)}</span></button>`)}
+    </div>
+    <${Section} id="queue" title=${t('pools.queue')}>
+      ${rows.length === 0 ? html`<p class="muted">${t('pools.none')}</p>` : html`<table data-testid="pool-table">
+        <thead><tr><th scope="col">${t('col.project')}</th><th scope="col">${t('col.pool')}</th><th scope="col">${t('col.request')}</th><th scope="col">${t('col.state')}</th><th scope="col">${t('col.fitsNow')}</th><th scope="col">${t('col.created')}</th><th scope="col"><span class="sr-only">${t('col.actions')}</span></th></tr></thead>
+        <tbody>${rows.map((p) => {
+          const st = poolState(p);
+          const f = st === 'New' ? fitsNow(p, d.sum.logical.byProfile) : null;
+          const k = key(p);
+          return html`<tr data-pool=${k} data-state=${st}>
+            <td>${p.metadata.namespace}</td>
+            <td>${p.metadata.name}${p.status?.approval?.reason ? html`<div class="muted">${t('pools.reasonWas', { reason: p.status.approval.reason })}</div>` : null}</td>
+            <td>${itemsText(p)}</td>
+            <td><${StateBadge} state=${st} /></td>
+            <td>${f ? (f.fits ? html`<span class="badge good"><span aria-hidden="true">✓ </span>${t('pools.fits')}</span>`
+              : html`<span class="badge warn-badge"><span aria-hidden="true">⏳ </span>${t('pools.waits')}</span><div class="muted">${f.short.map((s) => t('pools.short', { profile: `${s.model} ${s.profile}`, need: s.count, have: s.available })).join('; ')}</div>`) : '–'}</td>
+            <td>${dateTime(p.metadata.creationTimestamp, loc)}</td>
+            <td class="actions">
+              ${operator && st === 'New' ? html`
+                <button type="button" onClick=${() => setDeciding({ pool: p, action: 'approve' })} aria-label=${t('pools.approveLabel', { pool: k })}>${t('pools.approve')}</button>
+                <button type="button" class="danger" onClick=${() => setDeciding({ pool: p, action: 'reject' })} aria-label=${t('pools.rejectLabel', { pool: k })}>${t('pools.reject')}</button>` : null}
+              <button type="button" class="secondary" aria-expanded=${open === k ? 'true' : 'false'} onClick=${() => setOpen(open === k ? null : k)} aria-label=${t('pools.detailsLabel', { pool: k })}>${t('pools.details')}</button>
+            </td>
+          </tr>`;
+        })}</tbody></table>`}
+    </${Section}>
+    ${open && d.poolList.find((p) => key(p) === open) ? html`<${Section} id="pool-detail" title=${t('pools.detailsOf', { pool: open })}>
+      <${PoolDetails} pool=${d.poolList.find((p) => key(p) === open)} assessment=${d.assessment} profiles=${d.profiles} projects=${d.projects} poolList=${d.poolList} />
+    </${Section}>` : null}
+    <${Dialog} id="decide" open=${!!deciding} onClose=${() => setDeciding(null)}
+      title=${deciding ? (deciding.action === 'approve' ? t('pools.approveTitle') : t('pools.rejectTitle')) : ''}>
+      ${deciding ? html`<${Decide} pool=${deciding.pool} action=${deciding.action} onClose=${() => setDeciding(null)}
+        onDone=${() => { setNotice(t(deciding.action === 'approve' ? 'pools.approved' : 'pools.rejected', { pool: key(deciding.pool) })); setDeciding(null); }} />` : null}
+    </${Dialog}>`;
+}
