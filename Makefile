@@ -4,10 +4,14 @@ PRESET_TEST ?= $(if $(CI),ci,dev)
 LISTEN ?= 127.0.0.1:8080
 DB ?= sqlite:gpuaas-demo.db
 
-.PHONY: run test deps build-release build-test bench fuzz clean
+.PHONY: run test deps web build-release build-test bench fuzz clean
 
 deps:
 	bash scripts/install-deps.sh
+
+# The GPU Dashboard (web/dist), served by the server at /.
+web: deps
+	bash scripts/build-web.sh
 
 build-release: deps
 	cmake --preset release >/dev/null
@@ -17,10 +21,10 @@ build-test: deps
 	cmake --preset $(PRESET_TEST) >/dev/null
 	cmake --build --preset $(PRESET_TEST) -j $(JOBS)
 
-run: build-release
-	./build/release/src/exe/gpuaas server --demo --listen $(LISTEN) --db $(DB)
+run: build-release web
+	./build/release/src/exe/gpuaas server --demo --listen $(LISTEN) --db $(DB) --web web/dist
 
-test: build-test
+test: build-test web
 	ctest --preset $(PRESET_TEST) -j $(JOBS)
 
 bench: build-release

@@ -13,6 +13,7 @@
 #include "api/internal/billing_api.h"
 #include "api/internal/fleet_api.h"
 #include "api/internal/http_server.h"
+#include "api/internal/objects.h"
 #include "api/internal/pages.h"
 #include "api/internal/rate_limit.h"
 #include "api/internal/telemetry_api.h"
@@ -156,11 +157,11 @@ const std::vector<ResourceType>& ResourceTypes() {
 struct ApiServer::Impl {
   Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
       : options(std::move(o)), cache(c), pools(p), auth(a) {
-    if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, clock);
+    if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, gpus, clock);
     billing = std::make_unique<internal::BillingApi>(cache, h, clock);
     if (telemetry) telemetry->AddAlerts([this] { return billing->BudgetAlertsJson(); });
     watches = std::make_unique<internal::WatchHub>(cache, options.watch_bookmark_interval);
-    fleet = std::make_unique<internal::FleetApi>(cache, h);
+    fleet = std::make_unique<internal::FleetApi>(cache, gpus, h);
     if (!options.web_root.empty()) {
       absl::StatusOr<internal::WebAssets> w = internal::WebAssets::Load(options.web_root);
       if (w.ok()) {
@@ -173,6 +174,7 @@ struct ApiServer::Impl {
 
   ServerOptions options;
   store::ObjectCache& cache;
+  internal::DecodedGpus gpus{cache};  // the fleet decoded, shared by the routes
   service::PoolService* pools;
   Authenticator* auth;  // null: no authentication, every caller is an operator
   RealClock clock;
@@ -769,17 +771,11 @@ struct ApiServer::Impl {
   }
 
   std::shared_ptr<const model::FleetSummary> Summary() {
-    std::shared_ptr<const store::KindSnapshot> snap = cache.Snapshot(model::GpuCapacity::kKind.data());
+    std::shared_ptr<const internal::DecodedGpus::View> view = gpus.Get();
     std::lock_guard<std::mutex> lock(summary_mu);
-    if (summary && summary_of == snap) return summary;
-    std::vector<model::GpuCapacity> gpus;
-    gpus.reserve(snap->items.size());
-    for (const auto& obj : snap->items) {
-      absl::StatusOr<model::GpuCapacity> g = model::Decode<model::GpuCapacity>(obj->json);
-      if (g.ok()) gpus.push_back(std::move(*g));
-    }
-    summary = std::make_shared<model::FleetSummary>(model::Summarize(gpus));
-    summary_of = snap;
+    if (summary && summary_of == view->snapshot) return summary;
+    summary = std::make_shared<model::FleetSummary>(model::Summarize(view->in_order));
+    summary_of = view->snapshot;
     return summary;
   }
 
@@ -1018,6 +1014,10 @@ void ApiServer::Stop() {
   if (impl_->http) impl_->http->Stop();
 }
 
-void ApiServer::SetReady(bool ready) { impl_->ready = ready; }
+void ApiServer::SetReady(bool ready) {
+  // Decode the fleet before the first reader needs it (about 0.5 s for 10,000 GPUs).
+  if (ready) (void)impl_->Summary();
+  impl_->ready = ready;
+}
 
 }  // namespace gpuaas::api

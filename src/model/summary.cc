@@ -1,10 +1,20 @@
 #include "model/summary.h"
 
+#include <vector>
+
 namespace gpuaas::model {
 
 FleetSummary Summarize(std::span<const GpuCapacity> gpus) {
+  std::vector<const GpuCapacity*> all;
+  all.reserve(gpus.size());
+  for (const GpuCapacity& g : gpus) all.push_back(&g);
+  return Summarize(all);
+}
+
+FleetSummary Summarize(std::span<const GpuCapacity* const> gpus) {
   FleetSummary s;
-  for (const GpuCapacity& g : gpus) {
+  for (const GpuCapacity* gp : gpus) {
+    const GpuCapacity& g = *gp;
     const std::string model = g.spec.model.empty() ? "unknown" : g.spec.model;
     FleetSummary::ModelCount& m = s.by_model[model];
     const bool mig = g.status.mig_mode == MigMode::kEnabled;

@@ -36,6 +36,7 @@ struct FleetSummary {
 };
 
 FleetSummary Summarize(std::span<const GpuCapacity> gpus);
+FleetSummary Summarize(std::span<const GpuCapacity* const> gpus);
 
 }  // namespace gpuaas::model
 

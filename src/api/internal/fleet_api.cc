@@ -20,11 +20,6 @@ namespace gpuaas::api::internal {
 
 using json = nlohmann::json;
 
-struct FleetApi::Rows {
-  std::shared_ptr<const store::KindSnapshot> snap;
-  std::vector<model::GpuCapacity> gpus;
-};
-
 namespace {
 
 constexpr size_t kDefaultLimit = 100;
@@ -64,26 +59,6 @@ const std::set<std::string>& SortKeys() {
 
 }  // namespace
 
-FleetApi::FleetApi(store::ObjectCache& cache, const telemetry::Hub* hub) : cache_(cache), hub_(hub) {}
-FleetApi::~FleetApi() = default;
-
-std::shared_ptr<const FleetApi::Rows> FleetApi::Current() {
-  std::shared_ptr<const store::KindSnapshot> snap = cache_.Snapshot(std::string(model::GpuCapacity::kKind));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (rows_ && rows_->snap->revision == snap->revision && rows_->snap->items.size() == snap->items.size()) {
-    return rows_;
-  }
-  auto rows = std::make_shared<Rows>();
-  rows->snap = snap;
-  rows->gpus.reserve(snap->items.size());
-  for (const auto& obj : snap->items) {
-    absl::StatusOr<model::GpuCapacity> g = model::Decode<model::GpuCapacity>(obj->json);
-    if (g.ok()) rows->gpus.push_back(std::move(*g));
-  }
-  rows_ = rows;
-  return rows;
-}
-
 absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Principal& who) {
   const std::string sort = req.HasParam("sort") ? req.Param("sort") : "cluster";
   if (!SortKeys().contains(sort)) {
@@ -117,7 +92,7 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
   const std::string q = Lower(req.Param("q"));
   const std::string cluster = req.Param("cluster"), model_name = req.Param("model");
 
-  std::shared_ptr<const Rows> rows = Current();
+  const std::shared_ptr<const DecodedGpus::View> fleet = gpus_.Get();
   // Pools holding devices on each GPU, named only to those who may see the pool's project.
   std::map<std::string, std::set<std::string>> pools_of;
   {
@@ -130,8 +105,9 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
     }
   }
   std::vector<Row> out;
-  out.reserve(rows->gpus.size());
-  for (const model::GpuCapacity& g : rows->gpus) {
+  out.reserve(fleet->in_order.size());
+  for (const model::GpuCapacity* gp : fleet->in_order) {
+    const model::GpuCapacity& g = *gp;
     if (!cluster.empty() && g.spec.cluster != cluster) continue;
     if (!model_name.empty() && g.spec.model != model_name) continue;
     if (!health.empty() && model::ToString(g.status.health) != health) continue;

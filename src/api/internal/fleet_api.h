@@ -7,11 +7,9 @@
 #ifndef GPUAAS_API_INTERNAL_FLEET_API_H_
 #define GPUAAS_API_INTERNAL_FLEET_API_H_
 
-#include <memory>
-#include <mutex>
-
 #include "api/auth.h"
 #include "api/http.h"
+#include "api/internal/objects.h"
 #include "store/cache.h"
 #include "telemetry/hub.h"
 
@@ -19,21 +17,16 @@ namespace gpuaas::api::internal {
 
 class FleetApi {
  public:
-  FleetApi(store::ObjectCache& cache, const telemetry::Hub* hub);
-  ~FleetApi();
+  FleetApi(store::ObjectCache& cache, DecodedGpus& gpus, const telemetry::Hub* hub)
+      : cache_(cache), gpus_(gpus), hub_(hub) {}
 
   absl::StatusOr<HttpResponse> Gpus(const HttpRequest& req, const Principal& who);
   absl::StatusOr<HttpResponse> Catalog(const HttpRequest& req);
 
-  struct Rows;  // the decoded inventory of one GpuCapacity snapshot
-
  private:
-  std::shared_ptr<const Rows> Current();
-
   store::ObjectCache& cache_;
+  DecodedGpus& gpus_;
   const telemetry::Hub* hub_;
-  std::mutex mu_;
-  std::shared_ptr<const Rows> rows_;  // decoded once per snapshot
 };
 
 }  // namespace gpuaas::api::internal

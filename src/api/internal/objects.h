@@ -4,6 +4,8 @@
 #define GPUAAS_API_INTERNAL_OBJECTS_H_
 
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +49,27 @@ telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::Alloc
 std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, const model::GpuPool& pool,
                                                    const std::map<std::string, model::GpuCapacity>& gpus);
 std::map<std::string, model::GpuCapacity> GpusByUuid(store::ObjectCache& cache);
+
+// The fleet's GpuCapacity objects decoded, kept between requests: a new snapshot decodes only the
+// objects that changed (snapshots share the unchanged ones), so a fleet of 10,000 GPUs is decoded
+// once (about 0.75 s in a release build), not on every request that needs it. Thread-safe; the
+// API server holds one for all its routes.
+class DecodedGpus {
+ public:
+  struct View {
+    std::shared_ptr<const store::KindSnapshot> snapshot;
+    std::map<std::string, model::GpuCapacity> by_uuid;  // every GPU that decodes
+    std::vector<const model::GpuCapacity*> in_order;     // into by_uuid, in snapshot order
+  };
+  explicit DecodedGpus(store::ObjectCache& cache) : cache_(cache) {}
+  std::shared_ptr<const View> Get();
+
+ private:
+  store::ObjectCache& cache_;
+  std::mutex mu_;
+  std::shared_ptr<const View> last_;                       // guarded by mu_
+  std::map<const store::CachedObject*, std::string> uuid_of_;  // last_'s objects; guarded by mu_
+};
 
 }  // namespace gpuaas::api::internal
 

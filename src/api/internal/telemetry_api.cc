@@ -175,7 +175,8 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
     int gi = -1;
     if (scope == "mig") {
       if (id.starts_with("MIG-")) {
-        for (const model::GpuCapacity& g : DecodeAll<model::GpuCapacity>(cache_)) {
+        const std::shared_ptr<const DecodedGpus::View> view = gpus_.Get();
+        for (const auto& [uuid, g] : view->by_uuid) {
           for (const model::MigInstance& m : g.status.mig_instances) {
             if (m.uuid == id) {
               gpu = g.spec.uuid;
@@ -216,7 +217,8 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
       return absl::InvalidArgumentError(fmt::format(
           "metric \"{}\" is per device; for a {} use utilization, allocated_gpus, used_gpus or power_w", metric, scope));
     }
-    const auto gpus = GpusByUuid(cache_);
+    const std::shared_ptr<const DecodedGpus::View> view = gpus_.Get();
+    const std::map<std::string, model::GpuCapacity>& gpus = view->by_uuid;
     std::vector<model::GpuPool> pools;
     std::string project;
     if (scope == "pool" || scope == "workload") {
@@ -314,7 +316,8 @@ absl::StatusOr<HttpResponse> TelemetryApi::Alerts(const HttpRequest& req, const 
     return absl::InvalidArgumentError("active: must be true or false");
   }
   std::map<std::string, std::pair<std::string, std::string>> where;  // uuid -> (cluster, node)
-  for (const model::GpuCapacity& g : DecodeAll<model::GpuCapacity>(cache_)) where[g.spec.uuid] = {g.spec.cluster, g.spec.node};
+  const std::shared_ptr<const DecodedGpus::View> view = gpus_.Get();
+  for (const auto& [uuid, g] : view->by_uuid) where[uuid] = {g.spec.cluster, g.spec.node};
   json items = json::array();
   for (const telemetry::Alert& a : hub_.Alerts(active == "true")) {
     auto w = where.find(a.gpu_uuid);
@@ -367,7 +370,8 @@ absl::StatusOr<HttpResponse> TelemetryApi::Assessment(const HttpRequest& req, co
       return absl::InvalidArgumentError(fmt::format("idleFor: a number of seconds from 1 to {}", kMaxSpan));
     }
   }
-  const auto gpus = GpusByUuid(cache_);
+  const std::shared_ptr<const DecodedGpus::View> view = gpus_.Get();
+  const std::map<std::string, model::GpuCapacity>& gpus = view->by_uuid;
   json pools = json::array();
   struct ProjectSum {
     double allocated = 0, used = 0, covered = 0;

@@ -13,6 +13,7 @@
 
 #include "api/auth.h"
 #include "api/http.h"
+#include "api/internal/objects.h"
 #include "common/clock.h"
 #include "store/cache.h"
 #include "telemetry/hub.h"
@@ -21,8 +22,8 @@ namespace gpuaas::api::internal {
 
 class TelemetryApi {
  public:
-  TelemetryApi(telemetry::Hub& hub, store::ObjectCache& cache, const Clock& clock)
-      : hub_(hub), cache_(cache), clock_(clock) {}
+  TelemetryApi(telemetry::Hub& hub, store::ObjectCache& cache, DecodedGpus& gpus, const Clock& clock)
+      : hub_(hub), cache_(cache), gpus_(gpus), clock_(clock) {}
 
   // Agents push only for the GPUs of their token's nodes (a body naming any other is refused
   // whole, 403); operators for any GPU.
@@ -41,6 +42,7 @@ class TelemetryApi {
   std::function<std::string()> more_alerts_;
   telemetry::Hub& hub_;
   store::ObjectCache& cache_;
+  DecodedGpus& gpus_;
   const Clock& clock_;
 };
 

@@ -11,21 +11,26 @@ const DAY = 86400;
 
 export function Overview({ wall }) {
   const { t, loc } = useT();
+  // The counts first; the series (slower on a large fleet) fill in when they come.
   const { data: d, error } = useLoad(async (signal) => {
+    const [sum, poolList, sick] = await Promise.all([data.summary(signal), data.pools(signal), data.unhealthy(signal)]);
+    return { sum, poolList, sick };
+  });
+  const series = useLoad(async (signal) => {
     const sum = await data.summary(signal);
-    const [poolList, sick, power, alloc, used] = await Promise.all([
-      data.pools(signal),
-      data.unhealthy(signal),
+    const [power, alloc, used] = await Promise.all([
       data.fleetSeries(sum, isOperator() ? 'fleet_power_w' : 'power_w', DAY, 900, signal),
       data.fleetSeries(sum, 'allocated_gpus', 3600, 300, signal),
       data.fleetSeries(sum, 'used_gpus', 3600, 300, signal),
     ]);
-    return { sum, poolList, sick, power, alloc, used };
+    return { power, alloc, used };
   });
   if (!d) return html`<h1>${t('page.overview')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
-  const { sum, poolList, sick, power } = d;
+  const { sum, poolList, sick } = d;
+  const empty = { x: [], values: [] };
+  const { power, alloc, used } = series.data ?? { power: empty, alloc: empty, used: empty };
   const lastOf = (s) => [...s.values].reverse().find((v) => v !== null && v !== undefined) ?? null;
-  const allocNow = lastOf(d.alloc), usedNow = lastOf(d.used);
+  const allocNow = lastOf(alloc), usedNow = lastOf(used);
   const pending = poolList.filter((p) => poolState(p) === 'New');
   const fits = fitsNowTable(sum.logical.byProfile);
   const n = (v) => number(v, loc);
@@ -66,8 +71,8 @@ export function Overview({ wall }) {
           </tr>`)}</tbody></table>`}
       </${Section}>
       <${Section} id="power-24h" title=${t('ov.power24')}>
-        <${Chart} testid="power-chart" label=${t('ov.power24.label', { now: watts(lastOf(power), loc) })} x=${power.x}
-          series=${[{ label: t('series.power'), values: power.values }]} fmt=${(v) => watts(v, loc)} />
+        ${!series.data ? html`<${Loading} />` : html`<${Chart} testid="power-chart" label=${t('ov.power24.label', { now: watts(lastOf(power), loc) })} x=${power.x}
+          series=${[{ label: t('series.power'), values: power.values }]} fmt=${(v) => watts(v, loc)} />`}
       </${Section}>
       <${Section} id="by-model" title=${t('ov.byModel')}>
         <table>
