@@ -35,4 +35,4 @@ fuzz: deps
 	cmake --build --preset fuzz -j $(JOBS)
 
 clean:
-	rm -rf build
+	rm -rf build web/dist

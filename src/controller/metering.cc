@@ -152,7 +152,7 @@ absl::Status MeteringController::FinalizeClosedMonths(bool all) {
         ASSIGN_OR_RETURN(std::vector<model::Profile> runs, store::ListObjects<model::Profile>(tx, project));
         for (billing::Line& l : inv.lines) {
           if (l.category != "Usage") continue;
-          l.used_gpu_hours = telemetry::UsedGpuHours(hub_, runs, l.pool, gpus, l.model, l.profile,
+          l.used_gpu_hours = telemetry::UsedGpuHours(hub_, runs, l.pool, telemetry::LookupIn(gpus), l.model, l.profile,
                                                      UnixSeconds(l.start), UnixSeconds(l.end), UnixSeconds(now));
         }
         wrote = true;

@@ -91,15 +91,21 @@ PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, i
   return a;
 }
 
-DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d,
-                            const std::map<std::string, model::GpuCapacity>& gpus) {
+GpuLookup LookupIn(const std::map<std::string, model::GpuCapacity>& gpus) {
+  return [&gpus](const std::string& uuid) -> const model::GpuCapacity* {
+    auto g = gpus.find(uuid);
+    return g == gpus.end() ? nullptr : &g->second;
+  };
+}
+
+DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d, const GpuLookup& gpus) {
   DeviceRef ref{d.gpu_uuid, -1, 1};
   if (d.instance_uuid.empty()) return ref;
   ref.gi = hub.FindInstance(d.gpu_uuid, -1, d.instance_uuid).value_or(-2);
-  if (auto g = gpus.find(d.gpu_uuid); g != gpus.end()) {
-    for (const model::MigInstance& m : g->second.status.mig_instances) {
+  if (const model::GpuCapacity* g = gpus(d.gpu_uuid)) {
+    for (const model::MigInstance& m : g->status.mig_instances) {
       if (m.uuid != d.instance_uuid) continue;
-      ref.weight = catalog::GpuShare(g->second.spec.model, m.profile);
+      ref.weight = catalog::GpuShare(g->spec.model, m.profile);
       if (ref.gi < -1) ref.gi = hub.FindInstance(d.gpu_uuid, static_cast<int>(m.start), m.uuid).value_or(-2);
     }
   }
@@ -107,19 +113,19 @@ DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d,
 }
 
 std::optional<double> UsedGpuHours(const Hub& hub, const std::vector<model::Profile>& runs, std::string_view pool,
-                                   const std::map<std::string, model::GpuCapacity>& gpus, std::string_view model,
+                                   const GpuLookup& gpus, std::string_view model,
                                    std::string_view profile, int64_t from, int64_t to, int64_t now) {
   if (to <= from) return std::nullopt;
   std::vector<DeviceRef> devices;
   for (const model::Profile& run : runs) {
     if (run.spec.pool != pool) continue;
     for (const model::WorkloadDevice& d : run.spec.devices) {
-      auto g = gpus.find(d.gpu_uuid);
-      if (g == gpus.end() || g->second.spec.model != model) continue;
+      const model::GpuCapacity* g = gpus(d.gpu_uuid);
+      if (g == nullptr || g->spec.model != model) continue;
       std::string_view device_profile = catalog::kFullProfile;
       if (!d.instance_uuid.empty()) {
         device_profile = "";
-        for (const model::MigInstance& m : g->second.status.mig_instances) {
+        for (const model::MigInstance& m : g->status.mig_instances) {
           if (m.uuid == d.instance_uuid) device_profile = m.profile;
         }
       }

@@ -15,6 +15,7 @@
 #define GPUAAS_TELEMETRY_ASSESSMENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -64,16 +65,20 @@ struct PoolAssessment {
 PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
                           const AssessmentOptions& options);
 
+// The GPU with a UUID (as the inventory spells it), or null: how the functions below find the
+// GPUs they need, whether the caller holds a map of its own or the API's decoded fleet.
+using GpuLookup = std::function<const model::GpuCapacity*(const std::string& uuid)>;
+GpuLookup LookupIn(const std::map<std::string, model::GpuCapacity>& gpus);
+
 // A device a workload ran on (a whole GPU, or the MIG instance with that UUID) as the hub names
-// it, weighted by its share of the GPU; `gpus` by UUID.
-DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d,
-                            const std::map<std::string, model::GpuCapacity>& gpus);
+// it, weighted by its share of the GPU.
+DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d, const GpuLookup& gpus);
 
 // GPU-hours used (share x SM activity) over [from, to) by the runs (Profiles) of `pool` on
 // devices of `model`/`profile`, each device counted while its run lasted; nullopt when no
 // reading covers them (showback beside billed hours).
 std::optional<double> UsedGpuHours(const Hub& hub, const std::vector<model::Profile>& runs, std::string_view pool,
-                                   const std::map<std::string, model::GpuCapacity>& gpus, std::string_view model,
+                                   const GpuLookup& gpus, std::string_view model,
                                    std::string_view profile, int64_t from, int64_t to, int64_t now);
 
 }  // namespace gpuaas::telemetry

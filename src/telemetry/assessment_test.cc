@@ -82,12 +82,12 @@ TEST(Assessment, UsedGpuHoursOfAPoolsRunsOnOneItem) {
   other.spec.devices = {{"GPU-b", ""}};
   const std::vector<model::Profile> runs = {run, other};
   const std::optional<double> used =
-      UsedGpuHours(hub, runs, "train", gpus, "H200-SXM-141GB", "full", kT0, kT0 + 7200, kT0 + 7200);
+      UsedGpuHours(hub, runs, "train", LookupIn(gpus), "H200-SXM-141GB", "full", kT0, kT0 + 7200, kT0 + 7200);
   ASSERT_TRUE(used);
   EXPECT_NEAR(*used, 0.5, 1e-6);  // one hour at 0.5, counted only while the run lasted
   // No run of that item, or no readings in the window: no figure, not zero.
-  EXPECT_FALSE(UsedGpuHours(hub, runs, "train", gpus, "H200-SXM-141GB", "3g.71gb", kT0, kT0 + 7200, kT0 + 7200));
-  EXPECT_FALSE(UsedGpuHours(hub, runs, "train", gpus, "H200-SXM-141GB", "full", kT0 + 86400, kT0 + 90000, kT0 + 90000));
+  EXPECT_FALSE(UsedGpuHours(hub, runs, "train", LookupIn(gpus), "H200-SXM-141GB", "3g.71gb", kT0, kT0 + 7200, kT0 + 7200));
+  EXPECT_FALSE(UsedGpuHours(hub, runs, "train", LookupIn(gpus), "H200-SXM-141GB", "full", kT0 + 86400, kT0 + 90000, kT0 + 90000));
 }
 
 }  // namespace

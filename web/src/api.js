@@ -47,6 +47,8 @@ export async function signIn(token) {
   const res = await fetch('/api/v1/whoami', { headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' } });
   if (!res.ok) throw await problem(res);
   const who = await res.json();
+  // Node agents push telemetry; the dashboard is for operators and project members.
+  if (who.role !== 'operator' && who.role !== 'member') throw new ApiError(403, 'not an operator or member token', 'AgentToken');
   sessionStorage.setItem(TOKEN_KEY, token);
   session.set({ token, who });
   return who;

@@ -37,7 +37,7 @@ function SignIn() {
     try {
       await signIn(token.trim());
     } catch (err) {
-      setError(err.status === 401 ? t('signin.bad') : t('error.load', { detail: err.message }));
+      setError(err.status === 401 ? t('signin.bad') : err.reason === 'AgentToken' ? t('signin.agent') : t('error.load', { detail: err.message }));
     } finally {
       setBusy(false);
     }
@@ -113,6 +113,9 @@ function Shell() {
   useEffect(() => {
     document.title = `${t('page.' + page)} · ${t('app.title')}`;
   }, [page, lang]);
+  useEffect(() => {
+    document.documentElement.classList.toggle('wall-mode', wall);
+  }, [wall]);
   useEffect(() => {
     const paths = [who.role === 'operator' ? '/apis/gpuaas.io/v1/gpupools' : `/apis/gpuaas.io/v1/namespaces/${encodeURIComponent(who.project)}/gpupools`,
       '/apis/gpuaas.io/v1/gpucapacities'];

@@ -87,8 +87,8 @@ billing::Invoice InvoiceOf(store::ObjectCache& cache, telemetry::Hub* hub, const
   }
   for (billing::Line& l : inv.lines) {
     if (l.category != "Usage") continue;
-    l.used_gpu_hours = telemetry::UsedGpuHours(*hub, runs, l.pool, gpus, l.model, l.profile, Seconds(l.start),
-                                               Seconds(l.end), Seconds(now));
+    l.used_gpu_hours = telemetry::UsedGpuHours(*hub, runs, l.pool, telemetry::LookupIn(gpus), l.model, l.profile,
+                                               Seconds(l.start), Seconds(l.end), Seconds(now));
   }
   return inv;
 }

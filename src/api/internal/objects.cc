@@ -5,9 +5,9 @@
 namespace gpuaas::api::internal {
 
 telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::AllocatedDevice& d,
-                                   const std::map<std::string, model::GpuCapacity>& gpus) {
-  auto g = gpus.find(d.gpu_uuid);
-  const std::string model = g == gpus.end() ? "" : g->second.spec.model;
+                                   const telemetry::GpuLookup& gpus) {
+  const model::GpuCapacity* g = gpus(d.gpu_uuid);
+  const std::string model = g == nullptr ? "" : g->spec.model;
   telemetry::DeviceRef ref{d.gpu_uuid, -1, catalog::GpuShare(model, d.profile)};
   if (d.profile != "full") {
     // An instance no reading has named yet (gi -2) counts as allocated, without readings.
@@ -17,16 +17,15 @@ telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::Alloc
 }
 
 std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, const model::GpuPool& pool,
-                                                   const std::map<std::string, model::GpuCapacity>& gpus) {
+                                                   const telemetry::GpuLookup& gpus) {
   std::vector<telemetry::AssessedDevice> out;
   for (const model::AllocatedDevice& d : pool.status.allocation) out.push_back(DeviceOf(hub, d, gpus));
   return out;
 }
 
-std::map<std::string, model::GpuCapacity> GpusByUuid(store::ObjectCache& cache) {
-  std::map<std::string, model::GpuCapacity> out;
-  for (model::GpuCapacity& g : DecodeAll<model::GpuCapacity>(cache)) out.emplace(g.spec.uuid, std::move(g));
-  return out;
+const model::GpuCapacity* DecodedGpus::View::Find(const std::string& uuid) const {
+  auto g = by_uuid.find(uuid);
+  return g == by_uuid.end() ? nullptr : g->second.get();
 }
 
 std::shared_ptr<const DecodedGpus::View> DecodedGpus::Get() {
@@ -35,28 +34,24 @@ std::shared_ptr<const DecodedGpus::View> DecodedGpus::Get() {
   if (last_ && last_->snapshot == snap) return last_;
   auto view = std::make_shared<View>();
   view->snapshot = snap;
-  std::map<const store::CachedObject*, std::string> uuid_of;
+  std::map<const store::CachedObject*, std::shared_ptr<const model::GpuCapacity>> decoded;
+  view->in_order.reserve(snap->items.size());
   for (const auto& obj : snap->items) {
-    // The snapshot holds the objects, so a pointer names one object for the view's life.
-    if (auto known = uuid_of_.find(obj.get()); known != uuid_of_.end() && last_) {
-      auto old = last_->by_uuid.find(known->second);
-      if (old != last_->by_uuid.end()) {
-        view->by_uuid.emplace(old->first, old->second);
-        uuid_of[obj.get()] = known->second;
-        continue;
-      }
+    // The snapshots hold their objects, so a pointer names one object while decoded_ keeps it.
+    std::shared_ptr<const model::GpuCapacity> g;
+    if (auto known = decoded_.find(obj.get()); known != decoded_.end()) {
+      g = known->second;
+    } else {
+      absl::StatusOr<model::GpuCapacity> fresh = model::Decode<model::GpuCapacity>(obj->json);
+      if (!fresh.ok()) continue;
+      g = std::make_shared<const model::GpuCapacity>(std::move(*fresh));
     }
-    absl::StatusOr<model::GpuCapacity> g = model::Decode<model::GpuCapacity>(obj->json);
-    if (!g.ok()) continue;
-    uuid_of[obj.get()] = g->spec.uuid;
-    view->by_uuid.emplace(g->spec.uuid, std::move(*g));
-  }
-  view->in_order.reserve(view->by_uuid.size());
-  for (const auto& obj : snap->items) {
-    if (auto u = uuid_of.find(obj.get()); u != uuid_of.end()) view->in_order.push_back(&view->by_uuid.at(u->second));
+    if (!view->by_uuid.emplace(g->spec.uuid, g).second) continue;  // one GPU, one row
+    view->in_order.push_back(g.get());
+    decoded.emplace(obj.get(), std::move(g));
   }
   last_ = view;
-  uuid_of_ = std::move(uuid_of);
+  decoded_ = std::move(decoded);
   return view;
 }
 

@@ -45,21 +45,26 @@ std::optional<T> DecodeOne(store::ObjectCache& cache, std::string_view ns, std::
 
 // An allocated device as the hub knows it: GPU UUID, GPU instance id and weight.
 telemetry::AssessedDevice DeviceOf(const telemetry::Hub& hub, const model::AllocatedDevice& d,
-                                   const std::map<std::string, model::GpuCapacity>& gpus);
+                                   const telemetry::GpuLookup& gpus);
 std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, const model::GpuPool& pool,
-                                                   const std::map<std::string, model::GpuCapacity>& gpus);
-std::map<std::string, model::GpuCapacity> GpusByUuid(store::ObjectCache& cache);
+                                                   const telemetry::GpuLookup& gpus);
 
 // The fleet's GpuCapacity objects decoded, kept between requests: a new snapshot decodes only the
-// objects that changed (snapshots share the unchanged ones), so a fleet of 10,000 GPUs is decoded
-// once (about 0.75 s in a release build), not on every request that needs it. Thread-safe; the
-// API server holds one for all its routes.
+// objects that changed and shares the others with the view before (snapshots share unchanged
+// objects too), so a fleet of 10,000 GPUs is decoded once (about 0.5 s in a release build), not
+// on every request that needs it, and a change costs what changed. Thread-safe; the API server
+// holds one for all its routes.
 class DecodedGpus {
  public:
   struct View {
     std::shared_ptr<const store::KindSnapshot> snapshot;
-    std::map<std::string, model::GpuCapacity> by_uuid;  // every GPU that decodes
-    std::vector<const model::GpuCapacity*> in_order;     // into by_uuid, in snapshot order
+    std::map<std::string, std::shared_ptr<const model::GpuCapacity>> by_uuid;  // every GPU that decodes
+    std::vector<const model::GpuCapacity*> in_order;                            // snapshot order
+    const model::GpuCapacity* Find(const std::string& uuid) const;
+    // Find, for the telemetry functions; valid while the view is held.
+    telemetry::GpuLookup Lookup() const {
+      return [this](const std::string& uuid) { return Find(uuid); };
+    }
   };
   explicit DecodedGpus(store::ObjectCache& cache) : cache_(cache) {}
   std::shared_ptr<const View> Get();
@@ -67,8 +72,9 @@ class DecodedGpus {
  private:
   store::ObjectCache& cache_;
   std::mutex mu_;
-  std::shared_ptr<const View> last_;                       // guarded by mu_
-  std::map<const store::CachedObject*, std::string> uuid_of_;  // last_'s objects; guarded by mu_
+  std::shared_ptr<const View> last_;  // guarded by mu_
+  // last_'s objects by the cached object they were decoded from; guarded by mu_.
+  std::map<const store::CachedObject*, std::shared_ptr<const model::GpuCapacity>> decoded_;
 };
 
 }  // namespace gpuaas::api::internal

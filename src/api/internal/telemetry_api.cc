@@ -176,10 +176,10 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
     if (scope == "mig") {
       if (id.starts_with("MIG-")) {
         const std::shared_ptr<const DecodedGpus::View> view = gpus_.Get();
-        for (const auto& [uuid, g] : view->by_uuid) {
-          for (const model::MigInstance& m : g.status.mig_instances) {
+        for (const model::GpuCapacity* g : view->in_order) {
+          for (const model::MigInstance& m : g->status.mig_instances) {
             if (m.uuid == id) {
-              gpu = g.spec.uuid;
+              gpu = g->spec.uuid;
               gi = hub_.FindInstance(gpu, static_cast<int>(m.start), m.uuid).value_or(-1);
             }
           }
@@ -218,7 +218,7 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
           "metric \"{}\" is per device; for a {} use utilization, allocated_gpus, used_gpus or power_w", metric, scope));
     }
     const std::shared_ptr<const DecodedGpus::View> view = gpus_.Get();
-    const std::map<std::string, model::GpuCapacity>& gpus = view->by_uuid;
+    const telemetry::GpuLookup gpus = view->Lookup();
     std::vector<model::GpuPool> pools;
     std::string project;
     if (scope == "pool" || scope == "workload") {
@@ -257,10 +257,10 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
       if (!who.operator_()) return absl::PermissionDeniedError("cluster series are for operators");
       if (!cache_.Get(model::Cluster::kKind, "", id)) return absl::NotFoundError(fmt::format("cluster {} not found", id));
       if (metric == "fleet_power_w") {
-        for (const auto& [uuid, g] : gpus) {
-          if (g.spec.cluster != id) continue;
+        for (const model::GpuCapacity* g : view->in_order) {
+          if (g->spec.cluster != id) continue;
           DeviceRef all;
-          all.gpu_uuid = g.spec.uuid;
+          all.gpu_uuid = g->spec.uuid;
           devices.push_back(std::move(all));
         }
       } else {
@@ -317,7 +317,7 @@ absl::StatusOr<HttpResponse> TelemetryApi::Alerts(const HttpRequest& req, const 
   }
   std::map<std::string, std::pair<std::string, std::string>> where;  // uuid -> (cluster, node)
   const std::shared_ptr<const DecodedGpus::View> view = gpus_.Get();
-  for (const auto& [uuid, g] : view->by_uuid) where[uuid] = {g.spec.cluster, g.spec.node};
+  for (const model::GpuCapacity* g : view->in_order) where[g->spec.uuid] = {g->spec.cluster, g->spec.node};
   json items = json::array();
   for (const telemetry::Alert& a : hub_.Alerts(active == "true")) {
     auto w = where.find(a.gpu_uuid);
@@ -371,7 +371,7 @@ absl::StatusOr<HttpResponse> TelemetryApi::Assessment(const HttpRequest& req, co
     }
   }
   const std::shared_ptr<const DecodedGpus::View> view = gpus_.Get();
-  const std::map<std::string, model::GpuCapacity>& gpus = view->by_uuid;
+  const telemetry::GpuLookup gpus = view->Lookup();
   json pools = json::array();
   struct ProjectSum {
     double allocated = 0, used = 0, covered = 0;

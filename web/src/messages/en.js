@@ -15,6 +15,7 @@ export const en = {
   'signin.submit': 'Sign in',
   'signin.help': 'A token from gpuaas (gpuaas token create, or the demo server’s output). It is kept for this browser tab only.',
   'signin.bad': 'That token was not accepted.',
+  'signin.agent': 'That is a node agent’s token: sign in with an operator or member token.',
   'signout': 'Sign out',
   'who.operator': '{user} (operator)',
   'who.member': '{user} (project {project})',

@@ -15,6 +15,7 @@ export const ko = {
   'signin.submit': '로그인',
   'signin.help': 'gpuaas에서 받은 토큰(gpuaas token create 또는 데모 서버 출력). 이 브라우저 탭에만 보관됩니다.',
   'signin.bad': '토큰이 받아들여지지 않았습니다.',
+  'signin.agent': '노드 에이전트 토큰입니다. 운영자 또는 멤버 토큰으로 로그인하세요.',
   'signout': '로그아웃',
   'who.operator': '{user} (운영자)',
   'who.member': '{user} (프로젝트 {project})',

@@ -57,7 +57,7 @@ export function GpuPage({ uuid }) {
       <tbody>${(g.status.conditions ?? []).map((c) => html`<tr><td>${c.type}</td><td>${c.status === 'True' ? t('yes') : c.status === 'False' ? t('no') : '–'}</td><td>${c.reason}${c.message ? html`<div class="muted">${c.message}</div>` : null}</td><td>${dateTime(c.lastTransitionTime, loc)}</td></tr>`)}</tbody></table>
     </${Section}>
     ${mig && model ? html`<${Section} id="layout" title=${t('gpu.layout')}>
-      <${MigDrawing} model=${model} uuid=${g.spec.uuid} instances=${annotate(g.spec.uuid, instances, d.poolList, d.profiles)} />
+      <${MigDrawing} model=${model} uuid=${g.spec.uuid} width=${640} instances=${annotate(g.spec.uuid, instances, d.poolList, d.profiles)} />
     </${Section}>` : null}
     <div class="grid">
       <${Section} id="c-power" title=${t('series.power')}>${chart(d.power, t('series.power'), (v) => watts(v, loc), 'chart-power')}</${Section}>

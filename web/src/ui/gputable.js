@@ -63,16 +63,22 @@ export function GpuTable({ filter, sort, order, onSort, tick }) {
     }
   };
   const generation = useRef(0);
-  // A new query (or a live tick) starts over at the first page, keeping the scroll position.
-  const lastQuery = useRef(query);
+  // A new query starts over at the top; a live tick reloads the pages in view, in place.
   useEffect(() => {
     generation.current++;
     pages.current = new Map();
-    if (scroller.current && lastQuery.current !== query) scroller.current.scrollTop = 0;
-    lastQuery.current = query;
+    if (scroller.current) scroller.current.scrollTop = 0;
     load(0, generation.current);
-  }, [query, tick]);
+  }, [query]);
   const items = v.getVirtualItems();
+  const ticked = useRef(tick);
+  useEffect(() => {
+    if (ticked.current === tick) return;
+    ticked.current = tick;
+    const inView = new Set(items.map((i) => Math.floor(i.index / PAGE)));
+    if (inView.size === 0) inView.add(0);
+    for (const p of inView) load(p, generation.current);
+  }, [tick]);
   useEffect(() => {
     const want = new Set(items.map((i) => Math.floor(i.index / PAGE)));
     for (const p of want) if (!pages.current.has(p)) load(p, generation.current);

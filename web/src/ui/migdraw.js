@@ -9,7 +9,7 @@ import { useDark } from './hooks.js';
 const FILL_LIGHT = ['#cfe0fc', '#fde2c4', '#d3f1dc', '#ead9fb'];
 const FILL_DARK = ['#1f3a66', '#5a3a12', '#1d4a2c', '#44275f'];
 
-export function MigDrawing({ model, instances, uuid }) {
+export function MigDrawing({ model, instances, uuid, width = 352 }) {
   const ref = useRef(null);
   const dark = useDark();
   const { t } = useT();
@@ -18,7 +18,7 @@ export function MigDrawing({ model, instances, uuid }) {
   const slots = model.memorySlices;
   useEffect(() => {
     const c = ref.current;
-    const w = 8 * 44, hgt = 56, dpr = window.devicePixelRatio || 1;
+    const w = width, hgt = 56, dpr = window.devicePixelRatio || 1;
     c.width = w * dpr;
     c.height = hgt * dpr;
     c.style.width = `${w}px`;
@@ -68,7 +68,7 @@ export function MigDrawing({ model, instances, uuid }) {
         ctx.strokeRect(x, y, width, ht);
       }
     });
-  }, [JSON.stringify(segs.map((s) => [s.start, s.size, s.state, s.instance?.pool])), dark, t]);
+  }, [JSON.stringify(segs.map((s) => [s.start, s.size, s.state, s.instance?.pool])), dark, t, width]);
   const range = (s) => (s.size === 1 ? t('mig.slice', { n: s.start }) : t('mig.slices', { from: s.start, to: s.start + s.size - 1 }));
   return html`<figure class="mig" data-testid="mig-drawing" data-gpu=${uuid}>
     <canvas ref=${ref} role="img" aria-label=${t('mig.label', { n: instances.length, slots })}

@@ -62,6 +62,19 @@ describe('GPU Dashboard', () => {
     if (r) assert.doesNotMatch(r.log, /ERROR: AddressSanitizer|runtime error:/);
   });
 
+  test('a wrong token is refused at sign-in', async () => {
+    const { page, problems, context } = await openPage(browser, server);
+    await page.goto(server.url + '/pools');
+    await page.getByLabel('API token').fill('not-a-token-at-all-0000');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').waitFor();
+    assert.match(await page.getByRole('alert').innerText(), /not accepted/);
+    assert.equal(await page.locator('nav').count(), 0);
+    // The server's 401 is the one console line expected here.
+    assert.deepEqual(problems.filter((p) => !p.includes('401')), []);
+    await context.close();
+  });
+
   test('the overview shows the numbers the API gives', async () => {
     const { page, problems, context } = await openPage(browser, server);
     await signIn(page, server, TOKENS.operator);

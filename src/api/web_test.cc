@@ -1,0 +1,203 @@
+// The dashboard's files as the server serves them, and the fleet routes it reads.
+#include <httplib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "api/internal/web.h"
+#include "api/server.h"
+#include "cluster/simulated/fleet.h"
+#include "common/clock.h"
+#include "controller/control_plane.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "store/sqlite_store.h"
+
+namespace gpuaas::api {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+class WebTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("gpuaas-web-test-" + std::to_string(::getpid())));
+    fs::create_directories(*dir_ / "assets");
+    std::ofstream(*dir_ / "index.html") << "<!doctype html><title>t</title>";
+    std::ofstream(*dir_ / "assets" / "app-ABC123.js") << "console.log(1)";
+    std::ofstream(*dir_ / "assets" / "app-ABC123.css") << "body{}";
+    store_ = std::move(*store::OpenStore("sqlite::memory:")).release();
+    auto drivers = cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet());
+    ASSERT_TRUE(controller::ObserveOnce(*store_, {drivers[0].get(), drivers[1].get()}, RealClock::Get()).ok());
+    cache_ = new store::ObjectCache(*store_);
+    std::vector<std::string> kinds;
+    for (const ResourceType& t : ResourceTypes()) kinds.push_back(t.kind);
+    ASSERT_TRUE(cache_->Start(kinds).ok());
+    ServerOptions o;
+    o.port = 0;
+    o.web_root = dir_->string();
+    server_ = new ApiServer(o, *cache_);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete cache_;
+    delete store_;
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  httplib::Result Get(const std::string& path) {
+    httplib::Client c("127.0.0.1", server_->port());
+    return c.Get(path);
+  }
+  json GetJson(const std::string& path, int want = 200) {
+    httplib::Result r = Get(path);
+    EXPECT_TRUE(r) << path;
+    if (!r) return {};
+    EXPECT_EQ(r->status, want) << path << ": " << r->body;
+    return json::parse(r->body);
+  }
+
+  static fs::path* dir_;
+  static store::Store* store_;
+  static store::ObjectCache* cache_;
+  static ApiServer* server_;
+};
+
+fs::path* WebTest::dir_ = nullptr;
+store::Store* WebTest::store_ = nullptr;
+store::ObjectCache* WebTest::cache_ = nullptr;
+ApiServer* WebTest::server_ = nullptr;
+
+TEST_F(WebTest, EveryPageAnswersTheAppWithItsSecurityHeaders) {
+  for (const char* path : {"/", "/fleet", "/fleet/gpus/GPU-0000", "/pools", "/monitoring", "/billing"}) {
+    httplib::Result r = Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path;
+    EXPECT_EQ(r->body, "<!doctype html><title>t</title>");
+    EXPECT_EQ(r->get_header_value("Content-Type"), "text/html; charset=utf-8");
+    EXPECT_EQ(r->get_header_value("Cache-Control"), "no-cache");
+    EXPECT_EQ(r->get_header_value("Content-Security-Policy"), internal::kDashboardCsp);
+    EXPECT_EQ(r->get_header_value("X-Content-Type-Options"), "nosniff");
+  }
+  httplib::Result js = Get("/assets/app-ABC123.js");
+  ASSERT_TRUE(js);
+  EXPECT_EQ(js->status, 200);
+  EXPECT_EQ(js->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  EXPECT_EQ(js->get_header_value("Cache-Control"), "public, max-age=31536000, immutable");
+  EXPECT_EQ(Get("/assets/app-ABC123.css")->get_header_value("Content-Type"), "text/css; charset=utf-8");
+  EXPECT_EQ(Get("/assets/nope.js")->status, 404);
+  EXPECT_EQ(Get("/assets/..%2findex.html")->status, 404);
+  EXPECT_EQ(Get("/fleet/nothing")->status, 404);
+}
+
+TEST_F(WebTest, AServerWithoutTheDashboardSaysHowToGetIt) {
+  ServerOptions o;
+  o.port = 0;
+  ApiServer bare(o, *cache_);
+  ASSERT_TRUE(bare.Start().ok());
+  httplib::Client c("127.0.0.1", bare.port());
+  httplib::Result r = c.Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_NE(r->body.find("--web"), std::string::npos) << r->body;
+  ServerOptions missing;
+  missing.port = 0;
+  missing.web_root = (*dir_ / "nowhere").string();
+  ApiServer broken(missing, *cache_);
+  absl::Status s = broken.Start();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("index.html"), std::string_view::npos) << s;
+}
+
+TEST_F(WebTest, AssetNamesOutsideThePlainSetAreRefused) {
+  const fs::path odd = *dir_ / "odd";
+  fs::create_directories(odd / "assets");
+  std::ofstream(odd / "index.html") << "x";
+  std::ofstream(odd / "assets" / "a b.js") << "x";
+  EXPECT_FALSE(internal::WebAssets::Load(odd.string()).ok());
+  EXPECT_EQ(internal::ContentTypeOf("x.woff2"), "font/woff2");
+  EXPECT_EQ(internal::ContentTypeOf("x.bin"), "application/octet-stream");
+}
+
+TEST_F(WebTest, FleetRowsAreFilteredSortedAndPagedOnTheServer) {
+  json all = GetJson("/api/v1/fleet/gpus?limit=1000");
+  ASSERT_EQ(all["total"], 144);
+  ASSERT_EQ(all["items"].size(), 144u);
+  // Default order: cluster, node, index.
+  for (size_t i = 1; i < all["items"].size(); ++i) {
+    const json& a = all["items"][i - 1];
+    const json& b = all["items"][i];
+    EXPECT_LE(std::tie(a["cluster"].get_ref<const std::string&>(), a["node"].get_ref<const std::string&>()),
+              std::tie(b["cluster"].get_ref<const std::string&>(), b["node"].get_ref<const std::string&>()));
+  }
+  json page = GetJson("/api/v1/fleet/gpus?offset=140&limit=10");
+  EXPECT_EQ(page["total"], 144);
+  ASSERT_EQ(page["items"].size(), 4u);
+  EXPECT_EQ(page["items"][0]["uuid"], all["items"][140]["uuid"]);
+
+  json h200 = GetJson("/api/v1/fleet/gpus?model=H200-SXM-141GB&mig=enabled&limit=100");
+  ASSERT_GT(h200["total"].get<int>(), 0);
+  for (const json& g : h200["items"]) {
+    EXPECT_EQ(g["model"], "H200-SXM-141GB");
+    EXPECT_EQ(g["migMode"], "Enabled");
+    int slices = 0;
+    for (const json& m : g["migInstances"]) slices += m["size"].get<int>();
+    EXPECT_LE(slices, 8);
+    EXPECT_EQ(g["devices"].get<size_t>(), g["migInstances"].size());
+  }
+  const std::string uuid = all["items"][7]["uuid"];
+  json one = GetJson("/api/v1/fleet/gpus?q=" + uuid.substr(4, 13));
+  ASSERT_EQ(one["total"], 1);
+  EXPECT_EQ(one["items"][0]["uuid"], uuid);
+
+  json by_model = GetJson("/api/v1/fleet/gpus?sort=model&order=desc&limit=1000");
+  EXPECT_EQ(by_model["items"][0]["model"], "H200-SXM-141GB");
+  EXPECT_EQ(by_model["items"][143]["model"], "A100-80GB");
+
+  json cells = GetJson("/api/v1/fleet/gpus?view=cells&cluster=beta");
+  const int beta = cells["total"];
+  EXPECT_GT(beta, 0);
+  EXPECT_LT(beta, 144);
+  EXPECT_EQ(cells["uuid"].size(), static_cast<size_t>(beta));
+  EXPECT_EQ(cells["health"].size(), static_cast<size_t>(beta));
+  EXPECT_EQ(cells["allocated"].size(), static_cast<size_t>(beta));
+
+  for (const char* bad : {"sort=bogus", "order=up", "limit=0", "limit=20001", "offset=-1", "health=Sick", "mig=yes",
+                          "view=grid"}) {
+    httplib::Result r = Get(std::string("/api/v1/fleet/gpus?") + bad);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/problem+json") << bad;
+  }
+}
+
+TEST_F(WebTest, TheCatalogueGivesEachProfilesPlacements) {
+  json cat = GetJson("/api/v1/catalog");
+  bool found = false;
+  for (const json& m : cat["models"]) {
+    if (m["name"] != "H200-SXM-141GB") continue;
+    EXPECT_EQ(m["memorySlices"], 8);
+    EXPECT_EQ(m["computeSlices"], 7);
+    for (const json& p : m["profiles"]) {
+      if (p["name"] != "3g.71gb") continue;
+      found = true;
+      EXPECT_EQ(p["starts"], json::array({0, 4}));
+      EXPECT_EQ(p["memorySlices"], 4);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(WebTest, SummaryCountsAvailableDevicesAndClusters) {
+  json s = GetJson("/api/v1/summary");
+  int by_cluster = 0;
+  for (const json& c : s["physical"]["byCluster"]) by_cluster += c["gpus"].get<int>();
+  EXPECT_EQ(by_cluster, 144);
+  for (const json& d : s["logical"]["byProfile"]) EXPECT_LE(d["available"].get<int>(), d["free"].get<int>());
+  EXPECT_EQ(s["logical"]["available"], s["logical"]["free"]);  // no GPU is unhealthy here
+}
+
+}  // namespace
+}  // namespace gpuaas::api
