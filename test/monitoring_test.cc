@@ -219,6 +219,13 @@ TEST_F(MonitoringTest, AgentFaultsBecomeConditionsAlertsExclusionAndSeries) {
   EXPECT_TRUE(powered) << pool_power.dump();
   json allocated = Get("/api/v1/metrics/query?series=project:vision:allocated_gpus&from=" + from + "&step=30");
   EXPECT_EQ(allocated["points"].back()["value"], 6.0) << allocated.dump();
+  // The cluster holds the pool's devices though the pool names no cluster; fleet_power_w counts
+  // every GPU of the cluster, allocated or not.
+  json in_lab = Get("/api/v1/metrics/query?series=cluster:lab:allocated_gpus&from=" + from + "&step=30");
+  EXPECT_EQ(in_lab["points"].back()["value"], 6.0) << in_lab.dump();
+  json lab_power = Get("/api/v1/metrics/query?series=cluster:lab:fleet_power_w&from=" + from + "&step=30");
+  EXPECT_GT(lab_power["devices"].get<int>(), in_lab["devices"].get<int>()) << lab_power.dump();
+  Get("/api/v1/metrics/query?series=pool:vision/six:fleet_power_w", kOperatorToken, 400);
   Get("/api/v1/metrics/query?series=gpu:" + z + ":power_w", kMemberToken, 403);
   json bad = Get("/api/v1/metrics/query?series=gpu:" + z, kOperatorToken, 400);
   EXPECT_NE(bad["detail"].get<std::string>().find("SCOPE:ID:METRIC"), std::string::npos);

@@ -783,7 +783,7 @@ struct ApiServer::Impl {
     std::shared_ptr<const model::FleetSummary> s = Summary();
     auto count = [](const model::FleetSummary::ModelCount& c) {
       return nlohmann::json{{"gpus", c.gpus}, {"migEnabled", c.mig_enabled}, {"full", c.full},
-                            {"unhealthy", c.unhealthy}};
+                            {"unhealthy", c.unhealthy}, {"nodes", c.nodes}};
     };
     nlohmann::json by_model = nlohmann::json::array();
     for (const auto& [m, c] : s->by_model) {

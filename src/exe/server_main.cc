@@ -48,6 +48,26 @@ void InstallDemoRateCard(store::Store& db, service::PoolService& pools) {
   }
 }
 
+// On the demo's first start, project demo holds a pool in use (approved, billed from then) and a
+// request waiting for an operator's decision, so the dashboard's queue and bills have something
+// to show. A100s only: the H100s and H200s stay free to try things with.
+void SeedDemoPools(service::PoolService& pools) {
+  model::GpuPool training;
+  training.metadata.name = "training";
+  training.metadata.ns = "demo";
+  training.spec.items = {{"A100-80GB", "full", 2}};
+  if (pools.CreatePool(training, "demo-member").ok()) {
+    (void)pools.Approve("demo", "training", true, "demo: approved at the first start", "gpuaas-demo");
+  }
+  model::GpuPool inference;
+  inference.metadata.name = "inference";
+  inference.metadata.ns = "demo";
+  inference.spec.items = {{"A100-80GB", "1g.10gb", 4}, {"A100-80GB", "full", 1}};
+  if (absl::StatusOr<model::GpuPool> made = pools.CreatePool(inference, "demo-member"); !made.ok()) {
+    log::Warn("demo pool request not created: {}", made.status().message());
+  }
+}
+
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
@@ -219,8 +239,12 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     model::Project demo;
     demo.metadata.name = "demo";
     demo.spec.display_name = "Demo project";
-    (void)pools.CreateProject(demo, "gpuaas-demo");
+    const bool first_start = pools.CreateProject(demo, "gpuaas-demo").ok();
     cache.WaitFor(db.Revision(), std::chrono::seconds(5));
+    if (first_start) {
+      SeedDemoPools(pools);
+      cache.WaitFor(db.Revision(), std::chrono::seconds(5));
+    }
     if (absl::StatusOr<std::vector<api::TokenInfo>> old = auth.List(); old.ok()) {
       for (const api::TokenInfo& t : *old) {
         if (t.created_by == "gpuaas-demo") (void)auth.Revoke(t.id);

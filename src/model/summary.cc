@@ -1,5 +1,7 @@
 #include "model/summary.h"
 
+#include <set>
+#include <string_view>
 #include <vector>
 
 namespace gpuaas::model {
@@ -13,6 +15,8 @@ FleetSummary Summarize(std::span<const GpuCapacity> gpus) {
 
 FleetSummary Summarize(std::span<const GpuCapacity* const> gpus) {
   FleetSummary s;
+  std::set<std::pair<std::string_view, std::string_view>> seen_nodes;  // (cluster, node)
+  std::set<std::pair<std::string_view, std::string_view>> seen_model_nodes;  // (model, node)
   for (const GpuCapacity* gp : gpus) {
     const GpuCapacity& g = *gp;
     const std::string model = g.spec.model.empty() ? "unknown" : g.spec.model;
@@ -20,6 +24,11 @@ FleetSummary Summarize(std::span<const GpuCapacity* const> gpus) {
     const bool mig = g.status.mig_mode == MigMode::kEnabled;
     const bool unhealthy = g.status.health == Health::kUnhealthy;
     FleetSummary::ModelCount& by_cluster = s.by_cluster[g.spec.cluster.empty() ? "unknown" : g.spec.cluster];
+    if (seen_nodes.emplace(g.spec.cluster, g.spec.node).second) {
+      by_cluster.nodes += 1;
+      s.physical.nodes += 1;
+    }
+    if (seen_model_nodes.emplace(g.spec.model, g.spec.node).second) m.nodes += 1;
     for (FleetSummary::ModelCount* c : {&m, &by_cluster, &s.physical}) {
       c->gpus += 1;
       c->mig_enabled += mig ? 1 : 0;

@@ -18,6 +18,7 @@ struct FleetSummary {
     int64_t mig_enabled = 0;
     int64_t full = 0;
     int64_t unhealthy = 0;
+    int64_t nodes = 0;  // distinct nodes holding these GPUs
   };
   struct DeviceCount {
     int64_t count = 0;

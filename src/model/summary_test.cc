@@ -50,6 +50,10 @@ TEST(Summary, AvailableLeavesOutUnhealthyGpusAndClustersAreCountedApart) {
   gpus[0].spec.cluster = "alpha";
   gpus[1].spec.cluster = "alpha";
   gpus[2].spec.cluster = "beta";
+  gpus[0].spec.node = "alpha.n1";
+  gpus[1].spec.node = "alpha.n1";
+  gpus[2].spec.node = "beta.n1";
+  gpus[3].spec.node = "n9";
   FleetSummary s = Summarize(gpus);
   const auto& full = s.logical.at({"H200-SXM-141GB", "full"});
   EXPECT_EQ(full.free(), 2);
@@ -60,6 +64,9 @@ TEST(Summary, AvailableLeavesOutUnhealthyGpusAndClustersAreCountedApart) {
   EXPECT_EQ(s.by_cluster.at("alpha").unhealthy, 1);
   EXPECT_EQ(s.by_cluster.at("beta").gpus, 1);
   EXPECT_EQ(s.by_cluster.at("unknown").mig_enabled, 1);
+  EXPECT_EQ(s.by_cluster.at("alpha").nodes, 1);  // two GPUs, one node
+  EXPECT_EQ(s.physical.nodes, 3);
+  EXPECT_EQ(s.by_model.at("H200-SXM-141GB").nodes, 3);
 }
 
 }  // namespace

@@ -4,12 +4,16 @@
 // stream dropped (the stale banner).
 import { authHeaders, api } from './api.js';
 import { observable } from './store.js';
+import { coalescer } from './logic/coalesce.js';
 
 export const live = observable({ tick: 0, updated: 0, paused: false, connected: true, since: 0 });
 
-const DEBOUNCE_MS = 400;
+// Changes within this window after the first one make one refresh (a burst of changes, such as
+// a pool's devices being provisioned, reloads the page once; a steady stream at most once a
+// second, never starved).
+const DEBOUNCE_MS = 1000;
 const TELEMETRY_MS = 15000;
-let timer = null, debounce = null, streams = [], pendingWhilePaused = false;
+let timer = null, streams = [], pendingWhilePaused = false;
 
 function bump() {
   if (live.get().paused) {
@@ -19,10 +23,8 @@ function bump() {
   live.set((s) => ({ ...s, tick: s.tick + 1 }));
 }
 
-function changed() {
-  clearTimeout(debounce);
-  debounce = setTimeout(bump, DEBOUNCE_MS);
-}
+const changes = coalescer(DEBOUNCE_MS, bump);
+const changed = () => changes.poke();
 
 export function markUpdated() {
   live.set((s) => ({ ...s, updated: Date.now() }));
@@ -102,5 +104,5 @@ export function stopLive() {
   for (const c of streams) c.abort();
   streams = [];
   clearInterval(timer);
-  clearTimeout(debounce);
+  changes.cancel();
 }

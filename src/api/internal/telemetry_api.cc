@@ -264,8 +264,13 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
           devices.push_back(std::move(all));
         }
       } else {
-        for (model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
-          if (p.spec.cluster == id) pools.push_back(std::move(p));
+        // The devices in this cluster of every live pool: a pool that names no cluster gets
+        // its devices wherever they fit, so its spec says nothing of where they are.
+        for (const model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
+          if (!model::PoolIsLive(p)) continue;
+          for (const model::AllocatedDevice& d : p.status.allocation) {
+            if (d.cluster == id) devices.push_back(DeviceOf(hub_, d, gpus).ref);
+          }
         }
       }
     }

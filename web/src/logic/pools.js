@@ -55,6 +55,7 @@ export function profileSize(profile) {
   return m ? Number(m[1]) : 0;
 }
 
-export function itemsText(pool) {
-  return (pool.spec?.items ?? []).map((i) => `${i.count} × ${i.model} ${i.profile}`).join(', ');
+// "2 × H200-SXM-141GB whole GPU, 4 × H200-SXM-141GB 3g.71gb", with `full` naming a whole GPU.
+export function itemsText(pool, full = 'full') {
+  return (pool.spec?.items ?? []).map((i) => `${i.count} × ${i.model} ${i.profile === 'full' ? full : i.profile}`).join(', ');
 }

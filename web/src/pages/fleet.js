@@ -56,13 +56,13 @@ export function Fleet() {
     <${ErrorBox} error=${base.error || cells.error} />
     <${Section} id="clusters" title=${t('fleet.clusters')}>
       ${!base.data ? html`<${Loading} />` : html`<table data-testid="cluster-table">
-        <thead><tr><th scope="col">${t('col.cluster')}</th><th scope="col">${t('col.driver')}</th><th scope="col">${t('col.region')}</th><th scope="col">${t('col.reachable')}</th><th scope="col" class="num">${t('col.gpus')}</th><th scope="col" class="num">${t('col.migEnabled')}</th><th scope="col" class="num">${t('col.unhealthy')}</th></tr></thead>
+        <thead><tr><th scope="col">${t('col.cluster')}</th><th scope="col">${t('col.driver')}</th><th scope="col">${t('col.region')}</th><th scope="col">${t('col.reachable')}</th><th scope="col" class="num">${t('col.nodes')}</th><th scope="col" class="num">${t('col.gpus')}</th><th scope="col" class="num">${t('col.migEnabled')}</th><th scope="col" class="num">${t('col.unhealthy')}</th></tr></thead>
         <tbody>${base.data.clusters.map((cl) => {
-          const n = (sum.physical.byCluster ?? []).find((x) => x.cluster === cl.metadata.name) ?? { gpus: 0, migEnabled: 0, unhealthy: 0 };
+          const n = (sum.physical.byCluster ?? []).find((x) => x.cluster === cl.metadata.name) ?? { nodes: 0, gpus: 0, migEnabled: 0, unhealthy: 0 };
           const ok = (cl.status?.conditions ?? []).find((x) => x.type === 'Reachable');
           return html`<tr><td>${cl.metadata.name}</td><td>${cl.spec?.driver === 'kubernetes' ? 'Kubernetes' : t('driver.simulated')}</td><td>${cl.spec?.region || '–'}</td>
             <td>${ok ? (ok.status === 'True' ? t('yes') : t('no')) : '–'}</td>
-            <td class="num">${number(n.gpus, loc)}</td><td class="num">${number(n.migEnabled, loc)}</td><td class="num">${number(n.unhealthy, loc)}</td></tr>`;
+            <td class="num">${number(n.nodes, loc)}</td><td class="num">${number(n.gpus, loc)}</td><td class="num">${number(n.migEnabled, loc)}</td><td class="num">${number(n.unhealthy, loc)}</td></tr>`;
         })}</tbody></table>`}
     </${Section}>
     <form class="filters" role="search" aria-label=${t('fleet.filters')} onSubmit=${(e) => e.preventDefault()}>
@@ -79,7 +79,8 @@ export function Fleet() {
         label=${t('fleet.heatmap.label', { total: number(d.total, loc), allocated: number(d.allocated, loc), free: number(d.free, loc), unhealthy: number(d.unhealthy, loc) })} />`}
     </${Section}>
     <${Section} id="gpus" title=${t('fleet.gpus')}>
-      <${GpuTable} filter=${filter} sort=${sort.by} order=${sort.order} tick=${tick} onSort=${(by, order) => setSort({ by, order })} />
+      <${GpuTable} filter=${filter} sort=${sort.by} order=${sort.order} tick=${tick} onSort=${(by, order) => setSort({ by, order })}
+        onNode=${(node) => setText(node)} />
     </${Section}>
     <${Section} id="mig" title=${t('fleet.mig')}>
       ${!mig.data ? html`<${Loading} />` : html`

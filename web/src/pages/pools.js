@@ -34,7 +34,7 @@ function Decide({ pool, action, onDone, onClose }) {
     }
   };
   return html`<form onSubmit=${submit} novalidate>
-    <p>${t('pools.decideWhat', { pool: `${pool.metadata.namespace}/${pool.metadata.name}`, items: itemsText(pool) })}</p>
+    <p>${t('pools.decideWhat', { pool: `${pool.metadata.namespace}/${pool.metadata.name}`, items: itemsText(pool, t('profile.full')) })}</p>
     <label for="reason">${t('pools.reason')}${action === 'reject' ? html` <span class="muted">(${t('required')})</span>` : null}</label>
     <textarea id="reason" rows="3" value=${reason} onInput=${(e) => { setReason(e.target.value); setError(''); }} autofocus
       aria-required=${action === 'reject' ? 'true' : 'false'} aria-invalid=${error ? 'true' : 'false'} aria-describedby=${error ? 'reason-error' : undefined}></textarea>
@@ -122,17 +122,17 @@ export function Pools() {
           return html`<tr data-pool=${k} data-state=${st}>
             <td>${p.metadata.namespace}</td>
             <td>${p.metadata.name}${p.status?.approval?.reason ? html`<div class="muted">${t('pools.reasonWas', { reason: p.status.approval.reason })}</div>` : null}</td>
-            <td>${itemsText(p)}</td>
+            <td>${itemsText(p, t('profile.full'))}</td>
             <td><${StateBadge} state=${st} /></td>
             <td>${f ? (f.fits ? html`<span class="badge good"><span aria-hidden="true">✓ </span>${t('pools.fits')}</span>`
               : html`<span class="badge warn-badge"><span aria-hidden="true">⏳ </span>${t('pools.waits')}</span><div class="muted">${f.short.map((s) => t('pools.short', { profile: `${s.model} ${s.profile}`, need: s.count, have: s.available })).join('; ')}</div>`) : '–'}</td>
             <td>${dateTime(p.metadata.creationTimestamp, loc)}</td>
-            <td class="actions">
+            <td><div class="actions">
               ${operator && st === 'New' ? html`
                 <button type="button" onClick=${() => setDeciding({ pool: p, action: 'approve' })} aria-label=${t('pools.approveLabel', { pool: k })}>${t('pools.approve')}</button>
                 <button type="button" class="danger" onClick=${() => setDeciding({ pool: p, action: 'reject' })} aria-label=${t('pools.rejectLabel', { pool: k })}>${t('pools.reject')}</button>` : null}
               <button type="button" class="secondary" aria-expanded=${open === k ? 'true' : 'false'} onClick=${() => setOpen(open === k ? null : k)} aria-label=${t('pools.detailsLabel', { pool: k })}>${t('pools.details')}</button>
-            </td>
+            </div></td>
           </tr>`;
         })}</tbody></table>`}
     </${Section}>

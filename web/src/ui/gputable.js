@@ -24,7 +24,7 @@ const COLUMNS = [
   ['pools', 'col.pools', null],
 ];
 
-export function GpuTable({ filter, sort, order, onSort, tick }) {
+export function GpuTable({ filter, sort, order, onSort, onNode, tick }) {
   const { t, loc } = useT();
   const scroller = useRef(null);
   const [, rerender] = useReducer((x) => x + 1, 0);
@@ -103,7 +103,7 @@ export function GpuTable({ filter, sort, order, onSort, tick }) {
               style=${{ position: 'absolute', top: 0, left: 0, right: 0, height: `${ROW}px`, transform: `translateY(${it.start}px)` }}>
             ${g ? html`
               <div role="cell" class="c-gpu"><${Link} href=${'/fleet/gpus/' + encodeURIComponent(g.uuid)} title=${g.uuid}>${g.cluster} · #${g.index}</${Link}></div>
-              <div role="cell" class="c-node">${g.node}</div>
+              <div role="cell" class="c-node"><button type="button" class="linkish" title=${t('fleet.onlyNode', { node: g.node })} onClick=${() => onNode(g.node)}>${g.node}</button></div>
               <div role="cell" class="c-model">${g.model}</div>
               <div role="cell" class="c-mig">${g.migMode === 'Enabled' ? t('mig.on', { n: g.devices }) : t('mig.off')}</div>
               <div role="cell" class="c-health"><${HealthBadge} health=${g.health} /></div>

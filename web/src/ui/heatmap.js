@@ -35,10 +35,17 @@ export function Heatmap({ cells, metric, label, onPick }) {
     ctx.fillRect(0, 0, l.width, l.height);
     const pitch = l.cell + l.gap;
     const mark = dark ? '#ff8a80' : '#b3261e';
+    const edge = dark ? '#6b7380' : '#8a929e';
     for (let i = 0; i < n; i++) {
       const x = (i % l.cols) * pitch, y = Math.floor(i / l.cols) * pitch;
       ctx.fillStyle = colour(value(i), dark);
       ctx.fillRect(x, y, l.cell, l.cell);
+      if (l.cell >= 6) {
+        // An edge of 3:1 against the page, so a free (pale) cell is still seen as a cell.
+        ctx.strokeStyle = edge;
+        ctx.lineWidth = 1;
+        ctx.strokeRect(x + 0.5, y + 0.5, l.cell - 1, l.cell - 1);
+      }
       if (cells.health[i] === 'Unhealthy') {
         ctx.strokeStyle = mark;
         ctx.lineWidth = Math.max(1, l.cell / 6);

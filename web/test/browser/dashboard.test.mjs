@@ -210,6 +210,7 @@ describe('GPU Dashboard', () => {
       if (/^GPU-[0-9a-f-]+$/i.test(bare)) continue;
       leftovers.push(word);
     }
+    await page.screenshot({ path: join(screenshotDir(), 'overview-ko-1440x900.png'), fullPage: true });
     assert.deepEqual(leftovers, [], `untranslated: ${leftovers.join(' ')}`);
     assertClean(problems, 'korean');
     await context.close();

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fitsNow, fitsNowTable, poolDemand, poolState, profileSize } from '../../src/logic/pools.js';
+import { fitsNow, fitsNowTable, itemsText, poolDemand, poolState, profileSize } from '../../src/logic/pools.js';
 import { quotaUse } from '../../src/logic/quota.js';
 import { invoiceTotals } from '../../src/logic/billing.js';
 
@@ -70,4 +70,9 @@ test('quota counts approved pools: whole GPUs and MIG compute slices per model',
 test('used GPU-hours are summed over lines with readings only', () => {
   assert.deepEqual(invoiceTotals({ lines: [{ usedGpuHours: 1.5 }, {}, { usedGpuHours: 2 }] }), { used: 3.5 });
   assert.deepEqual(invoiceTotals({ lines: [{}] }), { used: null });
+});
+
+test('a request reads as counts, models and profiles', () => {
+  const p = pool([{ model: 'H200-SXM-141GB', profile: 'full', count: 2 }, { model: 'H200-SXM-141GB', profile: '3g.71gb', count: 4 }]);
+  assert.equal(itemsText(p, 'whole GPU'), '2 × H200-SXM-141GB whole GPU, 4 × H200-SXM-141GB 3g.71gb');
 });
