@@ -197,7 +197,8 @@ struct ApiServer::Impl {
 
   // The summary is derived from the GpuCapacity snapshot; recomputed only when it changes.
   std::mutex summary_mu;
-  std::shared_ptr<const store::KindSnapshot> summary_of;  // guarded by summary_mu
+  std::shared_ptr<const store::KindSnapshot> summary_of;     // guarded by summary_mu
+  std::shared_ptr<const store::KindSnapshot> summary_pools;  // guarded by summary_mu
   std::shared_ptr<const model::FleetSummary> summary;     // guarded by summary_mu
 
   void Add(std::string pattern, std::string method, Policy policy, Handler h) {
@@ -772,10 +773,13 @@ struct ApiServer::Impl {
 
   std::shared_ptr<const model::FleetSummary> Summary() {
     std::shared_ptr<const internal::DecodedGpus::View> view = gpus.Get();
+    std::shared_ptr<const store::KindSnapshot> pools_now = cache.Snapshot(std::string(model::GpuPool::kKind));
     std::lock_guard<std::mutex> lock(summary_mu);
-    if (summary && summary_of == view->snapshot) return summary;
-    summary = std::make_shared<model::FleetSummary>(model::Summarize(view->in_order));
+    if (summary && summary_of == view->snapshot && summary_pools == pools_now) return summary;
+    const model::HeldDevices held = model::HeldByPools(internal::DecodeAll<model::GpuPool>(cache));
+    summary = std::make_shared<model::FleetSummary>(model::Summarize(view->in_order, held));
     summary_of = view->snapshot;
+    summary_pools = pools_now;
     return summary;
   }
 

@@ -6,14 +6,23 @@
 
 namespace gpuaas::model {
 
-FleetSummary Summarize(std::span<const GpuCapacity> gpus) {
+HeldDevices HeldByPools(std::span<const GpuPool> pools) {
+  HeldDevices held;
+  for (const GpuPool& p : pools) {
+    if (!PoolIsLive(p)) continue;
+    for (const AllocatedDevice& d : p.status.allocation) held.emplace(d.gpu_uuid, d.profile == "full" ? -1 : d.start);
+  }
+  return held;
+}
+
+FleetSummary Summarize(std::span<const GpuCapacity> gpus, const HeldDevices& held) {
   std::vector<const GpuCapacity*> all;
   all.reserve(gpus.size());
   for (const GpuCapacity& g : gpus) all.push_back(&g);
-  return Summarize(all);
+  return Summarize(all, held);
 }
 
-FleetSummary Summarize(std::span<const GpuCapacity* const> gpus) {
+FleetSummary Summarize(std::span<const GpuCapacity* const> gpus, const HeldDevices& held) {
   FleetSummary s;
   std::set<std::pair<std::string_view, std::string_view>> seen_nodes;  // (cluster, node)
   std::set<std::pair<std::string_view, std::string_view>> seen_model_nodes;  // (model, node)
@@ -45,9 +54,11 @@ FleetSummary Summarize(std::span<const GpuCapacity* const> gpus) {
       s.logical_total.available += !allocated && !unhealthy ? 1 : 0;
     };
     if (mig) {
-      for (const MigInstance& inst : g.status.mig_instances) add(inst.profile, inst.allocated);
+      for (const MigInstance& inst : g.status.mig_instances) {
+        add(inst.profile, inst.allocated || Held(held, g.spec.uuid, inst.start));
+      }
     } else {
-      add("full", g.status.allocated);
+      add("full", g.status.allocated || Held(held, g.spec.uuid, -1));
     }
   }
   return s;

@@ -71,3 +71,33 @@ TEST(Summary, AvailableLeavesOutUnhealthyGpusAndClustersAreCountedApart) {
 
 }  // namespace
 }  // namespace gpuaas::model
+
+namespace gpuaas::model {
+namespace {
+
+TEST(Summary, DevicesHeldByLivePoolsAreAllocatedThoughIdle) {
+  std::vector<GpuCapacity> gpus = {
+      Gpu("H200-SXM-141GB", true, {{"3g.71gb", 0, 4, "a", false}, {"3g.71gb", 4, 4, "b", false}}, false),
+      Gpu("H200-SXM-141GB", false, {}, false),
+      Gpu("H200-SXM-141GB", false, {}, false),
+  };
+  gpus[0].spec.uuid = "GPU-M";
+  gpus[1].spec.uuid = "GPU-1";
+  gpus[2].spec.uuid = "GPU-2";
+  GpuPool live;
+  live.status.approval = GpuPool::Approval{true, "ok", "ops", {}};
+  live.status.allocation = {{"c", "n", "GPU-M", "3g.71gb", 4, "b"}, {"c", "n", "GPU-1", "full", 0, ""}};
+  GpuPool rejected;
+  rejected.status.approval = GpuPool::Approval{false, "no", "ops", {}};
+  rejected.status.allocation = {{"c", "n", "GPU-2", "full", 0, ""}};
+  const HeldDevices held = HeldByPools(std::vector<GpuPool>{live, rejected});
+  EXPECT_EQ(held.size(), 2u);
+  FleetSummary s = Summarize(gpus, held);
+  EXPECT_EQ(s.logical.at({"H200-SXM-141GB", "3g.71gb"}).allocated, 1);  // the one at 4
+  EXPECT_EQ(s.logical.at({"H200-SXM-141GB", "3g.71gb"}).available, 1);
+  EXPECT_EQ(s.logical.at({"H200-SXM-141GB", "full"}).allocated, 1);     // GPU-1; GPU-2's pool was rejected
+  EXPECT_EQ(s.logical.at({"H200-SXM-141GB", "full"}).available, 1);
+}
+
+}  // namespace
+}  // namespace gpuaas::model

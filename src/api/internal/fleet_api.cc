@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "api/internal/objects.h"
 #include "catalog/catalog.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "model/codec.h"
 #include "model/fleet.h"
 #include "model/pool.h"
+#include "model/summary.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuaas::api::internal {
@@ -111,14 +113,14 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
 
   const std::shared_ptr<const DecodedGpus::View> fleet = gpus_.Get();
   // Pools holding devices on each GPU, named only to those who may see the pool's project.
+  // Devices every live pool holds (allocated, whoever's), and the pools the caller may name.
   std::map<std::string, std::set<std::string>> pools_of;
-  {
-    const std::shared_ptr<const store::KindSnapshot> ps = cache_.Snapshot(std::string(model::GpuPool::kKind));
-    for (const auto& obj : ps->items) {
-      if (!who.Sees(obj->ns)) continue;
-      absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(obj->json);
-      if (!p.ok()) continue;
-      for (const model::AllocatedDevice& d : p->status.allocation) pools_of[Lower(d.gpu_uuid)].insert(obj->ns + "/" + obj->name);
+  const std::vector<model::GpuPool> pools = DecodeAll<model::GpuPool>(cache_);
+  const model::HeldDevices held = model::HeldByPools(pools);
+  for (const model::GpuPool& p : pools) {
+    if (!who.Sees(p.metadata.ns) || !model::PoolIsLive(p)) continue;
+    for (const model::AllocatedDevice& d : p.status.allocation) {
+      pools_of[Lower(d.gpu_uuid)].insert(p.metadata.ns + "/" + p.metadata.name);
     }
   }
   std::vector<Row> out;
@@ -138,10 +140,12 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
     r.gpu = &g;
     if (mig_on) {
       r.devices = static_cast<int64_t>(g.status.mig_instances.size());
-      for (const model::MigInstance& i : g.status.mig_instances) r.allocated += i.allocated ? 1 : 0;
+      for (const model::MigInstance& i : g.status.mig_instances) {
+        r.allocated += i.allocated || model::Held(held, g.spec.uuid, i.start) ? 1 : 0;
+      }
     } else {
       r.devices = 1;
-      r.allocated = g.status.allocated ? 1 : 0;
+      r.allocated = g.status.allocated || model::Held(held, g.spec.uuid, -1) ? 1 : 0;
     }
     out.push_back(std::move(r));
   }
@@ -226,7 +230,7 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
     json instances = json::array();
     for (const model::MigInstance& m : g.status.mig_instances) {
       instances.push_back({{"profile", m.profile}, {"start", m.start}, {"size", m.size}, {"uuid", m.uuid},
-                           {"allocated", m.allocated}});
+                           {"allocated", m.allocated || model::Held(held, g.spec.uuid, m.start)}});
     }
     items.push_back({{"name", g.metadata.name},
                      {"uuid", g.spec.uuid},

@@ -27,7 +27,7 @@ export function GpuPage({ uuid }) {
       metric('power_w', row.powerW), metric('sm_active', row.smActive), metric('fb_used_mib', row.fbUsedMiB), metric('temp_c', row.tempC),
       isOperator() ? api('/api/v1/alerts', { signal }).then((a) => a.items) : Promise.resolve(null),
     ]);
-    return { gpu, cat, poolList, profiles, power, sm, fb, temp, alerts };
+    return { gpu, row, cat, poolList, profiles, power, sm, fb, temp, alerts };
   }, [uuid]);
   if (!d) return html`<h1>${t('page.gpu')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
   const g = d.gpu;
@@ -36,8 +36,9 @@ export function GpuPage({ uuid }) {
   const mine = (d.alerts ?? []).filter((a) => a.gpu?.toLowerCase() === g.spec.uuid.toLowerCase());
   const chart = (s, label, fmt, testid) => (s ? html`<${Chart} testid=${testid} label=${t('gpu.chartLabel', { what: label })} x=${s.x} series=${[{ label, values: s.values }]} fmt=${fmt} height=${150} />`
     : html`<p class="muted">${isOperator() ? t('gpu.noSeries', { what: label }) : t('gpu.readingsOperators')}</p>`);
-  // The API gives each instance's placement; the drawing wants start and size.
-  const instances = (g.status.migInstances ?? []).map((i) => ({ ...i, start: i.placement?.start ?? 0, size: i.placement?.size ?? 0 }));
+  // The fleet row's instances say which a pool holds (whoever's); the object's say what the
+  // cluster has in use. The drawing wants start and size.
+  const instances = d.row.migInstances ?? (g.status.migInstances ?? []).map((i) => ({ ...i, start: i.placement?.start ?? 0, size: i.placement?.size ?? 0 }));
   return html`
     <p><${Link} href="/fleet">${t('gpu.back')}</${Link}></p>
     <h1>${g.spec.model} #${g.spec.index} <span class="muted mono">${g.spec.uuid}</span></h1>
