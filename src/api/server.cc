@@ -195,7 +195,8 @@ struct ApiServer::Impl {
   std::vector<Route> routes;
   std::unique_ptr<RequestMetrics> metrics;  // created once the routes are known
 
-  // The summary is derived from the GpuCapacity snapshot; recomputed only when it changes.
+  // The summary is derived from the GpuCapacity and GpuPool snapshots (pools hold devices);
+  // recomputed only when one of them changes.
   std::mutex summary_mu;
   std::shared_ptr<const store::KindSnapshot> summary_of;     // guarded by summary_mu
   std::shared_ptr<const store::KindSnapshot> summary_pools;  // guarded by summary_mu
