@@ -863,17 +863,25 @@ struct ApiServer::Impl {
 
   // The dashboard: its pages' paths all answer the app (it routes in the browser); assets/ files
   // by name. Public, as a login page is: the data it shows comes from the API with the user's token.
-  absl::StatusOr<Reply> DashboardPage() const {
+  static Reply DashboardFile(const HttpRequest& req, const internal::WebFile& f, bool immutable) {
+    Reply r{200, f.content_type, f.body, internal::WebAssets::Headers(immutable), nullptr};
+    if (!f.gzip.empty() && internal::AcceptsGzip(req.Header("Accept-Encoding"))) {
+      r.body = f.gzip;
+      r.headers.emplace_back("Content-Encoding", "gzip");
+    }
+    return r;
+  }
+  absl::StatusOr<Reply> DashboardPage(const HttpRequest& req) const {
     if (!web) {
       return absl::NotFoundError(
           "this server runs without the dashboard: build it (make web) and start the server with --web web/dist");
     }
-    return Reply{200, web->index().content_type, web->index().body, internal::WebAssets::Headers(false)};
+    return DashboardFile(req, web->index(), false);
   }
-  absl::StatusOr<Reply> DashboardAsset(std::string_view name) const {
+  absl::StatusOr<Reply> DashboardAsset(const HttpRequest& req, std::string_view name) const {
     const internal::WebFile* f = web ? web->Asset(name) : nullptr;
     if (f == nullptr) return absl::NotFoundError(fmt::format("no dashboard asset \"{}\"", name));
-    return Reply{200, f->content_type, f->body, internal::WebAssets::Headers(true)};
+    return DashboardFile(req, *f, true);
   }
 
   void Routes() {
@@ -881,9 +889,9 @@ struct ApiServer::Impl {
     using P = const Params&;
     using W = const Principal&;
     for (const char* page : {"/", "/fleet", "/fleet/gpus/{uuid}", "/pools", "/monitoring", "/billing"}) {
-      Add(page, "GET", kPublic, [this](R, P, W) { return DashboardPage(); });
+      Add(page, "GET", kPublic, [this](R r, P, W) { return DashboardPage(r); });
     }
-    Add("/assets/{file}", "GET", kPublic, [this](R, P p, W) { return DashboardAsset(p.at("file")); });
+    Add("/assets/{file}", "GET", kPublic, [this](R r, P p, W) { return DashboardAsset(r, p.at("file")); });
     Add("/api/v1/fleet/gpus", "GET", kSignedIn, [this](R r, P, W w) { return fleet->Gpus(r, w); });
     Add("/api/v1/catalog", "GET", kSignedIn, [this](R r, P, W) { return fleet->Catalog(r); });
     Add("/healthz", "GET", kPublic, [](R, P, W) { return Reply{200, "text/plain", "ok", {}}; });

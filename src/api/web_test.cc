@@ -27,6 +27,8 @@ class WebTest : public ::testing::Test {
     std::ofstream(*dir_ / "index.html") << "<!doctype html><title>t</title>";
     std::ofstream(*dir_ / "assets" / "app-ABC123.js") << "console.log(1)";
     std::ofstream(*dir_ / "assets" / "app-ABC123.css") << "body{}";
+    std::ofstream big(*dir_ / "assets" / "app-BIG.js");
+    for (int i = 0; i < 2000; ++i) big << "export const value" << i << " = " << i << ";\n";
     store_ = std::move(*store::OpenStore("sqlite::memory:")).release();
     auto drivers = cluster::simulated::MakeDrivers(cluster::simulated::DemoFleet());
     ASSERT_TRUE(controller::ObserveOnce(*store_, {drivers[0].get(), drivers[1].get()}, RealClock::Get()).ok());
@@ -90,6 +92,42 @@ TEST_F(WebTest, EveryPageAnswersTheAppWithItsSecurityHeaders) {
   EXPECT_EQ(Get("/assets/nope.js")->status, 404);
   EXPECT_EQ(Get("/assets/..%2findex.html")->status, 404);
   EXPECT_EQ(Get("/fleet/nothing")->status, 404);
+}
+
+TEST_F(WebTest, TextIsGzippedForClientsThatAcceptIt) {
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_decompress(false);
+  httplib::Result plain = c.Get("/assets/app-BIG.js", {{"Accept-Encoding", "identity"}});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->get_header_value("Content-Encoding"), "");
+  EXPECT_EQ(plain->get_header_value("Vary"), "Accept-Encoding");
+  httplib::Result zipped = c.Get("/assets/app-BIG.js", {{"Accept-Encoding", "br, gzip;q=0.8"}});
+  ASSERT_TRUE(zipped);
+  EXPECT_EQ(zipped->get_header_value("Content-Encoding"), "gzip");
+  ASSERT_GT(zipped->body.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(zipped->body[0]), 0x1f);
+  EXPECT_EQ(static_cast<unsigned char>(zipped->body[1]), 0x8b);
+  EXPECT_LT(zipped->body.size() * 4, plain->body.size());
+  // A file that gzip would not make smaller goes out as it is.
+  EXPECT_EQ(c.Get("/assets/app-ABC123.js", {{"Accept-Encoding", "gzip"}})->get_header_value("Content-Encoding"), "");
+  EXPECT_EQ(c.Get("/assets/app-BIG.js", {{"Accept-Encoding", "gzip;q=0"}})->get_header_value("Content-Encoding"), "");
+  // What a browser gets after decompressing is the file.
+  httplib::Client inflating("127.0.0.1", server_->port());
+  httplib::Result back = inflating.Get("/assets/app-BIG.js", {{"Accept-Encoding", "gzip"}});
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->body, plain->body);
+}
+
+TEST(AcceptEncoding, GzipIsAcceptedUnlessRefused) {
+  EXPECT_TRUE(internal::AcceptsGzip("gzip"));
+  EXPECT_TRUE(internal::AcceptsGzip("gzip, deflate, br, zstd"));
+  EXPECT_TRUE(internal::AcceptsGzip("br;q=1.0, gzip;q=0.5"));
+  EXPECT_TRUE(internal::AcceptsGzip("*"));
+  EXPECT_FALSE(internal::AcceptsGzip(""));
+  EXPECT_FALSE(internal::AcceptsGzip("identity"));
+  EXPECT_FALSE(internal::AcceptsGzip("gzip;q=0"));
+  EXPECT_FALSE(internal::AcceptsGzip("gzip;q=0.000, br"));
+  EXPECT_FALSE(internal::AcceptsGzip("x-gzip"));
 }
 
 TEST_F(WebTest, AServerWithoutTheDashboardSaysHowToGetIt) {

@@ -225,8 +225,8 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
     Row& r = out[i];
     fill(r);
     const model::GpuCapacity& g = *r.gpu;
-    std::vector<std::string> pools;
-    if (auto it = pools_of.find(Lower(g.spec.uuid)); it != pools_of.end()) pools.assign(it->second.begin(), it->second.end());
+    std::vector<std::string> holders;
+    if (auto it = pools_of.find(Lower(g.spec.uuid)); it != pools_of.end()) holders.assign(it->second.begin(), it->second.end());
     json instances = json::array();
     for (const model::MigInstance& m : g.status.mig_instances) {
       instances.push_back({{"profile", m.profile}, {"start", m.start}, {"size", m.size}, {"uuid", m.uuid},
@@ -248,7 +248,7 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
                      {"tempC", Nullable(r.temp_c)},
                      {"fbUsedMiB", Nullable(r.fb_used_mib)},
                      {"migInstances", std::move(instances)},
-                     {"pools", std::move(pools)}});
+                     {"pools", std::move(holders)}});
   }
   return JsonReply({{"total", out.size()}, {"offset", offset}, {"sort", sort}, {"order", order}, {"items", std::move(items)}});
 }

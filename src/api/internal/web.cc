@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "fmt/format.h"
+#include "zlib.h"
 
 namespace gpuaas::api::internal {
 namespace {
@@ -29,7 +30,61 @@ absl::StatusOr<std::string> ReadFile(const std::filesystem::path& p) {
   return s.str();
 }
 
+bool Compressible(std::string_view type) {
+  return type.starts_with("text/") || type.starts_with("application/json") || type.starts_with("image/svg");
+}
+
+WebFile MakeFile(std::string body, std::string_view type) {
+  WebFile f{std::move(body), std::string(type), {}};
+  if (Compressible(type)) {
+    std::string z = Gzip(f.body);
+    if (!z.empty() && z.size() < f.body.size()) f.gzip = std::move(z);
+  }
+  return f;
+}
+
 }  // namespace
+
+std::string Gzip(std::string_view in) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK) return {};
+  std::string out(deflateBound(&z, static_cast<uLong>(in.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  const uLong written = z.total_out;
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) return {};
+  out.resize(written);
+  return out;
+}
+
+bool AcceptsGzip(std::string_view header) {
+  size_t at = 0;
+  while (at <= header.size()) {
+    size_t end = header.find(',', at);
+    if (end == std::string_view::npos) end = header.size();
+    std::string_view item = header.substr(at, end - at);
+    at = end + 1;
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    const size_t semi = item.find(';');
+    std::string_view coding = item.substr(0, semi);
+    while (!coding.empty() && coding.back() == ' ') coding.remove_suffix(1);
+    if (coding != "gzip" && coding != "*") continue;
+    if (semi == std::string_view::npos) return true;
+    std::string_view params = item.substr(semi + 1);
+    const size_t q = params.find("q=");
+    if (q == std::string_view::npos) return true;
+    std::string_view v = params.substr(q + 2);
+    // q=0, q=0.0, q=0.000: refused; anything else accepts.
+    bool zero = !v.empty() && v.front() == '0';
+    for (size_t i = 1; zero && i < v.size() && v[i] != ' ' && v[i] != ';'; ++i) zero = v[i] == '.' || v[i] == '0';
+    if (!zero) return true;
+  }
+  return false;
+}
 
 std::string_view ContentTypeOf(std::string_view name) {
   auto ends = [&](std::string_view ext) { return name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext; };
@@ -53,7 +108,7 @@ absl::StatusOr<WebAssets> WebAssets::Load(const std::string& root) {
   if (!index.ok()) {
     return absl::NotFoundError(fmt::format("{}: no index.html (build the dashboard: make web)", root));
   }
-  w.index_ = {std::move(*index), std::string(ContentTypeOf("index.html"))};
+  w.index_ = MakeFile(std::move(*index), ContentTypeOf("index.html"));
   uintmax_t total = w.index_.body.size();
   std::error_code ec;
   if (fs::is_directory(dir / "assets", ec)) {
@@ -67,7 +122,7 @@ absl::StatusOr<WebAssets> WebAssets::Load(const std::string& root) {
       if (total > kMaxBytes) return absl::InvalidArgumentError(fmt::format("{}: more than 64 MiB of assets", root));
       absl::StatusOr<std::string> body = ReadFile(e.path());
       if (!body.ok()) return body.status();
-      w.assets_[name] = {std::move(*body), std::string(ContentTypeOf(name))};
+      w.assets_[name] = MakeFile(std::move(*body), ContentTypeOf(name));
     }
   }
   return w;
@@ -83,7 +138,8 @@ std::vector<std::pair<std::string, std::string>> WebAssets::Headers(bool immutab
           {"X-Content-Type-Options", "nosniff"},
           {"Referrer-Policy", "no-referrer"},
           {"X-Frame-Options", "DENY"},
-          {"Cache-Control", immutable ? "public, max-age=31536000, immutable" : "no-cache"}};
+          {"Cache-Control", immutable ? "public, max-age=31536000, immutable" : "no-cache"},
+          {"Vary", "Accept-Encoding"}};
 }
 
 }  // namespace gpuaas::api::internal

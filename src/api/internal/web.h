@@ -1,7 +1,8 @@
 // The dashboard's built files (web/dist: index.html and assets/), read once at start and served
 // from memory by the API server: the pages' paths answer index.html (no-cache), assets/ files
 // carry content hashes in their names and are cached for a year. Every answer carries the
-// Content-Security-Policy below: nothing loads from another host.
+// Content-Security-Policy below: nothing loads from another host. Text files are also held
+// gzipped (once, at start) for clients that accept it.
 #ifndef GPUAAS_API_INTERNAL_WEB_H_
 #define GPUAAS_API_INTERNAL_WEB_H_
 
@@ -23,6 +24,7 @@ inline constexpr std::string_view kDashboardCsp =
 struct WebFile {
   std::string body;
   std::string content_type;
+  std::string gzip;  // the body gzipped; empty when that would not be smaller
 };
 
 class WebAssets {
@@ -46,6 +48,12 @@ class WebAssets {
 
 // The content type of a file by its extension ("application/octet-stream" when unknown).
 std::string_view ContentTypeOf(std::string_view name);
+
+// True when an Accept-Encoding header value allows gzip (listed, and not with q=0).
+bool AcceptsGzip(std::string_view accept_encoding);
+
+// `in` gzipped (RFC 1952, best compression); empty when zlib fails.
+std::string Gzip(std::string_view in);
 
 }  // namespace gpuaas::api::internal
 
