@@ -22,6 +22,7 @@ struct ObservedMigInstance {
   int size = 0;         // placement size (memory slices)
   std::string uuid;     // "MIG-..."
   bool in_use = false;  // a pod holds it
+  friend bool operator==(const ObservedMigInstance&, const ObservedMigInstance&) = default;
 };
 
 struct ObservedGpu {
@@ -32,6 +33,7 @@ struct ObservedGpu {
   std::vector<ObservedMigInstance> mig_instances;
   bool in_use = false;  // a pod holds the whole GPU
   bool healthy = true;
+  friend bool operator==(const ObservedGpu&, const ObservedGpu&) = default;
 };
 
 struct ObservedNode {
@@ -42,6 +44,7 @@ struct ObservedNode {
   bool schedulable = true;
   std::map<std::string, std::string> labels;
   std::vector<ObservedGpu> gpus;
+  friend bool operator==(const ObservedNode&, const ObservedNode&) = default;
 };
 
 struct ObservedCluster {

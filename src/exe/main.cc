@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
                      "seconds between simulated readings")->capture_default_str();
   server->add_option("--web", sf.web_root,
                      "serve the GPU Dashboard from this folder (web/dist, built by make web) at /");
+  server->add_option("--kubernetes", sf.kubernetes,
+                     "manage a Kubernetes cluster: NAME=KUBECONFIG[#CONTEXT], or NAME=in-cluster inside a pod "
+                     "(repeatable)");
   server->add_flag("--insecure-no-auth", sf.no_auth,
                    "serve without authentication: every caller is an operator (loopback only)");
 

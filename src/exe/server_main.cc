@@ -2,7 +2,10 @@
 
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <optional>
 #include <set>
 #include <thread>
@@ -11,6 +14,8 @@
 #include "api/server.h"
 #include "billing/billing.h"
 #include "agent/fleet_simulation.h"
+#include "cluster/kubernetes/client_config.h"
+#include "cluster/kubernetes/driver.h"
 #include "cluster/simulated/fleet.h"
 #include "httplib.h"
 #include "telemetry/hub.h"
@@ -66,6 +71,59 @@ void SeedDemoPools(service::PoolService& pools) {
   if (absl::StatusOr<model::GpuPool> made = pools.CreatePool(inference, "demo-member"); !made.ok()) {
     log::Warn("demo pool request not created: {}", made.status().message());
   }
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(fmt::format("cannot read {}", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "NAME=KUBECONFIG[#CONTEXT]" or "NAME=in-cluster": a Kubernetes driver, not started.
+absl::StatusOr<std::unique_ptr<cluster::kubernetes::KubernetesDriver>> KubernetesDriverFor(const std::string& arg) {
+  namespace k8s = cluster::kubernetes;
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+    return absl::InvalidArgumentError(fmt::format("--kubernetes \"{}\": expected NAME=KUBECONFIG[#CONTEXT] or NAME=in-cluster", arg));
+  }
+  const std::string name = arg.substr(0, eq);
+  if (absl::Status s = model::ValidateName(name); !s.ok()) {
+    return absl::InvalidArgumentError(fmt::format("--kubernetes: cluster name \"{}\": {}", name, s.message()));
+  }
+  std::string source = arg.substr(eq + 1);
+  absl::StatusOr<k8s::ClientConfig> config;
+  if (source == "in-cluster") {
+    config = k8s::InClusterConfig(
+        [](const std::string& var) {
+          const char* v = std::getenv(var.c_str());
+          return std::string(v == nullptr ? "" : v);
+        },
+        ReadWholeFile);
+  } else {
+    std::string context;
+    if (const size_t hash = source.rfind('#'); hash != std::string::npos) {
+      context = source.substr(hash + 1);
+      source.resize(hash);
+    }
+    absl::StatusOr<std::string> yaml = ReadWholeFile(source);
+    if (!yaml.ok()) return yaml.status();
+    // Files a kubeconfig names are relative to its own folder, as kubectl reads them.
+    const std::filesystem::path dir = std::filesystem::path(source).parent_path();
+    config = k8s::ParseKubeconfig(*yaml, context, [&dir](const std::string& path) {
+      const std::filesystem::path p(path);
+      return ReadWholeFile(p.is_absolute() ? path : (dir / p).string());
+    });
+  }
+  if (!config.ok()) {
+    return absl::Status(config.status().code(), fmt::format("--kubernetes {}: {}", name, config.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<k8s::KubernetesDriver>> driver = k8s::KubernetesDriver::Make(name, *config);
+  if (!driver.ok()) {
+    return absl::Status(driver.status().code(), fmt::format("--kubernetes {}: {}", name, driver.status().message()));
+  }
+  return driver;
 }
 
 bool IsLoopback(const std::string& host) {
@@ -150,13 +208,30 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
 
   // The controllers, on one manager.
   std::vector<std::unique_ptr<cluster::ClusterDriver>> drivers = cluster::simulated::MakeDrivers(fleet);
+  const size_t simulated_clusters = drivers.size();
+  std::vector<cluster::kubernetes::KubernetesDriver*> kubernetes;
+  for (const std::string& arg : flags.kubernetes) {
+    absl::StatusOr<std::unique_ptr<cluster::kubernetes::KubernetesDriver>> d = KubernetesDriverFor(arg);
+    if (!d.ok()) {
+      std::cerr << d.status().message() << "\n";
+      return 2;
+    }
+    kubernetes.push_back(d->get());
+    drivers.push_back(std::move(*d));
+  }
   std::map<std::string, cluster::ClusterDriver*> by_cluster;
-  for (auto& d : drivers) by_cluster[std::string(d->ClusterName())] = d.get();
+  for (auto& d : drivers) {
+    if (!by_cluster.emplace(std::string(d->ClusterName()), d.get()).second) {
+      std::cerr << "two clusters are named " << d->ClusterName() << "\n";
+      return 2;
+    }
+  }
   telemetry::Hub hub;
   controller::ControlPlaneOptions cp_options;
   cp_options.inventory_resync = std::chrono::seconds(std::max(1, flags.sync_interval_s));
   controller::ControlPlane control_plane(db, cache, RealClock::Get(), by_cluster, hub, cp_options);
   if (absl::Status s = control_plane.Restore(); !s.ok()) log::Warn("telemetry state not restored: {}", s.ToString());
+  for (cluster::kubernetes::KubernetesDriver* k : kubernetes) k->Start();  // they tell the inventory of changes
 
   // Telemetry sources in the server itself, as tasks of the manager: dcgm-exporter endpoints to
   // scrape, and with --simulate-telemetry (--demo) a simulated node agent for every GPU.
@@ -260,14 +335,15 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     }
   }
   server.SetReady(true);
-  log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated cluster(s), revision {}{})",
-            version, host, server.port(), flags.db, drivers.size(), db.Revision(),
+  log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated and {} Kubernetes cluster(s), revision {}{})",
+            version, host, server.port(), flags.db, simulated_clusters, kubernetes.size(), db.Revision(),
             flags.web_root.empty() ? "; no dashboard: --web DIR serves it" : "; dashboard at /");
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
   log::Info("received signal {}, shutting down", sig);
   control_plane.Stop();  // in-flight reconciles finish
+  for (cluster::kubernetes::KubernetesDriver* k : kubernetes) k->Stop();
   server.Stop();
   cache.Stop();
   return 0;

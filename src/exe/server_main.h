@@ -24,6 +24,8 @@ struct ServerFlags {
   bool simulate_telemetry = false;  // play a node agent for every simulated GPU (on with --demo)
   int telemetry_interval_s = 10;
   std::string web_root;  // the dashboard's built files (web/dist); empty: no dashboard
+  // Kubernetes clusters to manage: "NAME=KUBECONFIG[#CONTEXT]" or "NAME=in-cluster".
+  std::vector<std::string> kubernetes;
 };
 
 // Runs the server until SIGINT or SIGTERM. Returns the exit code.

@@ -1,0 +1,157 @@
+#include "cluster/kubernetes/nodes.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "catalog/catalog.h"
+#include "cluster/kubernetes/node_labels.h"
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::cluster::kubernetes {
+namespace {
+
+using nlohmann::json;
+
+// A Kubernetes quantity as a whole number ("64", "500m" rounds down to 0, "527830208Ki",
+// "16Gi", "2k"); nullopt for anything else.
+std::optional<int64_t> Quantity(const std::string& q) {
+  static const std::map<std::string, int64_t, std::less<>> kUnits = {
+      {"", 1},          {"k", 1000},      {"M", 1000000},   {"G", 1000000000},    {"T", 1000000000000},
+      {"Ki", 1 << 10},  {"Mi", 1 << 20},  {"Gi", 1 << 30},  {"Ti", 1LL << 40},    {"m", 0}};
+  size_t digits = 0;
+  while (digits < q.size() && q[digits] >= '0' && q[digits] <= '9') ++digits;
+  if (digits == 0) return std::nullopt;
+  std::optional<int64_t> n = ParseInt(std::string_view(q).substr(0, digits));
+  auto unit = kUnits.find(std::string_view(q).substr(digits));
+  if (!n || unit == kUnits.end()) return std::nullopt;
+  if (unit->second == 0) return *n / 1000;  // milli-units
+  if (*n > INT64_MAX / unit->second) return std::nullopt;
+  return *n * unit->second;
+}
+
+int64_t ResourceCount(const json& list, const std::string& name) {
+  if (!list.is_object() || !list.contains(name) || !list[name].is_string()) return -1;
+  return Quantity(list[name].get<std::string>()).value_or(-1);
+}
+
+// `mig_devices` (profile -> count on the node) spread over `gpus` GPUs of `model`, largest
+// profiles first, each to the GPU with the fewest instances that can still hold it, then laid out
+// per GPU by catalog::PlaceProfiles: mig-parted's named configs (all-balanced, all-1g.10gb, ...)
+// give every GPU the same layout, which this reproduces. Instances that fit nowhere are dropped
+// (the labels were inconsistent).
+std::vector<catalog::Layout> SpreadMig(const catalog::GpuModel& model, int64_t gpus,
+                                       const std::map<std::string, int64_t>& mig_devices) {
+  std::vector<std::vector<std::string>> per_gpu(static_cast<size_t>(gpus));
+  std::vector<catalog::Layout> layouts(static_cast<size_t>(gpus));
+  std::vector<const catalog::MigProfile*> order;
+  for (const auto& [name, count] : mig_devices) {
+    const catalog::MigProfile* p = catalog::FindProfile(model, name);
+    if (p == nullptr) continue;
+    for (int64_t i = 0; i < count; ++i) order.push_back(p);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const catalog::MigProfile* a, const catalog::MigProfile* b) {
+    return a->memory_slices > b->memory_slices;
+  });
+  for (const catalog::MigProfile* p : order) {
+    std::vector<size_t> idx(per_gpu.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return per_gpu[a].size() < per_gpu[b].size(); });
+    for (size_t i : idx) {
+      per_gpu[i].emplace_back(p->name);
+      absl::StatusOr<catalog::Layout> placed = catalog::PlaceProfiles(model, per_gpu[i]);
+      if (placed.ok()) {
+        layouts[i] = std::move(*placed);
+        break;
+      }
+      per_gpu[i].pop_back();
+    }
+  }
+  return layouts;
+}
+
+}  // namespace
+
+std::string DerivedGpuUuid(std::string_view cluster, std::string_view node, int index) {
+  return "GPU-" + StableUuid(fmt::format("kubernetes/{}/{}/{}", cluster, node, index));
+}
+
+absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json) {
+  const json n = json::parse(node_json, nullptr, false);
+  if (!n.is_object() || !n.contains("metadata") || !n["metadata"].is_object() ||
+      !n["metadata"].contains("name") || !n["metadata"]["name"].is_string()) {
+    return absl::InvalidArgumentError("node: not a Node object (no metadata.name)");
+  }
+  ObservedNode out;
+  out.name = n["metadata"]["name"].get<std::string>();
+  std::map<std::string, std::string> labels;
+  if (n["metadata"].contains("labels") && n["metadata"]["labels"].is_object()) {
+    for (const auto& [k, v] : n["metadata"]["labels"].items()) {
+      if (v.is_string()) labels[k] = v.get<std::string>();
+    }
+  }
+  absl::StatusOr<NodeGpus> gpus = ReadNodeLabels(labels);
+  if (!gpus.ok()) {
+    return absl::Status(gpus.status().code(), fmt::format("node {}: {}", out.name, gpus.status().message()));
+  }
+  // What gpuaas keeps of the node's labels: NVIDIA's (GFD, the GPU Operator) and the topology ones.
+  // GFD's timestamp changes at every run and says nothing of the GPUs.
+  for (const auto& [k, v] : labels) {
+    if (k == "nvidia.com/gfd.timestamp") continue;
+    if (k.starts_with("nvidia.com/") || k.starts_with("topology.kubernetes.io/") ||
+        k == "kubernetes.io/hostname") {
+      out.labels[k] = v;
+    }
+  }
+  out.gpu_product = gpus->product;
+
+  const json spec = n.value("spec", json::object());
+  const json status = n.value("status", json::object());
+  bool ready = false;
+  if (status.contains("conditions") && status["conditions"].is_array()) {
+    for (const json& c : status["conditions"]) {
+      if (c.is_object() && c.value("type", "") == "Ready") ready = c.value("status", "") == "True";
+    }
+  }
+  out.schedulable = ready && !(spec.is_object() && spec.value("unschedulable", false));
+  const json capacity = status.value("capacity", json::object());
+  const json allocatable = status.value("allocatable", json::object());
+  out.cpu_cores = std::max<int64_t>(0, ResourceCount(capacity, "cpu"));
+  out.memory_bytes = std::max<int64_t>(0, ResourceCount(capacity, "memory"));
+
+  // Devices the plugin holds back (allocatable below capacity) are unhealthy; which ones the
+  // labels do not say, so the last indices are marked.
+  int64_t unhealthy = 0;
+  const int64_t cap = ResourceCount(capacity, "nvidia.com/gpu");
+  const int64_t alloc = ResourceCount(allocatable, "nvidia.com/gpu");
+  if (gpus->mig_strategy != MigStrategy::kMixed && cap > 0 && alloc >= 0 && alloc < cap) {
+    unhealthy = (cap - alloc) / std::max<int64_t>(1, gpus->replicas);
+  }
+
+  std::vector<catalog::Layout> layouts;
+  const bool mig = gpus->mig_strategy != MigStrategy::kNone && !gpus->mig_devices.empty();
+  if (mig) layouts = SpreadMig(*gpus->model, gpus->gpus, gpus->mig_devices);
+  for (int64_t i = 0; i < gpus->gpus; ++i) {
+    ObservedGpu g;
+    g.index = static_cast<int>(i);
+    g.uuid = DerivedGpuUuid(cluster, out.name, g.index);
+    g.memory_mib = gpus->memory_mib > 0 ? gpus->memory_mib : int64_t{gpus->model->memory_gb} * 1024;
+    g.healthy = i < gpus->gpus - unhealthy;
+    if (mig && !layouts[static_cast<size_t>(i)].empty()) {
+      g.mig_enabled = true;
+      for (const catalog::Instance& inst : layouts[static_cast<size_t>(i)]) {
+        g.mig_instances.push_back({std::string(inst.profile->name), inst.start, inst.profile->memory_slices,
+                                   "MIG-" + StableUuid(fmt::format("{}/{}/{}", g.uuid, inst.profile->name, inst.start)),
+                                   false});
+      }
+    }
+    out.gpus.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace gpuaas::cluster::kubernetes

@@ -1,0 +1,32 @@
+// A Kubernetes Node object (core/v1, as the API server sends it) in the driver's terms: its GPUs
+// from GPU Feature Discovery's labels (node_labels.h), whether pods may be scheduled there
+// (spec.unschedulable, the Ready condition), its CPU and memory capacity, and the device plugin's
+// `nvidia.com/gpu` capacity and allocatable (fewer allocatable than capacity: devices the plugin
+// found unhealthy). Pure.
+//
+// Labels give counts, not devices: a GPU is named by a UUID derived from its cluster, node and
+// index ("GPU-" + StableUuid), and MIG instances are placed as mig-parted places a config's
+// profiles (the largest first, spread evenly over the node's GPUs). The node agent and DRA's
+// ResourceSlices, which carry real UUIDs and placements, replace both where they run.
+#ifndef GPUAAS_CLUSTER_KUBERNETES_NODES_H_
+#define GPUAAS_CLUSTER_KUBERNETES_NODES_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "cluster/driver.h"
+
+namespace gpuaas::cluster::kubernetes {
+
+// A Node's JSON (text) as an ObservedNode of cluster `cluster`. NotFound for a node without GPU
+// labels (not a GPU node, or GFD has not labelled it yet); InvalidArgument, naming the node and
+// the field, for JSON that is not a Node or labels node_labels.h refuses.
+absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json);
+
+// The GPU UUID given to GPU `index` of `node` when nothing names the device itself.
+std::string DerivedGpuUuid(std::string_view cluster, std::string_view node, int index);
+
+}  // namespace gpuaas::cluster::kubernetes
+
+#endif  // GPUAAS_CLUSTER_KUBERNETES_NODES_H_

@@ -1,0 +1,104 @@
+#include "cluster/kubernetes/nodes.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "catalog/catalog.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::cluster::kubernetes {
+namespace {
+
+using nlohmann::json;
+
+// The GPU Operator's recorded mixed-strategy node: an H100 80GB with all-balanced MIG.
+json MixedNodeLabels() {
+  std::ifstream in("../shared/fixtures/nvidia-cloud-native-docs_gpu-operator_output_mig-mixed-node-labels.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return json::parse(ss.str());
+}
+
+json Node(const std::string& name, json labels, json capacity = json::object(), json allocatable = json::object(),
+          bool ready = true) {
+  return {{"kind", "Node"},
+          {"apiVersion", "v1"},
+          {"metadata", {{"name", name}, {"labels", labels}}},
+          {"spec", json::object()},
+          {"status",
+           {{"capacity", capacity},
+            {"allocatable", allocatable.empty() ? capacity : allocatable},
+            {"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "False"}}}}}}};
+}
+
+TEST(KubernetesNodes, TheGpuOperatorsMixedNodeIsOneH100WithItsAllBalancedInstancesPlacedLegally) {
+  const json n = Node("mig-node", MixedNodeLabels(),
+                      {{"cpu", "128"}, {"memory", "1056451724Ki"}, {"nvidia.com/mig-1g.10gb", "2"},
+                       {"nvidia.com/mig-2g.20gb", "1"}, {"nvidia.com/mig-3g.40gb", "1"}});
+  absl::StatusOr<ObservedNode> node = ReadNode("lab", n.dump());
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->name, "mig-node");
+  EXPECT_EQ(node->gpu_product, "NVIDIA-H100-80GB-HBM3");
+  EXPECT_EQ(node->cpu_cores, 128);
+  EXPECT_EQ(node->memory_bytes, 1056451724LL * 1024);
+  EXPECT_TRUE(node->schedulable);
+  EXPECT_EQ(node->labels.at("nvidia.com/mig.config"), "all-balanced");
+  EXPECT_EQ(node->labels.count("nvidia.com/gfd.timestamp"), 0u) << "changes every run; would look like a change";
+  ASSERT_EQ(node->gpus.size(), 1u);
+  const ObservedGpu& g = node->gpus[0];
+  EXPECT_EQ(g.uuid, DerivedGpuUuid("lab", "mig-node", 0));
+  EXPECT_EQ(g.memory_mib, 81559);
+  EXPECT_TRUE(g.mig_enabled);
+  std::map<std::string, int> profiles;
+  catalog::Layout layout;
+  const catalog::GpuModel* m = *catalog::ModelFromProduct(node->gpu_product);
+  for (const ObservedMigInstance& mi : g.mig_instances) {
+    ++profiles[mi.profile];
+    EXPECT_TRUE(mi.uuid.starts_with("MIG-"));
+    layout.push_back({catalog::FindProfile(*m, mi.profile), mi.start});
+  }
+  EXPECT_EQ(profiles, (std::map<std::string, int>{{"1g.10gb", 2}, {"2g.20gb", 1}, {"3g.40gb", 1}}));
+  EXPECT_TRUE(catalog::ValidateLayout(*m, layout).ok()) << catalog::FormatLayout(layout);
+  // The same node read again is the same observation: the driver reports no change.
+  EXPECT_EQ(*ReadNode("lab", n.dump()), *node);
+}
+
+TEST(KubernetesNodes, FullGpusCordonsAndDevicesThePluginHoldsBack) {
+  const json labels = {{"nvidia.com/gpu.product", "NVIDIA-H200"}, {"nvidia.com/gpu.count", "8"},
+                       {"nvidia.com/gpu.memory", "143771"}, {"nvidia.com/gpu.replicas", "1"}};
+  json n = Node("h200-a", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}},
+                {{"cpu", "220"}, {"memory", "1Ti"}, {"nvidia.com/gpu", "7"}});
+  absl::StatusOr<ObservedNode> node = ReadNode("lab", n.dump());
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_EQ(node->gpus.size(), 8u);
+  EXPECT_EQ(node->memory_bytes, 2LL << 40);
+  int unhealthy = 0;
+  for (const ObservedGpu& g : node->gpus) {
+    EXPECT_FALSE(g.mig_enabled);
+    EXPECT_EQ(g.memory_mib, 143771);
+    unhealthy += g.healthy ? 0 : 1;
+  }
+  EXPECT_EQ(unhealthy, 1) << "allocatable 7 of 8: one device held back by the plugin";
+  EXPECT_TRUE(node->schedulable);
+
+  n["spec"]["unschedulable"] = true;  // kubectl cordon
+  EXPECT_FALSE(ReadNode("lab", n.dump())->schedulable);
+  EXPECT_FALSE(ReadNode("lab", Node("h200-b", labels, {}, {}, /*ready=*/false).dump())->schedulable);
+  // GPU names are stable per cluster, node and index, and differ between them.
+  EXPECT_NE(DerivedGpuUuid("lab", "h200-a", 0), DerivedGpuUuid("lab", "h200-a", 1));
+  EXPECT_NE(DerivedGpuUuid("lab", "h200-a", 0), DerivedGpuUuid("prod", "h200-a", 0));
+}
+
+TEST(KubernetesNodes, NodesWithoutGpusAndObjectsThatAreNotNodes) {
+  EXPECT_TRUE(absl::IsNotFound(ReadNode("lab", Node("cpu-only", {{"kubernetes.io/os", "linux"}}).dump()).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadNode("lab", "{\"kind\":\"Node\"}").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadNode("lab", "not json").status()));
+  absl::StatusOr<ObservedNode> unknown =
+      ReadNode("lab", Node("odd", {{"nvidia.com/gpu.product", "NVIDIA-Quantum-9000"}, {"nvidia.com/gpu.count", "1"}}).dump());
+  ASSERT_TRUE(absl::IsInvalidArgument(unknown.status()));
+  EXPECT_NE(unknown.status().message().find("node odd"), std::string_view::npos) << unknown.status();
+}
+
+}  // namespace
+}  // namespace gpuaas::cluster::kubernetes

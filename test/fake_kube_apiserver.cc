@@ -1,0 +1,336 @@
+#include "test/fake_kube_apiserver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::testing {
+namespace {
+
+using nlohmann::json;
+
+json StatusBody(int code, const std::string& reason, const std::string& message) {
+  return {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()}, {"status", "Failure"},
+          {"message", message}, {"reason", reason}, {"code", code}};
+}
+
+std::string Reason(int code) {
+  switch (code) {
+    case 401: return "Unauthorized";
+    case 404: return "NotFound";
+    case 409: return "Conflict";
+    case 410: return "Expired";
+    case 429: return "TooManyRequests";
+    default: return "InternalError";
+  }
+}
+
+}  // namespace
+
+struct FakeKubeApiServer::Impl {
+  struct Event {
+    int64_t rv;
+    std::string path;
+    std::string type;
+    json object;
+  };
+  struct Fault {
+    int status;
+    int retry_after_s;
+    bool pages_only;
+  };
+
+  std::string token;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  int64_t rv = 100;       // the last resourceVersion given out
+  int64_t compacted = 0;  // events at or below this are forgotten
+  std::map<std::string, std::map<std::string, json>> collections;  // path -> name -> object
+  std::map<std::string, std::string> kinds;                        // path -> kind
+  std::deque<Event> events;
+  std::deque<Fault> faults;
+  int64_t drop_generation = 0;  // DropWatches bumps it
+  bool held = false;            // HoldWatches: running watches deliver nothing
+  bool stopping = false;
+  int bookmark_ms = 0;
+  int watches = 0;
+  int port = 0;
+  std::vector<Request> log;
+  std::unique_ptr<httplib::Server> server;
+  std::thread thread;
+  std::string tls_dir;  // cert.pem, key.pem[, client-ca.pem] when serving HTTPS
+  bool client_ca = false;
+
+  void Record(int64_t version, const std::string& path, const std::string& type, json object) {
+    events.push_back({version, path, type, std::move(object)});
+    cv.notify_all();
+  }
+
+  // A fault to answer with, if one is queued; under mu.
+  bool TakeFault(const httplib::Request& req, httplib::Response& res) {
+    auto it = std::find_if(faults.begin(), faults.end(),
+                           [&](const Fault& f) { return !f.pages_only || req.has_param("continue"); });
+    if (it == faults.end()) return false;
+    const Fault f = *it;
+    faults.erase(it);
+    res.status = f.status;
+    if (f.status == 429 && f.retry_after_s > 0) res.set_header("Retry-After", std::to_string(f.retry_after_s));
+    res.set_content(StatusBody(f.status, Reason(f.status), "injected fault").dump(), "application/json");
+    return true;
+  }
+
+  void List(const std::string& path, const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (TakeFault(req, res)) return;
+    const auto& items = collections[path];
+    size_t limit = items.size();
+    if (req.has_param("limit")) limit = std::max<size_t>(1, std::stoul(req.get_param_value("limit")));
+    size_t offset = 0;
+    std::string list_rv = std::to_string(rv);
+    if (req.has_param("continue")) {
+      // "<offset>/<rv>": a snapshot's page; forgotten once compacted past.
+      const std::string c = req.get_param_value("continue");
+      const size_t slash = c.find('/');
+      offset = std::stoul(c.substr(0, slash));
+      list_rv = c.substr(slash + 1);
+      if (std::stoll(list_rv) <= compacted) {
+        res.status = 410;
+        res.set_content(StatusBody(410, "Expired", "The provided continue parameter is too old").dump(), "application/json");
+        return;
+      }
+    }
+    json out = {{"kind", kinds[path] + "List"}, {"apiVersion", "v1"}, {"metadata", {{"resourceVersion", list_rv}}},
+                {"items", json::array()}};
+    size_t i = 0;
+    for (const auto& [name, obj] : items) {
+      if (i >= offset && i < offset + limit) {
+        json item = obj;
+        item.erase("kind");  // as the API server sends list items
+        item.erase("apiVersion");
+        out["items"].push_back(std::move(item));
+      }
+      ++i;
+    }
+    if (offset + limit < items.size()) out["metadata"]["continue"] = std::to_string(offset + limit) + "/" + list_rv;
+    res.set_content(out.dump(), "application/json");
+  }
+
+  void Watch(const std::string& path, const httplib::Request& req, httplib::Response& res) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (TakeFault(req, res)) return;
+    int64_t from = req.has_param("resourceVersion") ? std::stoll(req.get_param_value("resourceVersion")) : rv;
+    const bool bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
+    const int timeout_s = req.has_param("timeoutSeconds") ? std::stoi(req.get_param_value("timeoutSeconds")) : 300;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    const int64_t generation = drop_generation;
+    bool expired = from < compacted;
+    ++watches;
+    lock.unlock();
+    auto last_bookmark = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+    auto cursor = std::make_shared<int64_t>(from);
+    res.set_chunked_content_provider(
+        "application/json",
+        [this, path, bookmarks, deadline, generation, expired, last_bookmark, cursor](size_t, httplib::DataSink& sink) {
+          std::unique_lock<std::mutex> l(mu);
+          if (expired) {
+            const std::string line =
+                json{{"type", "ERROR"}, {"object", StatusBody(410, "Expired", "too old resource version")}}.dump() + "\n";
+            l.unlock();
+            sink.write(line.data(), line.size());
+            sink.done();
+            return true;
+          }
+          cv.wait_for(l, std::chrono::milliseconds(50));
+          if (stopping || drop_generation != generation) return false;  // cut: no last chunk
+          if (held) return true;
+          std::string out;
+          for (const Event& e : events) {
+            if (e.rv <= *cursor || e.path != path) continue;
+            out += json{{"type", e.type}, {"object", e.object}}.dump() + "\n";
+            *cursor = e.rv;
+          }
+          // Events of other collections still move this watch's version on.
+          if (!events.empty()) *cursor = std::max(*cursor, events.back().rv);
+          const auto now = std::chrono::steady_clock::now();
+          if (bookmarks && bookmark_ms > 0 && now - *last_bookmark > std::chrono::milliseconds(bookmark_ms)) {
+            out += json{{"type", "BOOKMARK"},
+                        {"object", {{"kind", kinds[path]}, {"apiVersion", "v1"},
+                                    {"metadata", {{"resourceVersion", std::to_string(*cursor)}}}}}}
+                       .dump() +
+                   "\n";
+            *last_bookmark = now;
+          }
+          l.unlock();
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+          if (now >= deadline) sink.done();
+          return true;
+        },
+        [this](bool) {
+          std::lock_guard<std::mutex> l(mu);
+          --watches;
+        });
+  }
+};
+
+FakeKubeApiServer::FakeKubeApiServer(std::string token) : impl_(std::make_unique<Impl>()) {
+  impl_->token = std::move(token);
+}
+
+FakeKubeApiServer::~FakeKubeApiServer() {
+  Stop();
+  if (!impl_->tls_dir.empty()) std::filesystem::remove_all(impl_->tls_dir);
+}
+
+void FakeKubeApiServer::Start() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.stopping = false;
+  }
+  if (m.tls_dir.empty()) {
+    m.server = std::make_unique<httplib::Server>();
+  } else {
+    const std::string ca = m.tls_dir + "/client-ca.pem";
+    m.server = std::make_unique<httplib::SSLServer>((m.tls_dir + "/cert.pem").c_str(), (m.tls_dir + "/key.pem").c_str(),
+                                                    m.client_ca ? ca.c_str() : nullptr);
+  }
+  m.server->set_pre_routing_handler([&m](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.log.push_back({req.method, req.target, req.get_param_value("watch") == "1"});
+    if (!m.token.empty() && req.get_header_value("Authorization") != "Bearer " + m.token) {
+      res.status = 401;
+      res.set_content(StatusBody(401, "Unauthorized", "Unauthorized").dump(), "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  m.server->Get(R"(/api/v1/([a-z]+))", [&m](const httplib::Request& req, httplib::Response& res) {
+    const std::string path = "/api/v1/" + req.matches[1].str();
+    if (req.get_param_value("watch") == "1") {
+      m.Watch(path, req, res);
+    } else {
+      m.List(path, req, res);
+    }
+  });
+  if (m.port == 0) {
+    m.port = m.server->bind_to_any_port("127.0.0.1");
+  } else {
+    // The same port again, as a restarted API server has; the old socket may linger briefly.
+    for (int i = 0; i < 100 && !m.server->bind_to_port("127.0.0.1", m.port); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  m.thread = std::thread([&m] { m.server->listen_after_bind(); });
+}
+
+void FakeKubeApiServer::Stop() {
+  Impl& m = *impl_;
+  if (!m.server) return;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.stopping = true;
+  }
+  m.cv.notify_all();
+  m.server->stop();
+  if (m.thread.joinable()) m.thread.join();
+  m.server.reset();
+}
+
+int FakeKubeApiServer::port() const { return impl_->port; }
+std::string FakeKubeApiServer::url() const {
+  return (impl_->tls_dir.empty() ? "http://127.0.0.1:" : "https://127.0.0.1:") + std::to_string(impl_->port);
+}
+
+void FakeKubeApiServer::UseTls(const std::string& cert_pem, const std::string& key_pem, const std::string& client_ca_pem) {
+  char tmpl[] = "/tmp/gpuaas-fake-kube-XXXXXX";
+  impl_->tls_dir = mkdtemp(tmpl);
+  std::ofstream(impl_->tls_dir + "/cert.pem") << cert_pem;
+  std::ofstream(impl_->tls_dir + "/key.pem") << key_pem;
+  impl_->client_ca = !client_ca_pem.empty();
+  if (impl_->client_ca) std::ofstream(impl_->tls_dir + "/client-ca.pem") << client_ca_pem;
+}
+
+void FakeKubeApiServer::Put(const std::string& path, const std::string& kind, const std::string& object_json) {
+  Impl& m = *impl_;
+  json obj = json::parse(object_json);
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.kinds[path] = kind;
+  const std::string name = obj["metadata"]["name"].get<std::string>();
+  obj["kind"] = kind;
+  obj["apiVersion"] = "v1";
+  obj["metadata"]["resourceVersion"] = std::to_string(++m.rv);
+  const bool existed = m.collections[path].count(name) > 0;
+  m.collections[path][name] = obj;
+  m.Record(m.rv, path, existed ? "MODIFIED" : "ADDED", obj);
+}
+
+void FakeKubeApiServer::Delete(const std::string& path, const std::string& name) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  auto it = m.collections[path].find(name);
+  if (it == m.collections[path].end()) return;
+  json obj = it->second;
+  m.collections[path].erase(it);
+  obj["metadata"]["resourceVersion"] = std::to_string(++m.rv);
+  m.Record(m.rv, path, "DELETED", obj);
+}
+
+void FakeKubeApiServer::Compact() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.compacted = m.rv;
+  m.events.clear();
+}
+
+std::string FakeKubeApiServer::resource_version() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return std::to_string(impl_->rv);
+}
+
+void FakeKubeApiServer::FailNext(int status, int count, int retry_after_s) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (int i = 0; i < count; ++i) impl_->faults.push_back({status, retry_after_s, false});
+}
+
+void FakeKubeApiServer::FailNextPage(int status, int count) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (int i = 0; i < count; ++i) impl_->faults.push_back({status, 0, true});
+}
+
+void FakeKubeApiServer::HoldWatches() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->held = true;
+}
+
+void FakeKubeApiServer::DropWatches() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  ++impl_->drop_generation;
+  impl_->held = false;
+  impl_->cv.notify_all();
+}
+
+void FakeKubeApiServer::SetBookmarkInterval(int ms) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->bookmark_ms = ms;
+}
+
+std::vector<FakeKubeApiServer::Request> FakeKubeApiServer::requests() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->log;
+}
+
+int FakeKubeApiServer::running_watches() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->watches;
+}
+
+}  // namespace gpuaas::testing

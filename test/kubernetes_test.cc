@@ -1,0 +1,391 @@
+// The Kubernetes driver against the fake API server (test/fake_kube_apiserver.h), fed with the
+// GPU Operator's recorded node labels: the client, the list-and-watch loop and the inventory the
+// control plane writes from them, through injected faults.
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cluster/kubernetes/client.h"
+#include "cluster/kubernetes/driver.h"
+#include "cluster/kubernetes/nodes.h"
+#include "controller/control_plane.h"
+#include "gtest/gtest.h"
+#include "model/fleet.h"
+#include "nlohmann/json.hpp"
+#include "store/cache.h"
+#include "store/objects.h"
+#include "store/store.h"
+#include "telemetry/hub.h"
+#include "test/fake_kube_apiserver.h"
+
+namespace gpuaas {
+namespace {
+
+using cluster::kubernetes::Client;
+using cluster::kubernetes::ClientConfig;
+using cluster::kubernetes::KubernetesDriver;
+using nlohmann::json;
+using testing::FakeKubeApiServer;
+
+constexpr char kNodes[] = "/api/v1/nodes";
+
+json MixedNodeLabels() {
+  std::ifstream in("../shared/fixtures/nvidia-cloud-native-docs_gpu-operator_output_mig-mixed-node-labels.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return json::parse(ss.str());
+}
+
+// A Node as the API server has it: `labels` as GFD wrote them, capacity as the device plugin.
+std::string NodeJson(const std::string& name, const json& labels, const json& capacity) {
+  return json{{"metadata", {{"name", name}, {"uid", "uid-" + name}, {"labels", labels}}},
+              {"spec", json::object()},
+              {"status",
+               {{"capacity", capacity},
+                {"allocatable", capacity},
+                {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}}
+      .dump();
+}
+
+std::string MigNode(const std::string& name) {
+  return NodeJson(name, MixedNodeLabels(),
+                  {{"cpu", "128"}, {"memory", "1056451724Ki"}, {"nvidia.com/mig-1g.10gb", "2"},
+                   {"nvidia.com/mig-2g.20gb", "1"}, {"nvidia.com/mig-3g.40gb", "1"}});
+}
+
+json H200Labels(int gpus) {
+  return {{"nvidia.com/gpu.product", "NVIDIA-H200"}, {"nvidia.com/gpu.count", std::to_string(gpus)},
+          {"nvidia.com/gpu.memory", "143771"}, {"nvidia.com/mig.capable", "true"}};
+}
+
+std::string H200Node(const std::string& name, int gpus) {
+  return NodeJson(name, H200Labels(gpus), {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", std::to_string(gpus)}});
+}
+
+std::string CpuNode(const std::string& name) {
+  return NodeJson(name, {{"kubernetes.io/os", "linux"}}, {{"cpu", "16"}, {"memory", "64Gi"}});
+}
+
+// Waits for `pred` with a deadline; the driver's threads move on their own.
+template <typename F>
+bool Eventually(F pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+cluster::kubernetes::DriverOptions FastOptions() {
+  cluster::kubernetes::DriverOptions o;
+  o.backoff.initial = std::chrono::milliseconds(50);
+  o.backoff.max = std::chrono::milliseconds(400);
+  o.timeouts.watch = std::chrono::seconds(5);
+  return o;
+}
+
+std::unique_ptr<KubernetesDriver> Driver(const std::string& name, const FakeKubeApiServer& api,
+                                         const std::string& token = "t0ken") {
+  ClientConfig c;
+  c.server = api.url();
+  c.token = token;
+  absl::StatusOr<std::unique_ptr<KubernetesDriver>> d = KubernetesDriver::Make(name, c, FastOptions());
+  EXPECT_TRUE(d.ok()) << d.status();
+  return std::move(*d);
+}
+
+int CountWatches(const FakeKubeApiServer& api, bool watch) {
+  int n = 0;
+  for (const auto& r : api.requests()) n += r.watch == watch ? 1 : 0;
+  return n;
+}
+
+TEST(KubernetesClient, ListsPageByPageAndSaysWhatTheServerRefused) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  for (int i = 0; i < 5; ++i) api.Put(kNodes, "Node", H200Node("h200-" + std::to_string(i), 8));
+  ClientConfig c;
+  c.server = api.url();
+  c.token = "t0ken";
+  std::unique_ptr<Client> client = *Client::Make(c);
+  absl::StatusOr<cluster::kubernetes::ListResult> list = client->List(kNodes, /*page_size=*/2);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->items.size(), 5u);
+  EXPECT_EQ(list->resource_version, api.resource_version());
+  EXPECT_EQ(json::parse(list->items[0])["kind"], "Node") << "list items get their kind back";
+  EXPECT_EQ(CountWatches(api, false), 3) << "5 items, 2 a page";
+
+  api.FailNext(429, 1, /*retry_after_s=*/7);
+  absl::StatusOr<std::string> limited = client->Get(kNodes);
+  ASSERT_TRUE(absl::IsResourceExhausted(limited.status())) << limited.status();
+  EXPECT_EQ(std::string(*limited.status().GetPayload(cluster::kubernetes::kRetryAfterPayload)), "7");
+  api.FailNext(409);
+  EXPECT_TRUE(absl::IsAborted(client->Get(kNodes).status()));
+  api.FailNext(500);
+  EXPECT_TRUE(absl::IsUnavailable(client->Get(kNodes).status()));
+
+  c.token = "wrong";
+  EXPECT_TRUE(absl::IsUnauthenticated((*Client::Make(c))->Get(kNodes).status()));
+  c.server = "ftp://example";
+  EXPECT_TRUE(absl::IsInvalidArgument(Client::Make(c).status()));
+  c.server = "https://127.0.0.1:1";
+  c.ca_pem = "not a certificate";
+  EXPECT_TRUE(absl::IsInvalidArgument(Client::Make(c).status()));
+  c.ca_pem.clear();
+  c.client_cert_pem = "junk";
+  c.client_key_pem = "junk";
+  EXPECT_TRUE(absl::IsInvalidArgument(Client::Make(c).status()));
+}
+
+TEST(KubernetesClient, AnExpiredContinueTokenListsFromTheStartOnce) {
+  FakeKubeApiServer api;
+  api.Start();
+  for (int i = 0; i < 4; ++i) api.Put(kNodes, "Node", H200Node("n" + std::to_string(i), 8));
+  ClientConfig c;
+  c.server = api.url();
+  std::unique_ptr<Client> client = *Client::Make(c);
+  // The second page's token has expired (the list outlived the server's snapshot): the list
+  // starts over and still returns every node once.
+  api.FailNextPage(410);
+  absl::StatusOr<cluster::kubernetes::ListResult> list = client->List(kNodes, 2);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->items.size(), 4u);
+  EXPECT_EQ(CountWatches(api, false), 4) << "page 1, page 2 (410), page 1, page 2";
+  // Twice in a row is an error, not a loop.
+  api.FailNextPage(410, 2);
+  EXPECT_TRUE(absl::IsOutOfRange(client->List(kNodes, 2).status()));
+}
+
+class KubernetesDriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*store::OpenStore("sqlite::memory:"));
+    cache_ = std::make_unique<store::ObjectCache>(*store_);
+    ASSERT_TRUE(cache_->Start(controller::ControlPlaneKinds()).ok());
+  }
+  void TearDown() override {
+    if (cp_) cp_->Stop();
+    for (auto& d : drivers_) d->Stop();
+    cache_->Stop();
+  }
+  void StartControlPlane() {
+    std::map<std::string, cluster::ClusterDriver*> by_name;
+    for (auto& d : drivers_) by_name[std::string(d->ClusterName())] = d.get();
+    controller::ControlPlaneOptions o;
+    cp_ = std::make_unique<controller::ControlPlane>(*store_, *cache_, RealClock::Get(), by_name, hub_, o);
+    // Alternately before and after the control plane listens: either way the first list reaches it.
+    for (size_t i = 0; i < drivers_.size(); ++i) {
+      if (i % 2 == 0) drivers_[i]->Start();
+    }
+    cp_->Start();
+    for (size_t i = 0; i < drivers_.size(); ++i) {
+      if (i % 2 == 1) drivers_[i]->Start();
+    }
+  }
+  template <typename T>
+  std::vector<T> All(const std::string& cluster = "") {
+    std::vector<T> out;
+    EXPECT_TRUE(store_->Transact([&](store::Txn& tx) {
+      auto r = store::ListObjects<T>(tx);
+      if (r.ok()) {
+        for (T& o : *r) {
+          bool in = cluster.empty();
+          if constexpr (requires { o.spec.cluster; }) in = in || o.spec.cluster == cluster;
+          if (in) out.push_back(std::move(o));
+        }
+      }
+      return r.status();
+    }).ok());
+    return out;
+  }
+  std::optional<model::Cluster> ClusterObject(const std::string& name) {
+    for (model::Cluster& c : All<model::Cluster>()) {
+      if (c.metadata.name == name) return c;
+    }
+    return std::nullopt;
+  }
+  bool Reachable(const std::string& name) {
+    std::optional<model::Cluster> c = ClusterObject(name);
+    if (!c) return false;
+    const model::Condition* r = model::FindCondition(c->status.conditions, "Reachable");
+    return r != nullptr && r->status == model::ConditionStatus::kTrue;
+  }
+  int64_t Gpus(const std::string& cluster) { return static_cast<int64_t>(All<model::GpuCapacity>(cluster).size()); }
+
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::ObjectCache> cache_;
+  telemetry::Hub hub_;
+  std::vector<std::unique_ptr<KubernetesDriver>> drivers_;
+  std::unique_ptr<controller::ControlPlane> cp_;
+};
+
+TEST_F(KubernetesDriverTest, TheInventoryIsWhatTheNodesSay) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  api.Put(kNodes, "Node", MigNode("mig-node"));
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  api.Put(kNodes, "Node", CpuNode("cpu-a"));
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 9; })) << Gpus("lab");
+
+  std::optional<model::Cluster> c = ClusterObject("lab");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->spec.driver, "kubernetes");
+  EXPECT_EQ(c->status.nodes, 2) << "the CPU node is not a GPU node";
+  EXPECT_EQ(c->status.gpus, 9);
+  std::map<std::string, model::NodeCapacity> nodes;
+  for (model::NodeCapacity& n : All<model::NodeCapacity>("lab")) nodes[n.spec.node_name] = n;
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes["h200-a"].spec.gpu_model, "H200-SXM-141GB");
+  EXPECT_EQ(nodes["h200-a"].status.allocatable.at("nvidia.com/gpu"), 8);
+  EXPECT_EQ(nodes["mig-node"].spec.gpu_model, "H100-SXM5-80GB");
+  EXPECT_EQ(nodes["mig-node"].status.mig_enabled_gpus, 1);
+  EXPECT_EQ(nodes["mig-node"].status.allocatable.at("nvidia.com/mig-1g.10gb"), 2);
+  EXPECT_EQ(nodes["mig-node"].status.allocatable.at("nvidia.com/mig-3g.40gb"), 1);
+  // SpecAndCount: what the device plugin advertises per profile.
+  std::map<std::string, int64_t> specs;
+  for (const model::SpecAndCount& s : All<model::SpecAndCount>("lab")) specs[s.spec.node + "/" + s.spec.profile] += s.status.count;
+  EXPECT_EQ(specs, (std::map<std::string, int64_t>{{"lab.h200-a/full", 8},
+                                                   {"lab.mig-node/1g.10gb", 2},
+                                                   {"lab.mig-node/2g.20gb", 1},
+                                                   {"lab.mig-node/3g.40gb", 1}}));
+  EXPECT_EQ(drivers_[0]->node_stats().lists, 1);
+}
+
+TEST_F(KubernetesDriverTest, WatchedChangesReachTheInventoryWithoutListingAgain) {
+  FakeKubeApiServer api("t0ken");
+  api.SetBookmarkInterval(100);
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; }));
+
+  api.Put(kNodes, "Node", H200Node("h200-b", 4));  // a node joins
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 12; })) << Gpus("lab");
+  json cordoned = json::parse(H200Node("h200-a", 8));
+  cordoned["spec"]["unschedulable"] = true;
+  api.Put(kNodes, "Node", cordoned.dump());  // kubectl cordon h200-a
+  ASSERT_TRUE(Eventually([&] {
+    for (const model::NodeCapacity& n : All<model::NodeCapacity>("lab")) {
+      if (n.spec.node_name == "h200-a") return !n.spec.schedulable;
+    }
+    return false;
+  }));
+  api.Delete(kNodes, "h200-b");  // and leaves
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; })) << Gpus("lab");
+
+  // A heartbeat (status only, same GPUs) is not a change the inventory hears of.
+  const int64_t revision = store_->Revision();
+  json beat = cordoned;
+  beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-12-03T10:00:00Z";
+  api.Put(kNodes, "Node", beat.dump());
+  ASSERT_TRUE(Eventually([&] { return drivers_[0]->node_stats().resource_version == api.resource_version(); }));
+  EXPECT_EQ(store_->Revision(), revision);
+
+  ASSERT_TRUE(Eventually([&] { return !drivers_[0]->node_stats().resource_version.empty(); }));
+  EXPECT_EQ(drivers_[0]->node_stats().lists, 1) << "every change came through the watch";
+}
+
+TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; }));
+
+  // The server forgets its history and the watch drops before it saw the latest change:
+  // watching from the old version gets 410.
+  api.HoldWatches();
+  api.Put(kNodes, "Node", H200Node("h200-b", 2));
+  api.Compact();
+  api.DropWatches();
+  ASSERT_TRUE(Eventually([&] { return drivers_[0]->node_stats().lists == 2; })) << drivers_[0]->node_stats().lists;
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 10; })) << Gpus("lab");
+
+  // 429s and 500s: retried with backoff until the server answers again.
+  api.FailNext(429, 2, /*retry_after_s=*/1);
+  api.FailNext(500, 3);
+  api.DropWatches();
+  api.Put(kNodes, "Node", H200Node("h200-c", 1));
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 11; })) << Gpus("lab");
+  EXPECT_GE(drivers_[0]->node_stats().errors, 5);
+  EXPECT_TRUE(drivers_[0]->node_stats().last_error.empty());
+  EXPECT_EQ(drivers_[0]->node_stats().lists, 2) << "faults on a watch resume it from its version, with no new list";
+}
+
+TEST_F(KubernetesDriverTest, DroppedWatchesResumeFromTheirVersionAndLoseNothing) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("n0", 1));
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 1; }));
+  // Nodes join while watches keep being cut: each one is seen, through watches alone.
+  for (int i = 1; i <= 6; ++i) {
+    api.Put(kNodes, "Node", H200Node("n" + std::to_string(i), 1));
+    api.DropWatches();
+  }
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 7; })) << Gpus("lab");
+  EXPECT_EQ(drivers_[0]->node_stats().lists, 1);
+  EXPECT_EQ(drivers_[0]->node_stats().events, 6) << "n1..n6, each once";
+}
+
+TEST_F(KubernetesDriverTest, TwoClustersAtOnceAndAnApiServerThatGoesAwayAndComesBack) {
+  FakeKubeApiServer east("t0ken"), west("t0ken");
+  east.Start();
+  west.Start();
+  east.Put(kNodes, "Node", H200Node("e1", 8));
+  west.Put(kNodes, "Node", MigNode("w1"));
+  west.Put(kNodes, "Node", H200Node("w2", 4));
+  drivers_.push_back(Driver("east", east));
+  drivers_.push_back(Driver("west", west));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("east") == 8 && Gpus("west") == 5; }));
+  // The GPUs once the controllers are done with them (health writes its verdicts after the
+  // inventory's first write).
+  std::vector<model::GpuCapacity> before;
+  ASSERT_TRUE(Eventually([&] {
+    std::vector<model::GpuCapacity> now = All<model::GpuCapacity>("east");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    before = All<model::GpuCapacity>("east");
+    return now == before;
+  }));
+
+  // east is down (connections refused) for a while; west goes on being watched meanwhile.
+  const auto outage = std::chrono::seconds(3);
+  east.Stop();
+  ASSERT_TRUE(Eventually([&] { return !Reachable("east"); }));
+  west.Put(kNodes, "Node", H200Node("w3", 2));
+  ASSERT_TRUE(Eventually([&] { return Gpus("west") == 7; }));
+  std::this_thread::sleep_for(outage);  // the outage itself, not a wait for a result
+  EXPECT_EQ(Gpus("east"), 8) << "an unreachable cluster keeps its last inventory";
+  east.Start();
+  ASSERT_TRUE(Eventually([&] { return Reachable("east"); }));
+  // Converged with the GPU objects untouched: the same versions as before the outage.
+  const std::vector<model::GpuCapacity> after = All<model::GpuCapacity>("east");
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].metadata.resource_version, before[i].metadata.resource_version) << after[i].metadata.name;
+  }
+  EXPECT_GE(drivers_[0]->node_stats().errors, 1);
+  EXPECT_TRUE(Reachable("west"));
+}
+
+TEST_F(KubernetesDriverTest, AWrongTokenIsReportedAsTheClustersCondition) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  drivers_.push_back(Driver("lab", api, "not-the-token"));
+  drivers_[0]->Start();
+  ASSERT_TRUE(Eventually([&] { return !drivers_[0]->node_stats().last_error.empty(); }));
+  absl::StatusOr<cluster::ObservedCluster> o = drivers_[0]->Observe();
+  ASSERT_TRUE(absl::IsUnavailable(o.status()));
+  EXPECT_NE(o.status().message().find("401"), std::string_view::npos) << o.status();
+}
+
+}  // namespace
+}  // namespace gpuaas
