@@ -17,6 +17,7 @@
 #include "store/store.h"
 #include "telemetry/hub.h"
 #include "test/fake_kube_apiserver.h"
+#include "test/test_certs.h"
 
 namespace gpuaas {
 namespace {
@@ -155,6 +156,48 @@ TEST(KubernetesClient, AnExpiredContinueTokenListsFromTheStartOnce) {
   // Twice in a row is an error, not a loop.
   api.FailNextPage(410, 2);
   EXPECT_TRUE(absl::IsOutOfRange(client->List(kNodes, 2).status()));
+}
+
+TEST(KubernetesClient, HttpsTrustsOnlyTheKubeconfigsAuthorityAndPresentsTheClientCertificate) {
+  const testing::TestPki pki = testing::MakeTestPki();
+  const testing::TestPki other = testing::MakeTestPki();
+  FakeKubeApiServer api;  // no token: the client certificate is the credential
+  api.UseTls(pki.server.cert_pem, pki.server.key_pem, /*client_ca_pem=*/pki.ca.cert_pem);
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  ClientConfig c;
+  c.server = api.url();
+  ASSERT_TRUE(c.server.starts_with("https://"));
+  c.ca_pem = pki.ca.cert_pem;
+  c.client_cert_pem = pki.client.cert_pem;
+  c.client_key_pem = pki.client.key_pem;
+  absl::StatusOr<cluster::kubernetes::ListResult> list = (*Client::Make(c))->List(kNodes);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->items.size(), 1u);
+
+  // A server whose certificate another authority signed is not trusted...
+  ClientConfig wrong_ca = c;
+  wrong_ca.ca_pem = other.ca.cert_pem;
+  absl::StatusOr<std::string> refused = (*Client::Make(wrong_ca))->Get(kNodes);
+  ASSERT_TRUE(absl::IsUnavailable(refused.status()));
+  EXPECT_NE(refused.status().message().find("not trusted"), std::string_view::npos) << refused.status();
+  // ...unless the kubeconfig says to skip the check.
+  wrong_ca.insecure_skip_tls_verify = true;
+  EXPECT_TRUE((*Client::Make(wrong_ca))->Get(kNodes).ok());
+  // The server refuses a client without a certificate its authority signed.
+  ClientConfig no_cert = c;
+  no_cert.client_cert_pem = other.client.cert_pem;
+  no_cert.client_key_pem = other.client.key_pem;
+  EXPECT_FALSE((*Client::Make(no_cert))->Get(kNodes).ok());
+  no_cert.client_cert_pem.clear();
+  no_cert.client_key_pem.clear();
+  EXPECT_FALSE((*Client::Make(no_cert))->Get(kNodes).ok());
+  // A key that is not the certificate's is refused before any request.
+  ClientConfig mismatched = c;
+  mismatched.client_key_pem = other.client.key_pem;
+  absl::StatusOr<std::unique_ptr<Client>> bad = Client::Make(mismatched);
+  ASSERT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(bad.status().message().find("does not match"), std::string_view::npos) << bad.status();
 }
 
 class KubernetesDriverTest : public ::testing::Test {
