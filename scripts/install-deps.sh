@@ -23,6 +23,9 @@ packages=(
 # The dashboard is built with node (>= 20) and npm; Debian's own nodejs is taken only when the
 # machine has none.
 command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
+# Test: Debian's kubectl reads gpuaas objects; taken only when no kubectl is installed (another
+# package may own /usr/bin/kubectl).
+command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
 
 missing=()
 for p in "${packages[@]}"; do

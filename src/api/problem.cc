@@ -37,9 +37,17 @@ absl::Status HttpError(int http_status, std::string_view reason, std::string_vie
   return s;
 }
 
-HttpResponse ErrorResponse(const absl::Status& s) {
+HttpResponse ErrorResponse(const absl::Status& s, ErrorBody body) {
   Problem p = ProblemFor(s);
+  if (body == ErrorBody::kKubernetesStatus) return {p.status, "application/json", KubernetesStatusJson(p), {}};
   return {p.status, std::string(kProblemContentType), ProblemJson(p), {}};
+}
+
+std::string KubernetesStatusJson(const Problem& p) {
+  return nlohmann::json{{"kind", "Status"},     {"apiVersion", "v1"},   {"metadata", nlohmann::json::object()},
+                        {"status", "Failure"},  {"message", p.detail}, {"reason", p.reason},
+                        {"code", p.status}}
+      .dump();
 }
 
 namespace {

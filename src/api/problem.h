@@ -27,12 +27,18 @@ absl::Status HttpError(int http_status, std::string_view reason, std::string_vie
 // The HTTP status and reason for a non-OK Status.
 Problem ProblemFor(const absl::Status& status);
 
-// The one mapping of an error to a response: problem+json of ProblemFor. Handlers return
-// Status; the server calls this.
-HttpResponse ErrorResponse(const absl::Status& status);
+// How an error's body is written: problem+json, or a Kubernetes Status for kubectl (which
+// prints a Status's message and reason, and nothing of other bodies).
+enum class ErrorBody { kProblem, kKubernetesStatus };
+
+// The one mapping of an error to a response: ProblemFor's status, with the body asked for.
+// Handlers return Status; the server calls this.
+HttpResponse ErrorResponse(const absl::Status& status, ErrorBody body = ErrorBody::kProblem);
 
 // {"type":"about:blank","title":"Not Found","status":404,"reason":"NotFound","detail":"..."}
 std::string ProblemJson(const Problem& p);
+// {"kind":"Status","apiVersion":"v1","status":"Failure","message":detail,"reason":...,"code":...}
+std::string KubernetesStatusJson(const Problem& p);
 
 std::string_view StatusText(int http_status);
 

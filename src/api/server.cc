@@ -17,6 +17,7 @@
 #include "api/internal/pages.h"
 #include "api/internal/rate_limit.h"
 #include "api/internal/telemetry_api.h"
+#include "api/internal/tables.h"
 #include "api/internal/watch.h"
 #include "api/internal/web.h"
 #include "api/metrics.h"
@@ -288,7 +289,7 @@ struct ApiServer::Impl {
     const Route* route = Match(req.path, method, params, allow);
     const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
     absl::StatusOr<Reply> result = Serve(req, route, method, params, allow);
-    Reply reply = result.ok() ? *std::move(result) : Refusal(result.status(), allow);
+    Reply reply = result.ok() ? *std::move(result) : Refusal(result.status(), allow, ErrorBodyFor(req));
     metrics->Observe(route_index, RequestMetrics::MethodIndex(req.method), reply.status,
                      std::chrono::steady_clock::now() - start);
     return reply;
@@ -310,8 +311,14 @@ struct ApiServer::Impl {
     return reply;
   }
 
-  static Reply Refusal(const absl::Status& status, const std::string& allow) {
-    Reply reply = ErrorResponse(status);
+  // kubectl (it asks for Tables) reads errors as Kubernetes Status objects.
+  static ErrorBody ErrorBodyFor(const HttpRequest& req) {
+    return req.Header("Accept").find("g=meta.k8s.io") != std::string::npos ? ErrorBody::kKubernetesStatus
+                                                                           : ErrorBody::kProblem;
+  }
+
+  static Reply Refusal(const absl::Status& status, const std::string& allow, ErrorBody body = ErrorBody::kProblem) {
+    Reply reply = ErrorResponse(status, body);
     if (reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
     if (reply.status == 405) reply.headers.emplace_back("Allow", allow);
     if (reply.status == 429) reply.headers.emplace_back("Retry-After", "1");
@@ -396,6 +403,9 @@ struct ApiServer::Impl {
       if (type->namespaced) ns = who.project;
     }
     const bool only_own_project = !who.operator_() && type->kind == model::Project::kKind;
+    absl::StatusOr<std::optional<internal::TableRequest>> table =
+        internal::WantsTable(req.Header("Accept"), req.Param("includeObject"));
+    if (!table.ok()) return table.status();
     absl::StatusOr<model::LabelSelector> selector =
         model::LabelSelector::Parse(req.Param("labelSelector"));
     if (!selector.ok()) return selector.status();
@@ -418,6 +428,15 @@ struct ApiServer::Impl {
       }
       const std::string b = req.Param("allowWatchBookmarks");
       wr.bookmarks = b == "true" || b == "1";
+      if (*table) {
+        // Each event's object is a Table of one row; the first carries the column definitions.
+        auto first = std::make_shared<bool>(true);
+        wr.render = [this, plural = type->plural, t = **table, first](const std::string& object) {
+          absl::StatusOr<std::string> one = internal::ObjectAsTable(plural, object, t, clock.Now(), *first);
+          *first = false;
+          return one.ok() ? *one : object;
+        };
+      }
       if (req.HasParam("timeoutSeconds")) {
         std::optional<int64_t> t = ParseInt(req.Param("timeoutSeconds"));
         if (!t || *t <= 0 || *t > 86400) {
@@ -496,10 +515,15 @@ struct ApiServer::Impl {
       }
     }
     body += "}}";
+    if (*table) {
+      absl::StatusOr<std::string> t = internal::ListAsTable(type->plural, body, **table, clock.Now());
+      if (!t.ok()) return t.status();
+      body = std::move(*t);
+    }
     return Reply{200, std::string(kJson), std::move(body), {}};
   }
 
-  absl::StatusOr<Reply> GetOne(const HttpRequest&, const Params& p, const Principal& who) {
+  absl::StatusOr<Reply> GetOne(const HttpRequest& req, const Params& p, const Principal& who) {
     const ResourceType* type = FindType(p.at("plural"));
     if (type == nullptr) return UnknownResource(p.at("plural"));
     const std::string_view ns = p.at("namespace");
@@ -519,6 +543,14 @@ struct ApiServer::Impl {
     if (!obj) {
       return absl::NotFoundError(fmt::format("{} \"{}\" not found{}", type->plural, p.at("name"),
                                     ns.empty() ? "" : fmt::format(" in project {}", ns)));
+    }
+    absl::StatusOr<std::optional<internal::TableRequest>> table =
+        internal::WantsTable(req.Header("Accept"), req.Param("includeObject"));
+    if (!table.ok()) return table.status();
+    if (*table) {
+      absl::StatusOr<std::string> t = internal::ObjectAsTable(type->plural, obj->json, **table, clock.Now());
+      if (!t.ok()) return t.status();
+      return Reply{200, std::string(kJson), std::move(*t), {}};
     }
     return Reply{200, std::string(kJson), obj->json, {}};
   }
@@ -755,20 +787,58 @@ struct ApiServer::Impl {
     return Reply{200, std::string(kJson), R"({"revoked":true})", {}};
   }
 
+  // Discovery as kubectl reads it (client-go's discovery client): /api (no legacy core group
+  // here), /apis (one group), /apis/gpuaas.io and /apis/gpuaas.io/v1 (every resource, with its
+  // verbs, short names and the category "gpuaas", so `kubectl get gpuaas` lists them all).
   absl::StatusOr<Reply> Discovery(const HttpRequest&, const Params&, const Principal&) {
     nlohmann::json j = {{"kind", "APIResourceList"},
                         {"apiVersion", "v1"},
                         {"groupVersion", "gpuaas.io/v1"},
                         {"resources", nlohmann::json::array()}};
+    static const std::map<std::string, std::vector<std::string>> kShortNames = {
+        {"clusters", {"gcl"}},       {"nodecapacities", {"nc", "nodecap"}}, {"gpucapacities", {"gc", "gpu"}},
+        {"specandcounts", {"sac"}},  {"projects", {"proj"}},                {"gpupools", {"gp", "pool"}},
+        {"miglayouts", {"ml"}},      {"workloads", {"wl"}},                 {"profiles", {"prof"}},
+        {"ratecards", {"rc"}},       {"usagerecords", {"ur"}},              {"invoices", {"inv"}},
+        {"creditnotes", {"cn"}}};
     for (const ResourceType& t : ResourceTypes()) {
       const bool writable = t.kind == model::Project::kKind || t.kind == model::GpuPool::kKind ||
                             t.kind == model::Workload::kKind;
+      nlohmann::json verbs = {"get", "list", "watch"};
+      if (writable) verbs.push_back("create");
+      auto sn = kShortNames.find(t.plural);
       j["resources"].push_back({{"name", t.plural},
+                                {"singularName", ToLower(t.kind)},
                                 {"kind", t.kind},
                                 {"namespaced", t.namespaced},
-                                {"verbs", writable ? nlohmann::json{"get", "list", "create"}
-                                                   : nlohmann::json{"get", "list"}}});
+                                {"verbs", verbs},
+                                {"shortNames", sn == kShortNames.end() ? nlohmann::json::array() : nlohmann::json(sn->second)},
+                                {"categories", {"gpuaas"}}});
     }
+    return Reply{200, std::string(kJson), j.dump(), {}};
+  }
+
+  static nlohmann::json GroupJson() {
+    const nlohmann::json version = {{"groupVersion", "gpuaas.io/v1"}, {"version", "v1"}};
+    return {{"name", "gpuaas.io"}, {"versions", {version}}, {"preferredVersion", version}};
+  }
+
+  absl::StatusOr<Reply> LegacyVersions(const HttpRequest&, const Params&, const Principal&) {
+    // No core ("v1") group is served: kubectl then discovers the named groups only.
+    const nlohmann::json j = {{"kind", "APIVersions"}, {"versions", nlohmann::json::array()},
+                              {"serverAddressByClientCIDRs", nlohmann::json::array()}};
+    return Reply{200, std::string(kJson), j.dump(), {}};
+  }
+
+  absl::StatusOr<Reply> GroupList(const HttpRequest&, const Params&, const Principal&) {
+    const nlohmann::json j = {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", {GroupJson()}}};
+    return Reply{200, std::string(kJson), j.dump(), {}};
+  }
+
+  absl::StatusOr<Reply> Group(const HttpRequest&, const Params&, const Principal&) {
+    nlohmann::json j = GroupJson();
+    j["kind"] = "APIGroup";
+    j["apiVersion"] = "v1";
     return Reply{200, std::string(kJson), j.dump(), {}};
   }
 
@@ -907,6 +977,9 @@ struct ApiServer::Impl {
     // Prometheus scrapes without a token; the summary holds fleet-wide counts only.
     Add("/metrics", "GET", kPublic, [this](R r, P p, W w) { return Metrics(r, p, w); });
     Add("/api/v1/summary", "GET", kPublic, [this](R r, P p, W w) { return SummaryReply(r, p, w); });
+    Add("/api", "GET", kSignedIn, [this](R r, P p, W w) { return LegacyVersions(r, p, w); });
+    Add("/apis", "GET", kSignedIn, [this](R r, P p, W w) { return GroupList(r, p, w); });
+    Add("/apis/gpuaas.io", "GET", kSignedIn, [this](R r, P p, W w) { return Group(r, p, w); });
     Add(std::string(kApiPrefix), "GET", kSignedIn, [this](R r, P p, W w) { return Discovery(r, p, w); });
     Add(std::string(kApiPrefix) + "/{plural}", "GET", kResourceRead, [this](R r, P p, W w) { return List(r, p, w); });
     Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", kResourceRead,

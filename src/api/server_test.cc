@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+
 #include <set>
 
 #include "api/problem.h"
@@ -88,6 +90,66 @@ TEST_F(ApiTest, HealthReadinessAndVersion) {
   json disc = GetJson("/apis/gpuaas.io/v1");
   EXPECT_EQ(disc["kind"], "APIResourceList");
   EXPECT_EQ(disc["resources"].size(), ResourceTypes().size());
+}
+
+// What kubectl reads: discovery of the group, and Tables when its Accept header asks for them.
+TEST_F(ApiTest, KubectlDiscoveryAndTables) {
+  json api = GetJson("/api");
+  EXPECT_EQ(api["kind"], "APIVersions");
+  EXPECT_TRUE(api["versions"].empty()) << "no core group: kubectl must not look for pods here";
+  json groups = GetJson("/apis");
+  EXPECT_EQ(groups["kind"], "APIGroupList");
+  ASSERT_EQ(groups["groups"].size(), 1u);
+  EXPECT_EQ(groups["groups"][0]["preferredVersion"]["groupVersion"], "gpuaas.io/v1");
+  EXPECT_EQ(GetJson("/apis/gpuaas.io")["kind"], "APIGroup");
+  json disc = GetJson("/apis/gpuaas.io/v1");
+  for (const json& r : disc["resources"]) {
+    EXPECT_NE(std::find(r["verbs"].begin(), r["verbs"].end(), "watch"), r["verbs"].end()) << r.dump();
+    EXPECT_EQ(r["categories"], json({"gpuaas"}));
+    if (r["name"] == "gpupools") EXPECT_EQ(r["shortNames"], json({"gp", "pool"}));
+  }
+
+  const httplib::Headers kubectl = {
+      {"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,"
+                 "application/json"}};
+  httplib::Client c = Client();
+  auto r = c.Get("/apis/gpuaas.io/v1/nodecapacities?limit=5", kubectl);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json t = json::parse(r->body);
+  EXPECT_EQ(t["kind"], "Table");
+  EXPECT_EQ(t["apiVersion"], "meta.k8s.io/v1");
+  std::vector<std::string> names;
+  for (const json& d : t["columnDefinitions"]) names.push_back(d["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"NAME", "CLUSTER", "MODEL", "GPUS", "MIG", "CPU", "MEMORY", "SCHEDULABLE", "AGE"}));
+  ASSERT_EQ(t["rows"].size(), 5u);
+  EXPECT_EQ(t["rows"][0]["cells"].size(), names.size());
+  EXPECT_EQ(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+  EXPECT_EQ(t["rows"][0]["cells"][0], t["rows"][0]["object"]["metadata"]["name"]);
+  EXPECT_FALSE(t["metadata"]["continue"].get<std::string>().empty()) << "paging goes on as for lists";
+
+  r = c.Get("/apis/gpuaas.io/v1/clusters/alpha?includeObject=Object", kubectl);
+  ASSERT_TRUE(r);
+  t = json::parse(r->body);
+  ASSERT_EQ(t["rows"].size(), 1u);
+  EXPECT_EQ(t["rows"][0]["cells"][0], "alpha");
+  EXPECT_EQ(t["rows"][0]["object"]["kind"], "Cluster") << "the whole object, as asked";
+  // Errors reach kubectl as Kubernetes Status objects, which it prints; others get problem+json.
+  r = c.Get("/apis/gpuaas.io/v1/clusters?includeObject=Everything", kubectl);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  json status = json::parse(r->body);
+  EXPECT_EQ(status["kind"], "Status");
+  EXPECT_EQ(status["code"], 400);
+  EXPECT_NE(status["message"].get<std::string>().find("includeObject"), std::string::npos) << r->body;
+  r = c.Get("/apis/gpuaas.io/v1/clusters/nowhere", kubectl);
+  EXPECT_EQ(json::parse(r->body)["reason"], "NotFound");
+  r = c.Get("/apis/gpuaas.io/v1/clusters/nowhere");
+  ExpectProblem(r, 404, "NotFound");
+  // Without kubectl's Accept header, a list is a list.
+  EXPECT_EQ(GetJson("/apis/gpuaas.io/v1/clusters")["kind"], "ClusterList");
+  r = c.Get("/apis/gpuaas.io/v1/clusters", {{"Accept", "application/json, application/json;as=Table;v=v1;g=meta.k8s.io"}});
+  EXPECT_EQ(json::parse(r->body)["kind"], "ClusterList") << "plain JSON was preferred";
 }
 
 TEST_F(ApiTest, SummaryGivesTheFleetAtAGlance) {

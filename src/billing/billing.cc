@@ -8,6 +8,7 @@
 
 #include "catalog/catalog.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace gpuaas::billing {
@@ -20,12 +21,7 @@ Time AtSec(int64_t s) { return Time(seconds(s)); }
 
 }  // namespace
 
-std::string Decimal(Micros micros) {
-  const bool negative = micros < 0;
-  const unsigned long long m =
-      negative ? 0ULL - static_cast<unsigned long long>(micros) : static_cast<unsigned long long>(micros);
-  return fmt::format("{}{}.{:06}", negative ? "-" : "", m / 1000000, m % 1000000);
-}
+std::string Decimal(Micros micros) { return FixedMicros(micros); }
 
 absl::StatusOr<Micros> ParseDecimal(std::string_view v) {
   const size_t dot = v.find('.');

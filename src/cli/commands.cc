@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
+#include "model/columns.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuaas::cli {
@@ -114,159 +115,15 @@ absl::Status PrintDoc(const std::string& body, Format f, std::ostream& out) {
   return absl::OkStatus();
 }
 
-std::string Str(const json& j, const json::json_pointer& p, const std::string& dflt = "") {
-  if (!j.contains(p)) return dflt;
-  const json& v = j.at(p);
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  return v.dump();
-}
-
-std::string Condition(const json& obj, const std::string& type) {
-  for (const json& c : obj["status"].value("conditions", json::array())) {
-    if (c.value("type", "") == type) return c.value("status", "Unknown");
-  }
-  return "Unknown";
-}
-
+// The kind's columns (model/columns.h, the same the API's Tables carry), aligned.
 void PrintTable(const std::string& plural, const std::vector<json>& items, std::ostream& out) {
-  using P = json::json_pointer;
-  if (plural == "clusters") {
-    Table t({"NAME", "DRIVER", "REGION", "NODES", "GPUS", "REACHABLE", "AGE"});
-    for (const json& c : items) {
-      t.Add({Str(c, P("/metadata/name")), Str(c, P("/spec/driver"), "-"),
-             Str(c, P("/spec/region"), "-"), Str(c, P("/status/nodes"), "0"),
-             Str(c, P("/status/gpus"), "0"), Condition(c, "Reachable"),
-             Age(Str(c, P("/metadata/creationTimestamp")))});
-    }
-    t.Print(out);
-  } else if (plural == "nodecapacities") {
-    Table t({"NAME", "CLUSTER", "MODEL", "GPUS", "MIG", "CPU", "MEMORY", "SCHEDULABLE", "AGE"});
-    for (const json& n : items) {
-      int64_t mem = n["spec"].value("memoryBytes", int64_t{0});
-      t.Add({Str(n, P("/metadata/name")), Str(n, P("/spec/cluster")),
-             Str(n, P("/spec/gpuModel"), "<unknown>"), Str(n, P("/status/physical/gpus"), "0"),
-             Str(n, P("/status/physical/migEnabledGpus"), "0"), Str(n, P("/spec/cpuCores"), "0"),
-             fmt::format("{}Gi", mem >> 30), Str(n, P("/spec/schedulable"), "true"),
-             Age(Str(n, P("/metadata/creationTimestamp")))});
-    }
-    t.Print(out);
-  } else if (plural == "gpucapacities") {
-    Table t({"NAME", "NODE", "INDEX", "MODEL", "MIG", "INSTANCES", "HEALTH"});
-    for (const json& g : items) {
-      std::string insts;
-      for (const json& i : g["status"].value("migInstances", json::array())) {
-        if (!insts.empty()) insts += ' ';
-        insts += fmt::format("{}@{}", i.value("profile", "?"), i["placement"].value("start", 0));
-      }
-      t.Add({Str(g, P("/metadata/name")), Str(g, P("/spec/node")), Str(g, P("/spec/index")),
-             Str(g, P("/spec/model")), Str(g, P("/status/migMode")), insts.empty() ? "-" : insts,
-             Str(g, P("/status/health"))});
-    }
-    t.Print(out);
-  } else if (plural == "gpupools") {
-    Table t({"NAME", "PROJECT", "ITEMS", "APPROVED", "ALLOCATED", "READY", "DEVICES", "AGE"});
-    for (const json& p : items) {
-      std::string desc;
-      for (const json& i : p["spec"].value("items", json::array())) {
-        desc += fmt::format("{}{}x{}/{}", desc.empty() ? "" : ",", i.value("count", 0),
-                            i.value("model", "?"), i.value("profile", "?"));
-      }
-      t.Add({Str(p, P("/metadata/name")), Str(p, P("/metadata/namespace")), desc,
-             Condition(p, "Approved"), Condition(p, "Allocated"), Condition(p, "Ready"),
-             std::to_string(p["status"].value("allocation", json::array()).size()),
-             Age(Str(p, P("/metadata/creationTimestamp")))});
-    }
-    t.Print(out);
-  } else if (plural == "projects") {
-    Table t({"NAME", "DISPLAY NAME", "QUOTA", "AGE"});
-    for (const json& p : items) {
-      std::string quota;
-      if (p["spec"].contains("quota")) {
-        const json full = p["spec"]["quota"].value("fullGpus", json::object());
-        const json slices = p["spec"]["quota"].value("migComputeSlices", json::object());
-        for (const auto& [m, n] : full.items()) {
-          quota += fmt::format("{}{} full {}", quota.empty() ? "" : ", ", n.dump(), m);
-        }
-        for (const auto& [m, n] : slices.items()) {
-          quota += fmt::format("{}{} MIG slices {}", quota.empty() ? "" : ", ", n.dump(), m);
-        }
-      }
-      t.Add({Str(p, P("/metadata/name")), Str(p, P("/spec/displayName"), "-"),
-             quota.empty() ? "none" : quota, Age(Str(p, P("/metadata/creationTimestamp")))});
-    }
-    t.Print(out);
-  } else if (plural == "workloads") {
-    Table t({"NAME", "PROJECT", "POOL", "RESOURCE", "PRIORITY", "PHASE", "REASON", "DEVICES"});
-    for (const json& w : items) {
-      std::string res;
-      const json resources = w["spec"].value("resources", json::object());
-      for (const auto& [k, v] : resources.items()) res = fmt::format("{}={}", k, v.dump());
-      std::string devs;
-      for (const json& d : w["status"].value("devices", json::array())) {
-        devs += (devs.empty() ? "" : ",") + d.value("instanceUUID", d.value("gpuUUID", ""));
-      }
-      t.Add({Str(w, P("/metadata/name")), Str(w, P("/metadata/namespace")), Str(w, P("/spec/pool")), res,
-             Str(w, P("/spec/priorityClassName")), Str(w, P("/status/phase")), Str(w, P("/status/reason"), "-"),
-             devs.empty() ? "-" : devs});
-    }
-    t.Print(out);
-  } else if (plural == "profiles") {
-    Table t({"NAME", "PROJECT", "POD", "POOL", "DEVICES", "START", "END"});
-    for (const json& p : items) {
-      std::string devs;
-      for (const json& d : p["spec"].value("devices", json::array())) {
-        devs += (devs.empty() ? "" : ",") + d.value("instanceUUID", d.value("gpuUUID", ""));
-      }
-      t.Add({Str(p, P("/metadata/name")), Str(p, P("/spec/project")), Str(p, P("/spec/pod")), Str(p, P("/spec/pool")),
-             devs, Str(p, P("/spec/start")), Str(p, P("/spec/end"), "-")});
-    }
-    t.Print(out);
-  } else if (plural == "ratecards") {
-    Table t({"NAME", "CURRENCY", "EFFECTIVE FROM", "MIG PRICING", "PRICES"});
-    for (const json& c : items) {
-      std::string prices;
-      for (const json& p : c["spec"].value("prices", json::array())) {
-        prices += fmt::format("{}{}/{}={}", prices.empty() ? "" : " ", p.value("model", ""), p.value("profile", ""),
-                              billing::Decimal(p.value("pricePerHourMicros", int64_t{0})));
-      }
-      t.Add({Str(c, P("/metadata/name")), Str(c, P("/spec/currency")), Str(c, P("/spec/effectiveFrom")),
-             Str(c, P("/spec/migPricing")), prices});
-    }
-    t.Print(out);
-  } else if (plural == "usagerecords") {
-    Table t({"NAME", "PROJECT", "ITEMS", "START", "END", "CREDITS"});
-    for (const json& u : items) {
-      std::string its;
-      for (const json& i : u["spec"].value("items", json::array())) {
-        its += fmt::format("{}{}x{}/{}", its.empty() ? "" : ",", i.value("count", 0), i.value("model", ""),
-                           i.value("profile", ""));
-      }
-      t.Add({Str(u, P("/metadata/name")), Str(u, P("/metadata/namespace")), its, Str(u, P("/spec/start")),
-             Str(u, P("/spec/end"), "-"), std::to_string(u["spec"].value("credits", json::array()).size())});
-    }
-    t.Print(out);
-  } else if (plural == "miglayouts") {
-    Table t({"NAME", "NODE", "MIG", "INSTANCES", "STATE", "ATTEMPTS", "MESSAGE"});
-    for (const json& l : items) {
-      std::string insts;
-      for (const json& i : l["spec"].value("instances", json::array())) {
-        insts += fmt::format("{}{}@{}", insts.empty() ? "" : " ", i.value("profile", "?"), i.value("start", 0));
-      }
-      t.Add({Str(l, P("/metadata/name")), Str(l, P("/spec/node")), Str(l, P("/spec/migEnabled")),
-             insts.empty() ? "-" : insts, Str(l, P("/status/state")), Str(l, P("/status/attempts")),
-             Str(l, P("/status/message"), "")});
-    }
-    t.Print(out);
-  } else {
-    Table t({"NAME", "NODE", "MODEL", "PROFILE", "RESOURCE", "COUNT", "ALLOCATED", "FREE"});
-    for (const json& s : items) {
-      t.Add({Str(s, P("/metadata/name")), Str(s, P("/spec/node")), Str(s, P("/spec/model")),
-             Str(s, P("/spec/profile")), Str(s, P("/spec/resourceName")),
-             Str(s, P("/status/count")), Str(s, P("/status/allocated")), Str(s, P("/status/free"))});
-    }
-    t.Print(out);
+  Table t(model::Columns(plural));
+  const Time now = RealClock::Get().Now();
+  for (const json& item : items) {
+    absl::StatusOr<std::vector<std::string>> row = model::Row(plural, item.dump(), now);
+    if (row.ok()) t.Add(std::move(*row));
   }
+  t.Print(out);
 }
 
 // Follows a list route's watch from `revision`, calling `on_event` for each ADDED, MODIFIED or

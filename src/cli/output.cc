@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "fmt/format.h"
+#include "model/columns.h"
 #include "nlohmann/json.hpp"
 #include "yaml-cpp/yaml.h"
 
@@ -90,15 +91,6 @@ absl::StatusOr<std::string> JsonToYaml(std::string_view text) {
   return std::string(e.c_str()) + "\n";
 }
 
-std::string Age(std::string_view timestamp) {
-  std::optional<Time> t = ParseTime(timestamp);
-  if (!t) return "<unknown>";
-  auto secs = std::chrono::duration_cast<std::chrono::seconds>(RealClock::Get().Now() - *t).count();
-  if (secs < 0) secs = 0;
-  if (secs < 120) return fmt::format("{}s", secs);
-  if (secs < 7200) return fmt::format("{}m", secs / 60);
-  if (secs < 2 * 86400) return fmt::format("{}h", secs / 3600);
-  return fmt::format("{}d", secs / 86400);
-}
+std::string Age(std::string_view timestamp) { return model::Age(timestamp, RealClock::Get().Now()); }
 
 }  // namespace gpuaas::cli

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "fmt/format.h"
+
 namespace gpuaas {
 
 std::vector<std::string_view> SplitAny(std::string_view s, std::string_view seps) {
@@ -59,6 +61,13 @@ bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
 
 bool EndsWithIgnoreCase(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && EqualsIgnoreCase(s.substr(s.size() - suffix.size()), suffix);
+}
+
+std::string FixedMicros(int64_t micros) {
+  const bool negative = micros < 0;
+  const unsigned long long m =
+      negative ? 0ULL - static_cast<unsigned long long>(micros) : static_cast<unsigned long long>(micros);
+  return fmt::format("{}{}.{:06}", negative ? "-" : "", m / 1000000, m % 1000000);
 }
 
 std::optional<int64_t> ParseInt(std::string_view s) {

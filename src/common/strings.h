@@ -25,6 +25,9 @@ bool EndsWithIgnoreCase(std::string_view s, std::string_view suffix);
 // Whole-string integer parse; nullopt on any junk, sign where not allowed, or overflow.
 std::optional<int64_t> ParseInt(std::string_view s);
 
+// Millionths as a decimal with six places: 1234500000 -> "1234.500000", -5 -> "-0.000005".
+std::string FixedMicros(int64_t micros);
+
 // Well-formed UTF-8 (RFC 3629): no overlong forms, surrogates, or code points past U+10FFFF.
 bool IsValidUtf8(std::string_view s);
 

@@ -1,5 +1,7 @@
 #include "api/internal/watch.h"
 
+#include "api/problem.h"
+
 #include "common/log.h"
 #include "fmt/format.h"
 #include "model/codec.h"
@@ -8,10 +10,7 @@
 namespace gpuaas::api::internal {
 
 std::string StatusJson(int code, std::string_view reason, std::string_view message) {
-  return nlohmann::json{{"kind", "Status"},   {"apiVersion", "v1"},       {"metadata", nlohmann::json::object()},
-                        {"status", "Failure"}, {"message", message},       {"reason", reason},
-                        {"code", code}}
-      .dump();
+  return KubernetesStatusJson({code, std::string(reason), std::string(message)});
 }
 
 struct WatchHub::Watcher {
@@ -47,6 +46,11 @@ std::string Line(std::string_view type, const std::string& object_json) {
   return s;
 }
 
+// An event of `r`'s watch: the object as the watch renders it (a Table for kubectl).
+std::string Event(const WatchRequest& r, std::string_view type, const std::string& object_json) {
+  return Line(type, r.render ? r.render(object_json) : object_json);
+}
+
 }  // namespace
 
 WatchHub::WatchHub(store::ObjectCache& cache, std::chrono::milliseconds bookmark_every)
@@ -70,10 +74,10 @@ size_t WatchHub::active() const {
 std::string WatchHub::EventLine(const Watcher& w, const store::CachedObject* before, const store::CachedObject* after) {
   const bool was = before != nullptr && Sees(w.req, *before);
   const bool is = after != nullptr && Sees(w.req, *after);
-  if (is) return Line(was ? "MODIFIED" : "ADDED", after->json);
+  if (is) return Event(w.req, was ? "MODIFIED" : "ADDED", after->json);
   if (!was) return "";
   // Gone, or no longer selected: DELETED, with the object as it is now if it still exists.
-  return Line("DELETED", after != nullptr ? after->json : before->json);
+  return Event(w.req, "DELETED", after != nullptr ? after->json : before->json);
 }
 
 std::string WatchHub::Bookmark(const Watcher& w, int64_t revision) {
@@ -122,7 +126,7 @@ void WatchHub::Start(const std::shared_ptr<Watcher>& w, std::shared_ptr<StreamSi
     // The snapshot may be newer than the last batch fanned out: those changes arrive again as
     // MODIFIED, which is harmless. It is never older.
     for (const auto& obj : snap->items) {
-      if (ok && Sees(w->req, *obj)) ok = w->sink->Write(Line("ADDED", obj->json));
+      if (ok && Sees(w->req, *obj)) ok = w->sink->Write(Event(w->req, "ADDED", obj->json));
     }
   } else {
     int64_t after = *w->req.resource_version;
@@ -147,7 +151,7 @@ void WatchHub::Start(const std::shared_ptr<Watcher>& w, std::shared_ptr<StreamSi
         const char* type = c.type == store::ChangeType::kAdded      ? "ADDED"
                            : c.type == store::ChangeType::kModified ? "MODIFIED"
                                                                     : "DELETED";
-        ok = w->sink->Write(Line(type, c.record.data));
+        ok = w->sink->Write(Event(w->req, type, c.record.data));
         if (!ok) break;
       }
       if (changes->back().revision > upto) break;

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,9 @@ struct WatchRequest {
   std::optional<int64_t> resource_version;  // nullopt or 0: start with the current objects
   bool bookmarks = false;
   std::chrono::seconds timeout{1800};
+  // When set, each event's object JSON is written as this returns it (a Table for kubectl);
+  // called for one watch at a time, in event order.
+  std::function<std::string(const std::string& object_json)> render;
 };
 
 class WatchHub {
