@@ -306,6 +306,11 @@ void FakeKubeApiServer::FailNextPage(int status, int count) {
   for (int i = 0; i < count; ++i) impl_->faults.push_back({status, 0, true});
 }
 
+void FakeKubeApiServer::SetToken(const std::string& token) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->token = token;
+}
+
 void FakeKubeApiServer::HoldWatches() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->held = true;

@@ -32,6 +32,9 @@ class FakeKubeApiServer {
   // only to clients whose certificate that CA signed.
   void UseTls(const std::string& cert_pem, const std::string& key_pem, const std::string& client_ca_pem = "");
 
+  // The bearer token requests must carry from now on (a rotated service account token).
+  void SetToken(const std::string& token);
+
   // Listens on 127.0.0.1: port 0 picks one (the first start); Start again after Stop reuses it.
   void Start();
   // Stops listening and cuts every connection (the API server is down).

@@ -1,11 +1,13 @@
 // The Kubernetes driver against the fake API server (test/fake_kube_apiserver.h), fed with the
 // GPU Operator's recorded node labels: the client, the list-and-watch loop and the inventory the
 // control plane writes from them, through injected faults.
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "cluster/kubernetes/client.h"
+#include "cluster/kubernetes/client_config.h"
 #include "cluster/kubernetes/driver.h"
 #include "cluster/kubernetes/nodes.h"
 #include "controller/control_plane.h"
@@ -137,6 +139,42 @@ TEST(KubernetesClient, ListsPageByPageAndSaysWhatTheServerRefused) {
   c.client_cert_pem = "junk";
   c.client_key_pem = "junk";
   EXPECT_TRUE(absl::IsInvalidArgument(Client::Make(c).status()));
+}
+
+TEST(KubernetesClient, ARotatedTokenFileIsReadAgain) {
+  FakeKubeApiServer api("first");
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  char tmpl[] = "/tmp/gpuaas-token-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/token") << "first\n";
+  // A kubeconfig whose user reads its token from a file, as a projected service account token.
+  const std::string kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                                 "clusters: [{name: k, cluster: {server: '" + api.url() + "'}}]\n"
+                                 "users: [{name: u, user: {tokenFile: token}}]\n"
+                                 "contexts: [{name: c, context: {cluster: k, user: u}}]\n";
+  absl::StatusOr<ClientConfig> c = cluster::kubernetes::ParseKubeconfig(kubeconfig, "", [dir](const std::string& p) -> absl::StatusOr<std::string> {
+    std::ifstream in(dir + "/" + p);
+    if (!in) return absl::NotFoundError(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  });
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::unique_ptr<Client> client = *Client::Make(*c);
+  EXPECT_TRUE(client->Get(kNodes).ok());
+  // The token rotates: the server takes only the new one, and the file has it.
+  api.SetToken("second");
+  std::ofstream(dir + "/token") << "second\n";
+  EXPECT_TRUE(absl::IsUnauthenticated(client->Get(kNodes).status())) << "still the token read a moment ago";
+  EXPECT_TRUE(client->Get(kNodes).ok()) << "a 401 makes the client read the file again";
+  EXPECT_EQ(client->Token(), "second");
+  // A file that cannot be read keeps the last token.
+  std::filesystem::remove(dir + "/token");
+  api.SetToken("third");
+  EXPECT_FALSE(client->Get(kNodes).ok());
+  EXPECT_EQ(client->Token(), "second");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(KubernetesClient, AnExpiredContinueTokenListsFromTheStartOnce) {

@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<cluster::kubernetes::KubernetesDriver>> Kubernete
     if (!yaml.ok()) return yaml.status();
     // Files a kubeconfig names are relative to its own folder, as kubectl reads them.
     const std::filesystem::path dir = std::filesystem::path(source).parent_path();
-    config = k8s::ParseKubeconfig(*yaml, context, [&dir](const std::string& path) {
+    config = k8s::ParseKubeconfig(*yaml, context, [dir](const std::string& path) {
       const std::filesystem::path p(path);
       return ReadWholeFile(p.is_absolute() ? path : (dir / p).string());
     });

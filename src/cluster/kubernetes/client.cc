@@ -9,6 +9,8 @@
 #include <optional>
 
 #include "absl/strings/cord.h"
+#include "common/log.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "httplib.h"
@@ -158,9 +160,11 @@ struct Client::Impl {
   std::string client_cert_pem, client_key_pem;
   std::mutex mu;
   httplib::ClientImpl* watching = nullptr;  // the running watch's connection; guarded by mu
+  std::string token;                        // guarded by mu
+  std::chrono::steady_clock::time_point token_read{};  // guarded by mu; zero: read at next use
 
   std::unique_ptr<httplib::ClientImpl> Connection(const ClientConfig& c, const ClientTimeouts& t,
-                                                  std::chrono::seconds read_timeout) const {
+                                                  std::chrono::seconds read_timeout, const std::string& token) const {
     std::unique_ptr<httplib::ClientImpl> conn;
     if (endpoint.tls) {
       std::unique_ptr<httplib::SSLClient> ssl;
@@ -183,7 +187,7 @@ struct Client::Impl {
     conn->set_connection_timeout(t.connect);
     conn->set_read_timeout(read_timeout);
     conn->set_write_timeout(t.request);
-    if (!c.token.empty()) conn->set_bearer_token_auth(c.token);
+    if (!token.empty()) conn->set_bearer_token_auth(token);
     conn->set_default_headers({{"Accept", "application/json"}, {"User-Agent", "gpuaas"}});
     return conn;
   }
@@ -224,7 +228,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Make(const ClientConfig& config,
 
 absl::StatusOr<std::string> Client::Get(const std::string& path) {
   if (stopped_) return absl::CancelledError("client stopped");
-  std::unique_ptr<httplib::ClientImpl> conn = impl_->Connection(config_, timeouts_, timeouts_.request);
+  std::unique_ptr<httplib::ClientImpl> conn = impl_->Connection(config_, timeouts_, timeouts_.request, Token());
   if (conn == nullptr) return absl::InternalError("cannot make a connection");
   httplib::Result res = conn->Get(impl_->endpoint.base_path + path);
   const std::string what = "GET " + path;
@@ -233,8 +237,32 @@ absl::StatusOr<std::string> Client::Get(const std::string& path) {
     if (res.error() == httplib::Error::SSLServerVerification) detail += ": the server's certificate is not trusted";
     return absl::UnavailableError(fmt::format("{}: {}", what, detail));
   }
+  if (res->status == 401) ExpireToken();
   if (res->status != 200) return HttpError(what, res->status, res->body, res->get_header_value("Retry-After"));
   return std::move(res->body);
+}
+
+std::string Client::Token() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!config_.token_source) return config_.token;
+  const auto now = std::chrono::steady_clock::now();
+  if (impl_->token_read == std::chrono::steady_clock::time_point{} || now - impl_->token_read >= std::chrono::minutes(1)) {
+    absl::StatusOr<std::string> t = config_.token_source();
+    if (t.ok()) {
+      impl_->token = *t;
+    } else {
+      log::Warn("kubernetes {}: the token file cannot be read again, keeping the last token: {}", config_.server,
+                t.status().ToString());
+    }
+    if (impl_->token.empty()) impl_->token = config_.token;
+    impl_->token_read = now;
+  }
+  return impl_->token;
+}
+
+void Client::ExpireToken() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->token_read = {};
 }
 
 absl::StatusOr<ListResult> Client::List(const std::string& path, int page_size) {
@@ -277,7 +305,7 @@ absl::Status Client::Watch(const std::string& path, const std::string& resource_
                            const std::function<bool(const WatchEvent&)>& on_event,
                            const std::function<void()>& on_open) {
   std::unique_ptr<httplib::ClientImpl> conn =
-      impl_->Connection(config_, timeouts_, timeouts_.watch + std::chrono::seconds(30));
+      impl_->Connection(config_, timeouts_, timeouts_.watch + std::chrono::seconds(30), Token());
   if (conn == nullptr) return absl::InternalError("cannot make a connection");
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -337,6 +365,7 @@ absl::Status Client::Watch(const std::string& path, const std::string& resource_
   if (!event_error.ok()) return event_error;
   if (stopped_by_caller) return absl::OkStatus();
   if (stopped_) return absl::CancelledError("client stopped");
+  if (status == 401) ExpireToken();
   if (status != 0 && status != 200) return HttpError(what, status, error_body, retry_after);
   if (!res) {
     // A watch the server ends by closing (its timeout, a restart) is a normal end only when it

@@ -76,11 +76,17 @@ class Client {
   // Ends a running watch and every later one (Cancelled); for shutting down. Thread-safe.
   void Stop();
 
+  // The bearer token requests carry: a token from a file (ClientConfig::token_source) is read
+  // again once a minute and after a 401, as client-go does, so rotated tokens are picked up; a
+  // failed read keeps the last token. Thread-safe.
+  std::string Token();
+
   const ClientConfig& config() const { return config_; }
 
  private:
   struct Impl;
   Client(ClientConfig config, ClientTimeouts timeouts, std::unique_ptr<Impl> impl);
+  void ExpireToken();  // read the token file again at the next request
   ClientConfig config_;
   ClientTimeouts timeouts_;
   std::unique_ptr<Impl> impl_;

@@ -28,6 +28,17 @@ absl::StatusOr<YAML::Node> Named(const YAML::Node& root, const std::string& list
   return absl::InvalidArgumentError(fmt::format("kubeconfig: no {} named \"{}\"", inner, name));
 }
 
+// The token in `path`, read afresh at each call (trimmed; an empty file is an error).
+std::function<absl::StatusOr<std::string>()> TokenFrom(const ReadFile& read, const std::string& path) {
+  return [read, path]() -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::string> t = read(path);
+    if (!t.ok()) return t.status();
+    std::string token(Trim(*t));
+    if (token.empty()) return absl::InvalidArgumentError(fmt::format("{} is empty", path));
+    return token;
+  };
+}
+
 std::string Str(const YAML::Node& m, const char* key) { return m[key] && m[key].IsScalar() ? m[key].as<std::string>() : ""; }
 
 // `<field>-data` (base64) or `<field>` (a file), or "" when neither is given.
@@ -91,9 +102,11 @@ absl::StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, std::string_
     }
     c.token = Str(user, "token");
     if (c.token.empty() && !Str(user, "tokenFile").empty()) {
-      absl::StatusOr<std::string> t = read(Str(user, "tokenFile"));
+      const std::string path = Str(user, "tokenFile");
+      c.token_source = TokenFrom(read, path);
+      absl::StatusOr<std::string> t = c.token_source();
       if (!t.ok()) return absl::InvalidArgumentError(fmt::format("kubeconfig: {}: tokenFile: {}", who, t.status().message()));
-      c.token = std::string(Trim(*t));
+      c.token = *t;
     }
     ASSIGN_OR_RETURN(c.client_cert_pem, DataOrFile(user, "client-certificate", who, read));
     ASSIGN_OR_RETURN(c.client_key_pem, DataOrFile(user, "client-key", who, read));
@@ -117,9 +130,10 @@ absl::StatusOr<ClientConfig> InClusterConfig(const std::function<std::string(con
   // An IPv6 service address goes in brackets.
   c.server = fmt::format("https://{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, port);
   const std::string dir(kServiceAccountDir);
-  absl::StatusOr<std::string> token = read(dir + "/token");
+  c.token_source = TokenFrom(read, dir + "/token");
+  absl::StatusOr<std::string> token = c.token_source();
   if (!token.ok()) return absl::NotFoundError(fmt::format("in a pod without a service account token: {}", token.status().message()));
-  c.token = std::string(Trim(*token));
+  c.token = *token;
   if (absl::StatusOr<std::string> ca = read(dir + "/ca.crt"); ca.ok()) c.ca_pem = *ca;
   if (absl::StatusOr<std::string> ns = read(dir + "/namespace"); ns.ok() && !Trim(*ns).empty()) c.ns = std::string(Trim(*ns));
   return c;

@@ -20,13 +20,17 @@ struct ClientConfig {
   std::string tls_server_name;
   bool insecure_skip_tls_verify = false;
   std::string token;            // bearer token
+  // Where the token came from a file (a kubeconfig's tokenFile, the service account's token):
+  // reads it again, for tokens that rotate (bound service account tokens live an hour). Holds a
+  // copy of the ReadFile given to the parser.
+  std::function<absl::StatusOr<std::string>()> token_source;
   std::string client_cert_pem;  // client certificate and key (both or neither)
   std::string client_key_pem;
   std::string ns = "default";  // the context's namespace
 };
 
 // Reads a file named in a kubeconfig (a relative path is the kubeconfig's folder's business:
-// the caller resolves it).
+// the caller resolves it). Kept in ClientConfig::token_source, so it must own what it captures.
 using ReadFile = std::function<absl::StatusOr<std::string>(const std::string& path)>;
 
 // `context` empty: the kubeconfig's current-context. InvalidArgument naming the field for YAML

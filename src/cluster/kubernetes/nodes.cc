@@ -95,6 +95,22 @@ absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view
     }
   }
   absl::StatusOr<NodeGpus> gpus = ReadNodeLabels(labels);
+  if (!gpus.ok() && absl::IsInvalidArgument(gpus.status())) {
+    // A product the catalogue does not know (a newer GPU): its GPUs are listed without a model,
+    // and the inventory flags the node (Recognized=False) instead of dropping it.
+    auto product = labels.find("nvidia.com/gpu.product");
+    auto count = labels.find("nvidia.com/gpu.count");
+    std::optional<int64_t> n = count == labels.end() ? std::nullopt : ParseInt(count->second);
+    if (product != labels.end() && !catalog::ModelFromProduct(product->second).ok() && n && *n >= 0 && *n <= 64) {
+      NodeGpus unknown;
+      unknown.product = product->second;
+      unknown.gpus = *n;
+      if (auto mem = labels.find("nvidia.com/gpu.memory"); mem != labels.end()) {
+        unknown.memory_mib = ParseInt(mem->second).value_or(0);
+      }
+      gpus = unknown;
+    }
+  }
   if (!gpus.ok()) {
     return absl::Status(gpus.status().code(), fmt::format("node {}: {}", out.name, gpus.status().message()));
   }
@@ -134,14 +150,14 @@ absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view
 
   std::vector<catalog::Layout> layouts;
   const bool mig = gpus->mig_strategy != MigStrategy::kNone && !gpus->mig_devices.empty();
-  if (mig) layouts = SpreadMig(*gpus->model, gpus->gpus, gpus->mig_devices);
+  if (mig && gpus->model != nullptr) layouts = SpreadMig(*gpus->model, gpus->gpus, gpus->mig_devices);
   for (int64_t i = 0; i < gpus->gpus; ++i) {
     ObservedGpu g;
     g.index = static_cast<int>(i);
     g.uuid = DerivedGpuUuid(cluster, out.name, g.index);
-    g.memory_mib = gpus->memory_mib > 0 ? gpus->memory_mib : int64_t{gpus->model->memory_gb} * 1024;
+    g.memory_mib = gpus->memory_mib > 0 || gpus->model == nullptr ? gpus->memory_mib : int64_t{gpus->model->memory_gb} * 1024;
     g.healthy = i < gpus->gpus - unhealthy;
-    if (mig && !layouts[static_cast<size_t>(i)].empty()) {
+    if (!layouts.empty() && !layouts[static_cast<size_t>(i)].empty()) {
       g.mig_enabled = true;
       for (const catalog::Instance& inst : layouts[static_cast<size_t>(i)]) {
         g.mig_instances.push_back({std::string(inst.profile->name), inst.start, inst.profile->memory_slices,

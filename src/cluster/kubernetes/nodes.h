@@ -21,7 +21,8 @@ namespace gpuaas::cluster::kubernetes {
 
 // A Node's JSON (text) as an ObservedNode of cluster `cluster`. NotFound for a node without GPU
 // labels (not a GPU node, or GFD has not labelled it yet); InvalidArgument, naming the node and
-// the field, for JSON that is not a Node or labels node_labels.h refuses.
+// the field, for JSON that is not a Node or labels node_labels.h refuses. A product the catalogue
+// does not know is not refused: its GPUs come without MIG, and the inventory flags the node.
 absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json);
 
 // The GPU UUID given to GPU `index` of `node` when nothing names the device itself.

@@ -94,10 +94,22 @@ TEST(KubernetesNodes, NodesWithoutGpusAndObjectsThatAreNotNodes) {
   EXPECT_TRUE(absl::IsNotFound(ReadNode("lab", Node("cpu-only", {{"kubernetes.io/os", "linux"}}).dump()).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ReadNode("lab", "{\"kind\":\"Node\"}").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ReadNode("lab", "not json").status()));
-  absl::StatusOr<ObservedNode> unknown =
-      ReadNode("lab", Node("odd", {{"nvidia.com/gpu.product", "NVIDIA-Quantum-9000"}, {"nvidia.com/gpu.count", "1"}}).dump());
-  ASSERT_TRUE(absl::IsInvalidArgument(unknown.status()));
-  EXPECT_NE(unknown.status().message().find("node odd"), std::string_view::npos) << unknown.status();
+  // A GPU the catalogue does not know is listed (the inventory flags its node), not dropped.
+  absl::StatusOr<ObservedNode> unknown = ReadNode(
+      "lab", Node("odd", {{"nvidia.com/gpu.product", "NVIDIA-Quantum-9000"}, {"nvidia.com/gpu.count", "2"},
+                          {"nvidia.com/gpu.memory", "200000"}, {"nvidia.com/mig.strategy", "mixed"},
+                          {"nvidia.com/mig-1g.10gb.count", "4"}})
+                 .dump());
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->gpu_product, "NVIDIA-Quantum-9000");
+  ASSERT_EQ(unknown->gpus.size(), 2u);
+  EXPECT_EQ(unknown->gpus[0].memory_mib, 200000);
+  EXPECT_FALSE(unknown->gpus[0].mig_enabled) << "no geometry to place instances with";
+  // Labels that are wrong for a known product are refused, naming the node.
+  absl::StatusOr<ObservedNode> bad =
+      ReadNode("lab", Node("bad", {{"nvidia.com/gpu.product", "NVIDIA-H200"}, {"nvidia.com/gpu.count", "many"}}).dump());
+  ASSERT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(bad.status().message().find("node bad"), std::string_view::npos) << bad.status();
 }
 
 }  // namespace
