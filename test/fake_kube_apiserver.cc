@@ -47,6 +47,7 @@ struct FakeKubeApiServer::Impl {
     int status;
     int retry_after_s;
     bool pages_only;
+    std::string path;  // empty: any
   };
 
   std::string token;
@@ -78,7 +79,9 @@ struct FakeKubeApiServer::Impl {
   // A fault to answer with, if one is queued; under mu.
   bool TakeFault(const httplib::Request& req, httplib::Response& res) {
     auto it = std::find_if(faults.begin(), faults.end(),
-                           [&](const Fault& f) { return !f.pages_only || req.has_param("continue"); });
+                           [&](const Fault& f) {
+                             return (!f.pages_only || req.has_param("continue")) && (f.path.empty() || req.path == f.path);
+                           });
     if (it == faults.end()) return false;
     const Fault f = *it;
     faults.erase(it);
@@ -296,14 +299,14 @@ std::string FakeKubeApiServer::resource_version() const {
   return std::to_string(impl_->rv);
 }
 
-void FakeKubeApiServer::FailNext(int status, int count, int retry_after_s) {
+void FakeKubeApiServer::FailNext(int status, int count, int retry_after_s, const std::string& path) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  for (int i = 0; i < count; ++i) impl_->faults.push_back({status, retry_after_s, false});
+  for (int i = 0; i < count; ++i) impl_->faults.push_back({status, retry_after_s, false, path});
 }
 
 void FakeKubeApiServer::FailNextPage(int status, int count) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  for (int i = 0; i < count; ++i) impl_->faults.push_back({status, 0, true});
+  for (int i = 0; i < count; ++i) impl_->faults.push_back({status, 0, true, ""});
 }
 
 void FakeKubeApiServer::SetToken(const std::string& token) {

@@ -51,9 +51,9 @@ class FakeKubeApiServer {
   void Compact();
   std::string resource_version() const;
 
-  // The next `count` requests (any path) are answered with `status` (a Status body; 429 carries
-  // Retry-After: `retry_after_s`).
-  void FailNext(int status, int count = 1, int retry_after_s = 0);
+  // The next `count` requests (of collection `path`, or any when empty) are answered with
+  // `status` (a Status body; 429 carries Retry-After: `retry_after_s`).
+  void FailNext(int status, int count = 1, int retry_after_s = 0, const std::string& path = "");
   // Likewise, for the next `count` requests of a list's later pages (with a continue token).
   void FailNextPage(int status, int count = 1);
   // Running watches deliver nothing until DropWatches (so that they miss what happens meanwhile).

@@ -293,6 +293,17 @@ class KubernetesDriverTest : public ::testing::Test {
     return r != nullptr && r->status == model::ConditionStatus::kTrue;
   }
   int64_t Gpus(const std::string& cluster) { return static_cast<int64_t>(All<model::GpuCapacity>(cluster).size()); }
+  // The store's revision once the controllers are done writing (health writes its verdicts
+  // after the inventory's writes): unchanged for 300 ms.
+  int64_t Settled() {
+    int64_t before = -1, now = store_->Revision();
+    while (before != now) {
+      before = now;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      now = store_->Revision();
+    }
+    return now;
+  }
 
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::ObjectCache> cache_;
@@ -359,7 +370,7 @@ TEST_F(KubernetesDriverTest, WatchedChangesReachTheInventoryWithoutListingAgain)
   ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; })) << Gpus("lab");
 
   // A heartbeat (status only, same GPUs) is not a change the inventory hears of.
-  const int64_t revision = store_->Revision();
+  const int64_t revision = Settled();
   json beat = cordoned;
   beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-12-03T10:00:00Z";
   api.Put(kNodes, "Node", beat.dump());
@@ -368,6 +379,50 @@ TEST_F(KubernetesDriverTest, WatchedChangesReachTheInventoryWithoutListingAgain)
 
   ASSERT_TRUE(Eventually([&] { return !drivers_[0]->node_stats().resource_version.empty(); }));
   EXPECT_EQ(drivers_[0]->node_stats().lists, 1) << "every change came through the watch";
+}
+
+// A pod as the API server has it: bound to `node`, in `phase`, its container limited to `limits`.
+std::string PodJson(const std::string& name, const std::string& node, const std::string& phase, const json& limits) {
+  return json{{"metadata", {{"name", name}, {"namespace", "vision"}}},
+              {"spec", {{"nodeName", node}, {"containers", {{{"name", "main"}, {"resources", {{"limits", limits}}}}}}}},
+              {"status", {{"phase", phase}}}}
+      .dump();
+}
+
+TEST_F(KubernetesDriverTest, GpuPodsMarkTheirDevicesInUseUntilTheyFinish) {
+  constexpr char kPods[] = "/api/v1/pods";
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  api.Put(kNodes, "Node", MigNode("mig-node"));
+  api.Put(kPods, "Pod", PodJson("train-0", "h200-a", "Running", {{"nvidia.com/gpu", "2"}, {"cpu", "8"}}));
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  auto allocated = [&](const std::string& node, const std::string& profile) {
+    for (const model::SpecAndCount& s : All<model::SpecAndCount>("lab")) {
+      if (s.spec.node == "lab." + node && s.spec.profile == profile) return s.status.allocated;
+    }
+    return int64_t{-1};
+  };
+  ASSERT_TRUE(Eventually([&] { return allocated("h200-a", "full") == 2; })) << allocated("h200-a", "full");
+  int in_use = 0;
+  for (const model::GpuCapacity& g : All<model::GpuCapacity>("lab")) in_use += g.status.allocated ? 1 : 0;
+  EXPECT_EQ(in_use, 2);
+
+  // A MIG pod takes an instance of its profile; a pending pod with no node and a CPU pod take nothing.
+  api.Put(kPods, "Pod", PodJson("infer-0", "mig-node", "Running", {{"nvidia.com/mig-1g.10gb", "1"}}));
+  api.Put(kPods, "Pod", PodJson("queued", "", "Pending", {{"nvidia.com/gpu", "1"}}));
+  ASSERT_TRUE(Eventually([&] { return allocated("mig-node", "1g.10gb") == 1; }));
+  const int64_t revision = Settled();
+  api.Put(kPods, "Pod", PodJson("web", "h200-a", "Running", {{"cpu", "1"}}));
+  ASSERT_TRUE(Eventually([&] { return drivers_[0]->pod_stats().resource_version == api.resource_version(); }));
+  EXPECT_EQ(store_->Revision(), revision) << "pods without GPUs change nothing";
+  EXPECT_EQ(allocated("h200-a", "full"), 2);
+
+  // Finished or deleted pods give their devices back.
+  api.Put(kPods, "Pod", PodJson("train-0", "h200-a", "Succeeded", {{"nvidia.com/gpu", "2"}}));
+  api.Delete(kPods, "infer-0");
+  ASSERT_TRUE(Eventually([&] { return allocated("h200-a", "full") == 0 && allocated("mig-node", "1g.10gb") == 0; }));
 }
 
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {
@@ -388,8 +443,8 @@ TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheSer
   ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 10; })) << Gpus("lab");
 
   // 429s and 500s: retried with backoff until the server answers again.
-  api.FailNext(429, 2, /*retry_after_s=*/1);
-  api.FailNext(500, 3);
+  api.FailNext(429, 2, /*retry_after_s=*/1, kNodes);
+  api.FailNext(500, 3, 0, kNodes);
   api.DropWatches();
   api.Put(kNodes, "Node", H200Node("h200-c", 1));
   ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 11; })) << Gpus("lab");

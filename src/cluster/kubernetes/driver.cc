@@ -22,20 +22,65 @@ absl::StatusOr<std::unique_ptr<KubernetesDriver>> KubernetesDriver::Make(std::st
                                                                          DriverOptions options) {
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Make(config, options.timeouts);
   if (!client.ok()) return client.status();
-  return std::unique_ptr<KubernetesDriver>(new KubernetesDriver(std::move(name), std::move(options), std::move(*client)));
+  absl::StatusOr<std::unique_ptr<Client>> pods_client = Client::Make(config, options.timeouts);
+  if (!pods_client.ok()) return pods_client.status();
+  return std::unique_ptr<KubernetesDriver>(
+      new KubernetesDriver(std::move(name), std::move(options), std::move(*client), std::move(*pods_client)));
 }
 
-KubernetesDriver::KubernetesDriver(std::string name, DriverOptions options, std::unique_ptr<Client> client)
-    : name_(std::move(name)), options_(std::move(options)), client_(std::move(client)) {
+KubernetesDriver::KubernetesDriver(std::string name, DriverOptions options, std::unique_ptr<Client> client,
+                                   std::unique_ptr<Client> pods_client)
+    : name_(std::move(name)), options_(std::move(options)), client_(std::move(client)),
+      pods_client_(std::move(pods_client)) {
   nodes_reflector_ = std::make_unique<Reflector>(
       *client_, "/api/v1/nodes", [this](const ListResult& l) { ReplaceNodes(l); },
       [this](const WatchEvent& e) { ApplyNode(e); }, [this] { Changed(); }, options_.backoff);
+  pods_reflector_ = std::make_unique<Reflector>(
+      *pods_client_, "/api/v1/pods", [this](const ListResult& l) { ReplacePods(l); },
+      [this](const WatchEvent& e) { ApplyPod(e); }, [this] { Changed(); }, options_.backoff);
 }
 
 KubernetesDriver::~KubernetesDriver() { Stop(); }
 
-void KubernetesDriver::Start() { nodes_reflector_->Start(); }
-void KubernetesDriver::Stop() { nodes_reflector_->Stop(); }
+void KubernetesDriver::Start() {
+  nodes_reflector_->Start();
+  pods_reflector_->Start();
+}
+
+void KubernetesDriver::Stop() {
+  nodes_reflector_->Stop();
+  pods_reflector_->Stop();
+}
+
+bool KubernetesDriver::PutPod(const std::string& json, bool deleted) {
+  absl::StatusOr<PodGpus> pod = ReadPod(json);
+  if (!pod.ok()) return false;
+  auto it = pods_.find(pod->key);
+  if (deleted || !pod->active || pod->devices.empty()) {
+    if (it == pods_.end()) return false;
+    pods_.erase(it);
+    return true;
+  }
+  if (it != pods_.end() && it->second == *pod) return false;
+  pods_[pod->key] = std::move(*pod);
+  return true;
+}
+
+void KubernetesDriver::ReplacePods(const ListResult& list) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pods_.clear();
+  for (const std::string& item : list.items) PutPod(item, false);
+  // The reflector tells (on_state) once the list is its synced state.
+}
+
+void KubernetesDriver::ApplyPod(const WatchEvent& event) {
+  bool changed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    changed = PutPod(event.object, event.type == "DELETED");
+  }
+  if (changed) Changed();
+}
 
 bool KubernetesDriver::PutNode(const std::string& json) {
   const std::string node = NameOf(json);
@@ -96,20 +141,28 @@ void KubernetesDriver::Changed() {
 }
 
 absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
-  const ReflectorStats s = nodes_reflector_->stats();
-  if (!s.synced) {
-    return absl::UnavailableError(s.last_error.empty() ? "nodes not listed yet"
-                                                       : fmt::format("nodes not listed yet: {}", s.last_error));
+  for (const auto& [what, s] : {std::pair{"nodes", nodes_reflector_->stats()}, std::pair{"pods", pods_reflector_->stats()}}) {
+    if (!s.synced) {
+      return absl::UnavailableError(s.last_error.empty() ? fmt::format("{} not listed yet", what)
+                                                         : fmt::format("{} not listed yet: {}", what, s.last_error));
+    }
+    if (!s.last_error.empty()) return absl::UnavailableError(s.last_error);
   }
-  if (!s.last_error.empty()) return absl::UnavailableError(s.last_error);
   ObservedCluster c;
   c.name = name_;
   c.display_name = options_.display_name.empty() ? name_ : options_.display_name;
   c.region = options_.region;
   c.driver = "kubernetes";
   std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::map<std::string, int64_t>> held;  // node -> resource -> devices
+  for (const auto& [key, pod] : pods_) {
+    for (const auto& [resource, n] : pod.devices) held[pod.node][resource] += n;
+  }
   c.nodes.reserve(nodes_.size());
-  for (const auto& [n, node] : nodes_) c.nodes.push_back(node);
+  for (const auto& [n, node] : nodes_) {
+    c.nodes.push_back(node);
+    if (auto h = held.find(n); h != held.end()) MarkInUse(h->second, c.nodes.back());
+  }
   return c;
 }
 

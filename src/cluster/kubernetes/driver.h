@@ -1,11 +1,12 @@
-// The Kubernetes cluster driver: one registered cluster seen through its API server. A reflector
-// lists and watches the cluster's Nodes; each GPU node is decoded once per change (nodes.h) and
-// kept, so that Observe answers from memory and the inventory controller is told of a change only
-// when a node's GPUs, schedulability or capacity changed (not on every status heartbeat).
+// The Kubernetes cluster driver: one registered cluster seen through its API server. Reflectors
+// list and watch the cluster's Nodes and Pods; each GPU node and each pod holding nvidia.com/
+// devices is decoded once per change (nodes.h) and kept, so that Observe answers from memory and
+// the inventory controller is told of a change only when a node's GPUs, schedulability,
+// capacity or devices in use changed (not on every status heartbeat or pod without GPUs).
 // Layer 7 of docs/architecture.md, beside the simulated driver.
 //
 // Not yet: MIG layouts through the MIG manager (ApplyMigLayout answers Unimplemented), pods as
-// workloads, ResourceSlices. docs/kubernetes.md keeps the list.
+// Profiles, ResourceSlices. docs/kubernetes.md keeps the list.
 #ifndef GPUAAS_CLUSTER_KUBERNETES_DRIVER_H_
 #define GPUAAS_CLUSTER_KUBERNETES_DRIVER_H_
 
@@ -18,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "cluster/driver.h"
 #include "cluster/kubernetes/client.h"
+#include "cluster/kubernetes/nodes.h"
 #include "cluster/kubernetes/reflector.h"
 
 namespace gpuaas::cluster::kubernetes {
@@ -53,13 +55,19 @@ class KubernetesDriver final : public ClusterDriver {
   MigState NodeMigState(const std::string& node) override;
 
   ReflectorStats node_stats() const { return nodes_reflector_->stats(); }
+  ReflectorStats pod_stats() const { return pods_reflector_->stats(); }
   // Nodes whose GPU labels were refused (by name, with the reason); they are left out.
   std::map<std::string, std::string> refused_nodes() const;
 
  private:
-  KubernetesDriver(std::string name, DriverOptions options, std::unique_ptr<Client> client);
+  KubernetesDriver(std::string name, DriverOptions options, std::unique_ptr<Client> client,
+                   std::unique_ptr<Client> pods_client);
   void ReplaceNodes(const ListResult& list);
   void ApplyNode(const WatchEvent& event);
+  void ReplacePods(const ListResult& list);
+  void ApplyPod(const WatchEvent& event);
+  // Keeps (or forgets) one pod's GPU devices; true when a node's devices in use changed.
+  bool PutPod(const std::string& json, bool deleted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decodes one Node into nodes_ (or drops it); true when what Observe reports changed.
   bool PutNode(const std::string& json) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed();
@@ -67,10 +75,13 @@ class KubernetesDriver final : public ClusterDriver {
   const std::string name_;
   const DriverOptions options_;
   std::unique_ptr<Client> client_;
+  std::unique_ptr<Client> pods_client_;  // a watch at a time per client: the pods have their own
   std::unique_ptr<Reflector> nodes_reflector_;
+  std::unique_ptr<Reflector> pods_reflector_;
   mutable std::mutex mu_;
   std::map<std::string, ObservedNode> nodes_ ABSL_GUARDED_BY(mu_);   // GPU nodes by name
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // node -> why
+  std::map<std::string, PodGpus> pods_ ABSL_GUARDED_BY(mu_);         // active pods with GPU devices
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
 };
 

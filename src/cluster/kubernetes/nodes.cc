@@ -76,6 +76,60 @@ std::vector<catalog::Layout> SpreadMig(const catalog::GpuModel& model, int64_t g
 
 }  // namespace
 
+absl::StatusOr<PodGpus> ReadPod(std::string_view pod_json) {
+  const json p = json::parse(pod_json, nullptr, false);
+  if (!p.is_object() || !p.contains("metadata") || !p["metadata"].is_object() || !p["metadata"].contains("name")) {
+    return absl::InvalidArgumentError("pod: not a Pod object (no metadata.name)");
+  }
+  PodGpus out;
+  const json& meta = p["metadata"];
+  out.key = fmt::format("{}/{}", meta.value("namespace", ""), meta.value("name", ""));
+  const json spec = p.value("spec", json::object());
+  const json status = p.value("status", json::object());
+  out.node = spec.is_object() ? spec.value("nodeName", "") : "";
+  const std::string phase = status.is_object() ? status.value("phase", "") : "";
+  out.active = !out.node.empty() && phase != "Succeeded" && phase != "Failed";
+  if (!spec.is_object() || !spec.contains("containers") || !spec["containers"].is_array()) return out;
+  for (const json& c : spec["containers"]) {
+    if (!c.is_object()) continue;
+    const json resources = c.value("resources", json::object());
+    const json limits = resources.is_object() ? resources.value("limits", json::object()) : json::object();
+    if (!limits.is_object()) continue;
+    for (const auto& [name, value] : limits.items()) {
+      if (!name.starts_with("nvidia.com/") || !value.is_string()) continue;
+      std::optional<int64_t> n = Quantity(value.get<std::string>());
+      if (n && *n > 0) out.devices[name] += *n;
+    }
+  }
+  return out;
+}
+
+void MarkInUse(const std::map<std::string, int64_t>& held, ObservedNode& node) {
+  for (const auto& [resource, count] : held) {
+    int64_t left = count;
+    if (resource == "nvidia.com/gpu") {
+      for (ObservedGpu& g : node.gpus) {
+        if (left == 0) break;
+        if (!g.mig_enabled && !g.in_use) {
+          g.in_use = true;
+          --left;
+        }
+      }
+      continue;
+    }
+    if (!resource.starts_with("nvidia.com/mig-")) continue;
+    for (ObservedGpu& g : node.gpus) {
+      for (ObservedMigInstance& mi : g.mig_instances) {
+        if (left == 0) break;
+        if (catalog::ResourceName(mi.profile) == resource && !mi.in_use) {
+          mi.in_use = true;
+          --left;
+        }
+      }
+    }
+  }
+}
+
 std::string DerivedGpuUuid(std::string_view cluster, std::string_view node, int index) {
   return "GPU-" + StableUuid(fmt::format("kubernetes/{}/{}/{}", cluster, node, index));
 }

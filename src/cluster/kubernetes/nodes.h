@@ -11,6 +11,8 @@
 #ifndef GPUAAS_CLUSTER_KUBERNETES_NODES_H_
 #define GPUAAS_CLUSTER_KUBERNETES_NODES_H_
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -24,6 +26,25 @@ namespace gpuaas::cluster::kubernetes {
 // the field, for JSON that is not a Node or labels node_labels.h refuses. A product the catalogue
 // does not know is not refused: its GPUs come without MIG, and the inventory flags the node.
 absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json);
+
+// What a pod holds of a node's GPUs: the nvidia.com/ resources of its containers (extended
+// resources are asked for in limits), while it is bound to a node and not finished.
+struct PodGpus {
+  std::string key;   // namespace/name
+  std::string node;  // spec.nodeName; empty while unscheduled
+  bool active = false;  // bound and neither Succeeded nor Failed
+  std::map<std::string, int64_t> devices;  // "nvidia.com/gpu", "nvidia.com/mig-3g.71gb" -> count
+  friend bool operator==(const PodGpus&, const PodGpus&) = default;
+};
+
+// A Pod's JSON (text). InvalidArgument for JSON that is not a Pod.
+absl::StatusOr<PodGpus> ReadPod(std::string_view pod_json);
+
+// Marks the devices `held` (resource -> count, as PodGpus sums them over a node's pods) as in
+// use on `node`: whole GPUs for nvidia.com/gpu, instances of the profile for nvidia.com/mig-*.
+// Which device a pod holds the API does not say (the node agent's PodResources does): the first
+// free ones in index and placement order are marked.
+void MarkInUse(const std::map<std::string, int64_t>& held, ObservedNode& node);
 
 // The GPU UUID given to GPU `index` of `node` when nothing names the device itself.
 std::string DerivedGpuUuid(std::string_view cluster, std::string_view node, int index);

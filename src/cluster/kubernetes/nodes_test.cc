@@ -90,6 +90,42 @@ TEST(KubernetesNodes, FullGpusCordonsAndDevicesThePluginHoldsBack) {
   EXPECT_NE(DerivedGpuUuid("lab", "h200-a", 0), DerivedGpuUuid("prod", "h200-a", 0));
 }
 
+TEST(KubernetesPods, DevicesOfBoundUnfinishedPodsAreMarkedInUse) {
+  const json pod = {{"metadata", {{"name", "p"}, {"namespace", "vision"}}},
+                    {"spec",
+                     {{"nodeName", "n1"},
+                      {"containers",
+                       {{{"resources", {{"limits", {{"nvidia.com/gpu", "1"}, {"cpu", "4"}}}}}},
+                        {{"resources", {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/mig-1g.10gb", "2"}}}}}}}}}},
+                    {"status", {{"phase", "Running"}}}};
+  absl::StatusOr<PodGpus> p = ReadPod(pod.dump());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->key, "vision/p");
+  EXPECT_TRUE(p->active);
+  EXPECT_EQ(p->devices, (std::map<std::string, int64_t>{{"nvidia.com/gpu", 2}, {"nvidia.com/mig-1g.10gb", 2}}));
+  json done = pod;
+  done["status"]["phase"] = "Succeeded";
+  EXPECT_FALSE(ReadPod(done.dump())->active);
+  json unbound = pod;
+  unbound["spec"].erase("nodeName");
+  EXPECT_FALSE(ReadPod(unbound.dump())->active);
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadPod("{}").status()));
+
+  ObservedNode node = *ReadNode("lab", Node("mig-node", MixedNodeLabels()).dump());
+  ObservedGpu full;  // and one whole GPU beside the MIG one
+  full.uuid = "GPU-x";
+  node.gpus.push_back(full);
+  MarkInUse({{"nvidia.com/gpu", 1}, {"nvidia.com/mig-1g.10gb", 2}, {"nvidia.com/mig-3g.40gb", 5}}, node);
+  EXPECT_TRUE(node.gpus[1].in_use);
+  int small = 0, large = 0;
+  for (const ObservedMigInstance& mi : node.gpus[0].mig_instances) {
+    small += mi.in_use && mi.profile == "1g.10gb" ? 1 : 0;
+    large += mi.in_use && mi.profile == "3g.40gb" ? 1 : 0;
+  }
+  EXPECT_EQ(small, 2);
+  EXPECT_EQ(large, 1) << "no more than the node has";
+}
+
 TEST(KubernetesNodes, NodesWithoutGpusAndObjectsThatAreNotNodes) {
   EXPECT_TRUE(absl::IsNotFound(ReadNode("lab", Node("cpu-only", {{"kubernetes.io/os", "linux"}}).dump()).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ReadNode("lab", "{\"kind\":\"Node\"}").status()));
