@@ -66,6 +66,7 @@ struct FakeKubeApiServer::Impl {
   int watches = 0;
   int port = 0;
   std::vector<Request> log;
+  std::vector<Write> writes;
   std::unique_ptr<httplib::Server> server;
   std::thread thread;
   std::string tls_dir;  // cert.pem, key.pem[, client-ca.pem] when serving HTTPS
@@ -125,6 +126,73 @@ struct FakeKubeApiServer::Impl {
     }
     if (offset + limit < items.size()) out["metadata"]["continue"] = std::to_string(offset + limit) + "/" + list_rv;
     res.set_content(out.dump(), "application/json");
+  }
+
+  // Stores `obj` at a new version under collection `path`; under mu.
+  json Store(const std::string& path, json obj, const std::string& kind) {
+    const std::string name = obj["metadata"]["name"].get<std::string>();
+    obj["kind"] = kind;
+    obj["apiVersion"] = "v1";
+    obj["metadata"]["resourceVersion"] = std::to_string(++rv);
+    const bool existed = collections[path].count(name) > 0;
+    collections[path][name] = obj;
+    if (kinds[path].empty()) kinds[path] = kind;
+    Record(rv, path, existed ? "MODIFIED" : "ADDED", obj);
+    return obj;
+  }
+
+  static std::string KindOf(const std::string& path) {
+    if (path.ends_with("/configmaps")) return "ConfigMap";
+    if (path.ends_with("/nodes")) return "Node";
+    if (path.ends_with("/pods")) return "Pod";
+    return "Object";
+  }
+
+  void Fail(httplib::Response& res, int code, const std::string& message) {
+    res.status = code;
+    res.set_content(StatusBody(code, Reason(code), message).dump(), "application/json");
+  }
+
+  void One(const httplib::Request& req, httplib::Response& res) {
+    const std::string path = req.matches[1].str(), name = req.matches[2].str();
+    std::lock_guard<std::mutex> lock(mu);
+    if (TakeFault(req, res)) return;
+    auto it = collections[path].find(name);
+    if (it == collections[path].end()) return Fail(res, 404, KindOf(path) + " \"" + name + "\" not found");
+    if (req.method == "GET") {
+      res.set_content(it->second.dump(), "application/json");
+      return;
+    }
+    writes.push_back({req.method, req.path, req.body});
+    json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object()) return Fail(res, 400, "not JSON");
+    json obj;
+    if (req.method == "PUT") {
+      if (body["metadata"].value("resourceVersion", "") != it->second["metadata"]["resourceVersion"]) {
+        return Fail(res, 409, "the object has been modified; please apply your changes to the latest version");
+      }
+      obj = body;
+    } else {  // PATCH, a JSON merge patch (RFC 7386)
+      if (req.get_header_value("Content-Type") != "application/merge-patch+json") return Fail(res, 415, "unsupported patch");
+      obj = it->second;
+      obj.merge_patch(body);
+    }
+    obj["metadata"]["name"] = name;
+    res.set_content(Store(path, obj, it->second.value("kind", KindOf(path))).dump(), "application/json");
+  }
+
+  void Create(const httplib::Request& req, httplib::Response& res) {
+    const std::string path = req.matches[1].str();
+    std::lock_guard<std::mutex> lock(mu);
+    if (TakeFault(req, res)) return;
+    writes.push_back({req.method, req.path, req.body});
+    json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body["metadata"].is_object() || !body["metadata"]["name"].is_string()) {
+      return Fail(res, 400, "no metadata.name");
+    }
+    if (collections[path].count(body["metadata"]["name"].get<std::string>())) return Fail(res, 409, "already exists");
+    res.status = 201;
+    res.set_content(Store(path, body, KindOf(path)).dump(), "application/json");
   }
 
   void Watch(const std::string& path, const httplib::Request& req, httplib::Response& res) {
@@ -216,14 +284,27 @@ void FakeKubeApiServer::Start() {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  m.server->Get(R"(/api/v1/([a-z]+))", [&m](const httplib::Request& req, httplib::Response& res) {
-    const std::string path = "/api/v1/" + req.matches[1].str();
+  auto collection = [&m](const std::string& path, const httplib::Request& req, httplib::Response& res) {
     if (req.get_param_value("watch") == "1") {
       m.Watch(path, req, res);
     } else {
       m.List(path, req, res);
     }
+  };
+  m.server->Get(R"(/api/v1/([a-z]+))", [collection](const httplib::Request& req, httplib::Response& res) {
+    collection("/api/v1/" + req.matches[1].str(), req, res);
   });
+  m.server->Get(R"(/api/v1/namespaces/([a-z0-9-]+)/([a-z]+))",
+                [collection](const httplib::Request& req, httplib::Response& res) {
+                  collection("/api/v1/namespaces/" + req.matches[1].str() + "/" + req.matches[2].str(), req, res);
+                });
+  // One object: /api/v1/nodes/NAME, /api/v1/namespaces/NS/configmaps/NAME.
+  const std::string object = R"((/api/v1/(?:namespaces/[a-z0-9-]+/)?[a-z]+)/([a-z0-9.-]+))";
+  m.server->Get(object, [&m](const httplib::Request& req, httplib::Response& res) { m.One(req, res); });
+  m.server->Put(object, [&m](const httplib::Request& req, httplib::Response& res) { m.One(req, res); });
+  m.server->Patch(object, [&m](const httplib::Request& req, httplib::Response& res) { m.One(req, res); });
+  m.server->Post(R"((/api/v1/(?:namespaces/[a-z0-9-]+/)?[a-z]+))",
+                 [&m](const httplib::Request& req, httplib::Response& res) { m.Create(req, res); });
   if (m.port == 0) {
     m.port = m.server->bind_to_any_port("127.0.0.1");
   } else {
@@ -264,16 +345,22 @@ void FakeKubeApiServer::UseTls(const std::string& cert_pem, const std::string& k
 
 void FakeKubeApiServer::Put(const std::string& path, const std::string& kind, const std::string& object_json) {
   Impl& m = *impl_;
-  json obj = json::parse(object_json);
   std::lock_guard<std::mutex> lock(m.mu);
   m.kinds[path] = kind;
-  const std::string name = obj["metadata"]["name"].get<std::string>();
-  obj["kind"] = kind;
-  obj["apiVersion"] = "v1";
-  obj["metadata"]["resourceVersion"] = std::to_string(++m.rv);
-  const bool existed = m.collections[path].count(name) > 0;
-  m.collections[path][name] = obj;
-  m.Record(m.rv, path, existed ? "MODIFIED" : "ADDED", obj);
+  m.Store(path, json::parse(object_json), kind);
+}
+
+std::vector<FakeKubeApiServer::Write> FakeKubeApiServer::writes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->writes;
+}
+
+std::string FakeKubeApiServer::Get(const std::string& path, const std::string& name) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto c = impl_->collections.find(path);
+  if (c == impl_->collections.end()) return "";
+  auto it = c->second.find(name);
+  return it == c->second.end() ? "" : it->second.dump();
 }
 
 void FakeKubeApiServer::Delete(const std::string& path, const std::string& name) {

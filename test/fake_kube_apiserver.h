@@ -5,7 +5,9 @@
 // timeoutSeconds), an ERROR event with 410 for a version older than what it keeps, and bearer
 // token checks. Faults are injected on purpose: answers with a status (409, 410, 429 with
 // Retry-After, 500) for the next requests, dropped watch connections, and the whole server going
-// away and coming back on the same port.
+// away and coming back on the same port. Writes: objects are created (POST, 409 when they
+// exist), replaced (PUT, 409 when the body's resourceVersion is not the stored one) and merge-
+// patched (PATCH); each is logged.
 #ifndef GPUAAS_TEST_FAKE_KUBE_APISERVER_H_
 #define GPUAAS_TEST_FAKE_KUBE_APISERVER_H_
 
@@ -62,6 +64,16 @@ class FakeKubeApiServer {
   void DropWatches();
   // BOOKMARK events every `ms` on watches that ask for them (0: none).
   void SetBookmarkInterval(int ms);
+
+  // A write it took (POST, PUT, PATCH), in order.
+  struct Write {
+    std::string method;
+    std::string path;
+    std::string body;
+  };
+  std::vector<Write> writes() const;
+  // The object `name` of collection `path` as stored (JSON), or "" when there is none.
+  std::string Get(const std::string& path, const std::string& name) const;
 
   std::vector<Request> requests() const;
   int running_watches() const;

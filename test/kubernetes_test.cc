@@ -9,7 +9,10 @@
 #include "cluster/kubernetes/client.h"
 #include "cluster/kubernetes/client_config.h"
 #include "cluster/kubernetes/driver.h"
+#include "cluster/kubernetes/mig_config.h"
 #include "cluster/kubernetes/nodes.h"
+#include "common/status.h"
+#include "common/strings.h"
 #include "controller/control_plane.h"
 #include "gtest/gtest.h"
 #include "model/fleet.h"
@@ -423,6 +426,128 @@ TEST_F(KubernetesDriverTest, GpuPodsMarkTheirDevicesInUseUntilTheyFinish) {
   api.Put(kPods, "Pod", PodJson("train-0", "h200-a", "Succeeded", {{"nvidia.com/gpu", "2"}}));
   api.Delete(kPods, "infer-0");
   ASSERT_TRUE(Eventually([&] { return allocated("h200-a", "full") == 0 && allocated("mig-node", "1g.10gb") == 0; }));
+}
+
+// The MIG manager, played by the test: takes the node's asked config (pending), then reports
+// `outcome`; on success GFD relabels the node with the config's device counts.
+void PlayMigManager(FakeKubeApiServer& api, const std::string& node, const std::string& outcome) {
+  json n = json::parse(api.Get(kNodes, node));
+  const std::string config = n["metadata"]["labels"]["nvidia.com/mig.config"];
+  n["metadata"]["labels"]["nvidia.com/mig.config.state"] = "pending";
+  api.Put(kNodes, "Node", n.dump());
+  if (outcome == "success") {
+    const json cm = json::parse(api.Get("/api/v1/namespaces/gpu-operator/configmaps", "gpuaas-mig-parted-config"));
+    absl::StatusOr<std::map<int, cluster::kubernetes::GpuMigSpec>> want =
+        cluster::kubernetes::ReadMigConfig(cm["data"]["config.yaml"].get<std::string>(), config, 8);
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::map<std::string, int64_t> counts;
+    for (const auto& [i, spec] : *want) {
+      for (const auto& [p, c] : spec.devices) counts[p] += c;
+    }
+    for (const auto& [p, c] : counts) n["metadata"]["labels"]["nvidia.com/mig-" + p + ".count"] = std::to_string(c);
+  }
+  n["metadata"]["labels"]["nvidia.com/mig.config.state"] = outcome;
+  api.Put(kNodes, "Node", n.dump());
+}
+
+TEST_F(KubernetesDriverTest, MigLayoutsGoThroughTheMigManagersConfigMapAndLabel) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  json labels = H200Labels(8);
+  labels["nvidia.com/mig.strategy"] = "mixed";
+  labels["nvidia.com/mig.config"] = "all-disabled";
+  labels["nvidia.com/mig.config.state"] = "success";
+  api.Put(kNodes, "Node", NodeJson("h200-a", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}}));
+  cluster::kubernetes::DriverOptions o = FastOptions();
+  o.mig_pending_timeout = std::chrono::milliseconds(1500);
+  o.mig_write_delay = std::chrono::milliseconds(500);
+  ClientConfig c;
+  c.server = api.url();
+  c.token = "t0ken";
+  drivers_.push_back(std::move(*KubernetesDriver::Make("lab", c, o)));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; }));
+
+  // gpuaas wants GPUs 0 and 1 split: 3g.71gb@4 2g.35gb@0 2g.35gb@2 (H200 MIG geometry).
+  auto want = [&](int index) {
+    model::MigLayout l;
+    l.metadata.name = ToLower(cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", index));
+    l.spec = {"lab", "lab.h200-a", cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", index), true,
+              {{"2g.35gb", 0}, {"2g.35gb", 2}, {"3g.71gb", 4}}};
+    return l;
+  };
+  model::MigLayout first = want(0), second = want(1);
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) {
+    RETURN_IF_ERROR(store::CreateObject(tx, first, RealClock::Get().Now()));
+    return store::CreateObject(tx, second, RealClock::Get().Now());
+  }).ok());
+  ASSERT_TRUE(Eventually([&] { return api.writes().size() == 2; })) << api.writes().size();
+  // Exactly one ConfigMap write and one label patch for the node, however many GPUs changed.
+  const std::vector<FakeKubeApiServer::Write> w = api.writes();
+  EXPECT_EQ(w[0].method, "POST");
+  EXPECT_EQ(w[0].path, "/api/v1/namespaces/gpu-operator/configmaps");
+  EXPECT_EQ(w[1].method, "PATCH");
+  EXPECT_EQ(w[1].path, "/api/v1/nodes/h200-a");
+  const std::string config = json::parse(w[1].body)["metadata"]["labels"]["nvidia.com/mig.config"];
+  EXPECT_TRUE(config.starts_with("gpuaas-h200-a-")) << config;
+  const json cm = json::parse(api.Get("/api/v1/namespaces/gpu-operator/configmaps", "gpuaas-mig-parted-config"));
+  absl::StatusOr<std::map<int, cluster::kubernetes::GpuMigSpec>> asked =
+      cluster::kubernetes::ReadMigConfig(cm["data"]["config.yaml"].get<std::string>(), config, 8);
+  ASSERT_TRUE(asked.ok()) << asked.status() << cm.dump();
+  const cluster::kubernetes::GpuMigSpec split{true, {{"2g.35gb", 2}, {"3g.71gb", 1}}};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(asked->at(i), i < 2 ? split : cluster::kubernetes::GpuMigSpec{}) << "GPU " << i;
+  }
+  EXPECT_EQ(drivers_[0]->NodeMigState("h200-a").state, "pending");
+
+  PlayMigManager(api, "h200-a", "success");
+  auto state = [&](int index) {
+    for (const model::MigLayout& l : All<model::MigLayout>()) {
+      if (l.metadata.name == want(index).metadata.name) return l.status.state;
+    }
+    return model::MigLayout::State::kPending;
+  };
+  ASSERT_TRUE(Eventually([&] { return state(0) == model::MigLayout::State::kApplied && state(1) == model::MigLayout::State::kApplied; }));
+  for (const model::GpuCapacity& g : All<model::GpuCapacity>("lab")) {
+    if (g.spec.index > 1) continue;
+    EXPECT_EQ(g.status.mig_mode, model::MigMode::kEnabled);
+    EXPECT_EQ(g.status.mig_instances.size(), 3u);
+  }
+  EXPECT_EQ(api.writes().size(), 2u) << "concluded: nothing written again";
+  EXPECT_EQ(drivers_[0]->writes(), 2);
+
+  // The MIG manager fails on the next change: surfaced on the layout, and asked again under a new
+  // config name (the label must change for the manager to run again).
+  model::MigLayout third = want(2);
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) { return store::CreateObject(tx, third, RealClock::Get().Now()); }).ok());
+  ASSERT_TRUE(Eventually([&] { return api.writes().size() == 4; }));
+  PlayMigManager(api, "h200-a", "failed");
+  std::string message;
+  ASSERT_TRUE(Eventually([&] {
+    for (const model::MigLayout& l : All<model::MigLayout>()) {
+      if (l.metadata.name == third.metadata.name && l.status.state == model::MigLayout::State::kFailed) message = l.status.message;
+    }
+    return !message.empty();
+  }));
+  EXPECT_NE(message.find("nvidia.com/mig.config.state=failed"), std::string::npos) << message;
+  ASSERT_TRUE(Eventually([&] { return api.writes().size() >= 6; })) << "retried after the backoff";
+  EXPECT_NE(json::parse(api.writes()[5].body)["metadata"]["labels"]["nvidia.com/mig.config"],
+            json::parse(api.writes()[3].body)["metadata"]["labels"]["nvidia.com/mig.config"]);
+
+  // A manager stuck pending (gpu-operator #2833) fails after the timeout.
+  json n = json::parse(api.Get(kNodes, "h200-a"));
+  n["metadata"]["labels"]["nvidia.com/mig.config.state"] = "pending";
+  api.Put(kNodes, "Node", n.dump());
+  EXPECT_TRUE(Eventually([&] { return drivers_[0]->NodeMigState("h200-a").state == "failed"; }));
+  EXPECT_NE(drivers_[0]->NodeMigState("h200-a").message.find("has not applied"), std::string::npos);
+
+  // A node with GPU pods is not reconfigured: the MIG manager would stop them.
+  api.Put("/api/v1/pods", "Pod", PodJson("train", "h200-a", "Running", {{"nvidia.com/gpu", "1"}}));
+  ASSERT_TRUE(Eventually([&] { return drivers_[0]->pod_stats().resource_version == api.resource_version(); }));
+  absl::Status refused = drivers_[0]->ApplyMigLayout("h200-a", cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", 5),
+                                                     false, {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_NE(refused.message().find("vision/train"), std::string_view::npos) << refused;
 }
 
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {

@@ -242,6 +242,29 @@ absl::StatusOr<std::string> Client::Get(const std::string& path) {
   return std::move(res->body);
 }
 
+absl::StatusOr<std::string> Client::Send(const std::string& method, const std::string& path, const std::string& body,
+                                          const std::string& content_type) {
+  if (method != "POST" && method != "PUT" && method != "PATCH") {
+    return absl::InvalidArgumentError(fmt::format("{}: not a write method", method));
+  }
+  if (stopped_) return absl::CancelledError("client stopped");
+  std::unique_ptr<httplib::ClientImpl> conn = impl_->Connection(config_, timeouts_, timeouts_.request, Token());
+  if (conn == nullptr) return absl::InternalError("cannot make a connection");
+  const std::string full = impl_->endpoint.base_path + path;
+  httplib::Result res = method == "POST"   ? conn->Post(full, body, content_type)
+                        : method == "PUT"  ? conn->Put(full, body, content_type)
+                        : method == "PATCH" ? conn->Patch(full, body, content_type)
+                                           : httplib::Result(nullptr, httplib::Error::Unknown);
+  const std::string what = method + " " + path;
+  if (!res) return absl::UnavailableError(fmt::format("{}: {}", what, httplib::to_string(res.error())));
+  log::Info("kubernetes {}: {} -> {}", config_.server, what, res->status);
+  if (res->status == 401) ExpireToken();
+  if (res->status < 200 || res->status > 299) {
+    return HttpError(what, res->status, res->body, res->get_header_value("Retry-After"));
+  }
+  return std::move(res->body);
+}
+
 std::string Client::Token() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!config_.token_source) return config_.token;

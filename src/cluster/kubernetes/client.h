@@ -60,6 +60,12 @@ class Client {
   // GET `path` (with its query): the body of a 200. Thread-safe.
   absl::StatusOr<std::string> Get(const std::string& path);
 
+  // A write: POST (create), PUT (replace, at the body's metadata.resourceVersion) or PATCH
+  // (`content_type` application/merge-patch+json) of `path` with `body`; the body of a 2xx.
+  // Each write is logged. Not retried here: a 409 is the caller's to resolve. Thread-safe.
+  absl::StatusOr<std::string> Send(const std::string& method, const std::string& path, const std::string& body,
+                                   const std::string& content_type = "application/json");
+
   // Every item of a collection (`/api/v1/nodes`, `/apis/resource.k8s.io/v1/resourceslices`),
   // `page_size` at a time, following `continue`; a 410 on a continue token lists again from the
   // start once. Thread-safe.

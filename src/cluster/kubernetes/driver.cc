@@ -1,8 +1,13 @@
 #include "cluster/kubernetes/driver.h"
 
+#include <algorithm>
+
+#include "catalog/catalog.h"
 #include "cluster/kubernetes/nodes.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
@@ -14,6 +19,35 @@ std::string NameOf(const std::string& object) {
   if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
   const nlohmann::json& m = o["metadata"];
   return m.contains("name") && m["name"].is_string() ? m["name"].get<std::string>() : "";
+}
+
+std::map<std::string, int64_t> Counts(const std::vector<ObservedMigInstance>& instances) {
+  std::map<std::string, int64_t> out;
+  for (const ObservedMigInstance& mi : instances) ++out[mi.profile];
+  return out;
+}
+
+// The MIG devices per profile the wanted layouts add up to (what GFD's labels will count).
+std::map<std::string, int64_t> Totals(const std::map<int, GpuMigSpec>& want) {
+  std::map<std::string, int64_t> out;
+  for (const auto& [i, spec] : want) {
+    if (!spec.enabled) continue;
+    for (const auto& [p, n] : spec.devices) out[p] += n;
+  }
+  return out;
+}
+
+std::map<std::string, int64_t> Totals(const ObservedNode& node) {
+  std::map<std::string, int64_t> out;
+  for (const ObservedGpu& g : node.gpus) {
+    for (const ObservedMigInstance& mi : g.mig_instances) ++out[mi.profile];
+  }
+  return out;
+}
+
+std::string Label(const ObservedNode& node, const std::string& key) {
+  auto it = node.labels.find(key);
+  return it == node.labels.end() ? "" : it->second;
 }
 
 }  // namespace
@@ -45,9 +79,16 @@ KubernetesDriver::~KubernetesDriver() { Stop(); }
 void KubernetesDriver::Start() {
   nodes_reflector_->Start();
   pods_reflector_->Start();
+  mig_writer_ = std::thread([this] { WriteMigConfigs(); });
 }
 
 void KubernetesDriver::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  mig_cv_.notify_all();
+  if (mig_writer_.joinable()) mig_writer_.join();
   nodes_reflector_->Stop();
   pods_reflector_->Stop();
 }
@@ -100,6 +141,18 @@ bool KubernetesDriver::PutNode(const std::string& json) {
     return changed;
   }
   refused_.erase(read->name);
+  // Every state the MIG manager passes through is seen here, however briefly it lasts: a
+  // `failed` or `success` counts as the answer to gpuaas's config only after it was seen working.
+  if (auto m = mig_.find(read->name); m != mig_.end() && !m->second.config.empty() &&
+                                      Label(*read, "nvidia.com/mig.config") == m->second.config) {
+    NodeMig& mig = m->second;
+    const std::string state = Label(*read, "nvidia.com/mig.config.state");
+    if (state == "pending" || state == "rebooting") mig.progressed = true;
+    if (state == "success" && (mig.progressed || Totals(mig.want) == Totals(*read))) {
+      mig.applied = mig.want;
+      mig.applied_placements = mig.placements;
+    }
+  }
   auto it = nodes_.find(read->name);
   if (it != nodes_.end() && it->second == *read) return false;
   nodes_[read->name] = std::move(*read);
@@ -161,7 +214,31 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
   c.nodes.reserve(nodes_.size());
   for (const auto& [n, node] : nodes_) {
     c.nodes.push_back(node);
-    if (auto h = held.find(n); h != held.end()) MarkInUse(h->second, c.nodes.back());
+    ObservedNode& out = c.nodes.back();
+    // Labels count MIG devices; while they count what the MIG manager last applied for gpuaas,
+    // the placements are the ones asked for.
+    if (auto m = mig_.find(n); m != mig_.end() && !m->second.applied.empty() &&
+                               Totals(m->second.applied) == Totals(node)) {
+      const NodeMig& mig = m->second;
+      for (ObservedGpu& g : out.gpus) {
+        auto want = mig.applied.find(g.index);
+        if (want == mig.applied.end()) continue;
+        g.mig_enabled = want->second.enabled;
+        g.mig_instances.clear();
+        auto placed = mig.applied_placements.find(g.index);
+        const std::vector<ObservedMigInstance> none;
+        for (const ObservedMigInstance& mi : placed == mig.applied_placements.end() ? none : placed->second) {
+          ObservedMigInstance inst = mi;
+          const catalog::GpuModel* model = catalog::ModelFromProduct(node.gpu_product).value_or(nullptr);
+          const catalog::MigProfile* p = model ? catalog::FindProfile(*model, mi.profile) : nullptr;
+          inst.size = p ? p->memory_slices : mi.size;
+          inst.uuid = "MIG-" + StableUuid(fmt::format("{}/{}/{}", g.uuid, mi.profile, mi.start));
+          inst.in_use = false;
+          g.mig_instances.push_back(inst);
+        }
+      }
+    }
+    if (auto h = held.find(n); h != held.end()) MarkInUse(h->second, out);
   }
   return c;
 }
@@ -178,24 +255,173 @@ bool KubernetesDriver::Watch(std::function<void()> on_change) {
 
 absl::Status KubernetesDriver::ApplyMigLayout(const std::string& node, const std::string& gpu_uuid, bool mig_enabled,
                                               const std::vector<ObservedMigInstance>& instances) {
-  (void)mig_enabled;
-  (void)instances;
-  return absl::UnimplementedError(fmt::format(
-      "cluster {}: MIG layouts through the GPU Operator's MIG manager are not supported yet (node {}, GPU {})", name_,
-      node, gpu_uuid));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto n = nodes_.find(node);
+  if (n == nodes_.end()) return absl::NotFoundError(fmt::format("cluster {}: no GPU node {}", name_, node));
+  for (const auto& [key, pod] : pods_) {
+    if (pod.node == node) {
+      return absl::FailedPreconditionError(fmt::format(
+          "node {} runs GPU pods ({} among them), which the MIG manager would stop: gpuaas changes MIG layouts on "
+          "nodes without GPU pods only",
+          node, key));
+    }
+  }
+  const auto gpu = std::find_if(n->second.gpus.begin(), n->second.gpus.end(),
+                                [&](const ObservedGpu& g) { return EqualsIgnoreCase(g.uuid, gpu_uuid); });
+  if (gpu == n->second.gpus.end()) return absl::NotFoundError(fmt::format("node {} has no GPU {}", node, gpu_uuid));
+  NodeMig& m = mig_[node];
+  if (m.want.empty()) {
+    // The rest of the node stays as it is.
+    for (const ObservedGpu& g : n->second.gpus) m.want[g.index] = {g.mig_enabled, Counts(g.mig_instances)};
+  }
+  const GpuMigSpec spec{mig_enabled, mig_enabled ? Counts(instances) : std::map<std::string, int64_t>{}};
+  const std::vector<ObservedMigInstance> placed = mig_enabled ? instances : std::vector<ObservedMigInstance>{};
+  const bool asked_already = m.want[gpu->index] == spec && m.placements[gpu->index] == placed && !m.failed &&
+                             m.error.empty() && (m.dirty || !m.config.empty());
+  m.want[gpu->index] = spec;
+  m.placements[gpu->index] = placed;
+  if (asked_already) return absl::OkStatus();  // idempotent: the same layout is not asked twice
+  m.dirty = true;
+  m.failed = false;
+  m.error.clear();
+  mig_cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void KubernetesDriver::WriteMigConfigs() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    mig_cv_.wait(lock, [&] {
+      return stopping_ || std::any_of(mig_.begin(), mig_.end(), [](const auto& kv) { return kv.second.dirty; });
+    });
+    if (stopping_) return;
+    // Let the other GPUs of the same change arrive: one config per node.
+    mig_cv_.wait_for(lock, options_.mig_write_delay, [&] { return stopping_; });
+    if (stopping_) return;
+    std::vector<std::pair<std::string, std::map<int, GpuMigSpec>>> todo;
+    for (auto& [node, m] : mig_) {
+      if (m.dirty) todo.push_back({node, m.want});
+      m.dirty = false;
+    }
+    lock.unlock();
+    for (const auto& [node, want] : todo) {
+      absl::StatusOr<std::string> config = WriteMigConfig(node, want);
+      std::lock_guard<std::mutex> relock(mu_);
+      NodeMig& m = mig_[node];
+      if (config.ok()) {
+        m.error.clear();
+      } else {
+        m.error = config.status().ToString();
+        log::Warn("cluster {}: node {}: MIG config not written: {}", name_, node, m.error);
+      }
+    }
+    lock.lock();
+  }
+}
+
+absl::StatusOr<std::string> KubernetesDriver::WriteMigConfig(const std::string& node,
+                                                             const std::map<int, GpuMigSpec>& want) {
+  const std::string prefix = fmt::format("gpuaas-{}-", node);
+  std::string current;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto n = nodes_.find(node); n != nodes_.end()) current = Label(n->second, "nvidia.com/mig.config");
+  }
+  // A new name every time (seconds since the epoch), so that the label changes and the MIG
+  // manager runs even where the last attempt with the same layout failed.
+  int64_t serial = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string config = prefix + std::to_string(serial);
+  if (config == current) config = prefix + std::to_string(serial + 1);
+
+  const std::string base = fmt::format("/api/v1/namespaces/{}/configmaps", options_.mig_config_namespace);
+  absl::Status last;
+  for (int attempt = 0; attempt < 4; ++attempt) {  // conflicts: read again and retry
+    absl::StatusOr<std::string> got = client_->Get(base + "/" + options_.mig_config_map);
+    nlohmann::json cm;
+    std::string existing;
+    if (got.ok()) {
+      cm = nlohmann::json::parse(*got, nullptr, false);
+      if (!cm.is_object()) return absl::UnavailableError("the MIG config ConfigMap is not JSON");
+      if (cm.contains("data") && cm["data"].is_object()) existing = cm["data"].value("config.yaml", "");
+    } else if (!absl::IsNotFound(got.status())) {
+      return got.status();
+    }
+    absl::StatusOr<std::string> doc = MergeMigConfig(existing, config, prefix, want);
+    if (!doc.ok()) return doc.status();
+    absl::StatusOr<std::string> written;
+    if (got.ok()) {
+      cm["data"]["config.yaml"] = *doc;  // at the resourceVersion read: a conflict is a 409
+      written = client_->Send("PUT", base + "/" + options_.mig_config_map, cm.dump());
+    } else {
+      const nlohmann::json fresh = {
+          {"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata",
+           {{"name", options_.mig_config_map},
+            {"namespace", options_.mig_config_namespace},
+            {"labels", {{"app.kubernetes.io/managed-by", "gpuaas"}}}}},
+          {"data", {{"config.yaml", *doc}}}};
+      written = client_->Send("POST", base, fresh.dump());
+    }
+    if (written.ok()) {
+      ++writes_;
+      last = absl::OkStatus();
+      break;
+    }
+    last = written.status();
+    if (!absl::IsAborted(last)) return last;  // 409 (changed meanwhile, or created): again
+  }
+  if (!last.ok()) return last;
+  {
+    // Known before the label changes, so that the manager's first reaction is recognised.
+    std::lock_guard<std::mutex> lock(mu_);
+    NodeMig& m = mig_[node];
+    m.config = config;
+    m.asked = std::chrono::steady_clock::now();
+    m.progressed = false;
+  }
+  const nlohmann::json patch = {{"metadata", {{"labels", {{"nvidia.com/mig.config", config}}}}}};
+  absl::StatusOr<std::string> patched =
+      client_->Send("PATCH", "/api/v1/nodes/" + node, patch.dump(), "application/merge-patch+json");
+  if (!patched.ok()) return patched.status();
+  ++writes_;
+  log::Info("cluster {}: node {}: MIG config {} asked of the MIG manager", name_, node, config);
+  return config;
 }
 
 ClusterDriver::MigState KubernetesDriver::NodeMigState(const std::string& node) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = nodes_.find(node);
-  if (it == nodes_.end()) return {"success", ""};
-  auto state = it->second.labels.find("nvidia.com/mig.config.state");
-  if (state == it->second.labels.end() || state->second.empty()) return {"success", ""};
-  if (state->second == "failed") {
-    return {"failed", fmt::format("the MIG manager failed to apply mig.config \"{}\"",
-                                  it->second.labels.count("nvidia.com/mig.config") ? it->second.labels.at("nvidia.com/mig.config") : "")};
+  const std::string config = it == nodes_.end() ? "" : Label(it->second, "nvidia.com/mig.config");
+  const std::string state = it == nodes_.end() ? "" : Label(it->second, "nvidia.com/mig.config.state");
+  auto m = mig_.find(node);
+  if (m == mig_.end()) {
+    // Nothing asked by this gpuaas: what the labels say.
+    if (state == "failed") return {"failed", fmt::format("the MIG manager failed to apply mig.config \"{}\"", config)};
+    return {state.empty() || state == "success" ? "success" : "pending", ""};
   }
-  return {state->second == "success" ? "success" : "pending", ""};
+  NodeMig& n = m->second;
+  if (!n.error.empty()) return {"failed", n.error};
+  if (n.dirty || n.config.empty()) return {"pending", ""};
+  // Right after the label changed, its state still tells of the previous config.
+  const bool ours = config == n.config && n.progressed;
+  if (ours && state == "failed") {
+    n.failed = true;  // the next ApplyMigLayout asks again, under a new name
+    return {"failed", fmt::format("the MIG manager failed to apply {} on node {} (nvidia.com/mig.config.state=failed)",
+                                  n.config, node)};
+  }
+  if ((ours || config == n.config) && state == "success" && (ours || Totals(n.want) == Totals(it->second))) {
+    return {"success", ""};
+  }
+  if (std::chrono::steady_clock::now() - n.asked > options_.mig_pending_timeout) {
+    n.failed = true;
+    return {"failed", fmt::format("the MIG manager has not applied {} on node {} after {} s (state \"{}\"; GPU clients that "
+                                  "do not stop keep it pending)",
+                                  n.config, node,
+                                  std::chrono::duration_cast<std::chrono::seconds>(options_.mig_pending_timeout).count(),
+                                  state)};
+  }
+  return {"pending", ""};
 }
 
 std::map<std::string, std::string> KubernetesDriver::refused_nodes() const {

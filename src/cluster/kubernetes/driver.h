@@ -5,20 +5,34 @@
 // capacity or devices in use changed (not on every status heartbeat or pod without GPUs).
 // Layer 7 of docs/architecture.md, beside the simulated driver.
 //
-// Not yet: MIG layouts through the MIG manager (ApplyMigLayout answers Unimplemented), pods as
-// Profiles, ResourceSlices. docs/kubernetes.md keeps the list.
+// MIG, the GPU Operator way: ApplyMigLayout records a GPU's wanted layout; a writer thread puts
+// each node's wanted layouts, once per node however many GPUs changed, as a mig-parted config
+// `gpuaas-<node>-<n>` into the MIG manager's ConfigMap and points the node's
+// `nvidia.com/mig.config` label at it (a new name each time, so the MIG manager runs again even
+// after a failure). NodeMigState follows `nvidia.com/mig.config.state`. A node with GPU pods is
+// refused: the MIG manager would stop them. Once the manager reports success and the node's
+// device counts are the wanted ones, Observe shows the placements asked for (labels carry
+// counts), until the counts change again.
+//
+// Not yet: pods as Profiles, ResourceSlices. docs/kubernetes.md keeps the list.
 #ifndef GPUAAS_CLUSTER_KUBERNETES_DRIVER_H_
 #define GPUAAS_CLUSTER_KUBERNETES_DRIVER_H_
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "cluster/driver.h"
 #include "cluster/kubernetes/client.h"
+#include "cluster/kubernetes/mig_config.h"
 #include "cluster/kubernetes/nodes.h"
 #include "cluster/kubernetes/reflector.h"
 
@@ -29,6 +43,15 @@ struct DriverOptions {
   std::string region;
   Backoff backoff;
   ClientTimeouts timeouts;
+  // The MIG manager's custom config (the GPU Operator's migManager.config.name) gpuaas writes
+  // its per-node configs into, key config.yaml.
+  std::string mig_config_namespace = "gpu-operator";
+  std::string mig_config_map = "gpuaas-mig-parted-config";
+  // A node whose MIG manager stays pending this long after gpuaas asked (gpu-operator #2833: a
+  // GPU client that will not stop) is reported failed.
+  std::chrono::milliseconds mig_pending_timeout{std::chrono::minutes(10)};
+  // Layouts asked for within this long are written together, one config per node.
+  std::chrono::milliseconds mig_write_delay{2000};
 };
 
 class KubernetesDriver final : public ClusterDriver {
@@ -54,6 +77,8 @@ class KubernetesDriver final : public ClusterDriver {
   // From the node's nvidia.com/mig.config.state label ("success" when unlabelled).
   MigState NodeMigState(const std::string& node) override;
 
+  // Writes made to the API server (ConfigMap and label), for tests and metrics.
+  int64_t writes() const { return writes_.load(); }
   ReflectorStats node_stats() const { return nodes_reflector_->stats(); }
   ReflectorStats pod_stats() const { return pods_reflector_->stats(); }
   // Nodes whose GPU labels were refused (by name, with the reason); they are left out.
@@ -71,7 +96,24 @@ class KubernetesDriver final : public ClusterDriver {
   // Decodes one Node into nodes_ (or drops it); true when what Observe reports changed.
   bool PutNode(const std::string& json) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed();
+  void WriteMigConfigs();  // the writer thread
+  // One node's config into the ConfigMap and its label; the config's name.
+  absl::StatusOr<std::string> WriteMigConfig(const std::string& node, const std::map<int, GpuMigSpec>& want);
 
+  // What gpuaas last asked of a node's MIG manager.
+  struct NodeMig {
+    std::map<int, GpuMigSpec> want;                               // every GPU of the node
+    std::map<int, std::vector<ObservedMigInstance>> placements;  // as asked, by GPU index
+    bool dirty = false;           // to be written
+    std::string config;           // the config name the label was set to; empty until written
+    std::string error;            // the last write's failure
+    std::chrono::steady_clock::time_point asked{};
+    bool progressed = false;      // the manager was seen working on `config`
+    bool failed = false;          // it failed (or never answered): ask again when told
+    // What the GPUs hold: the layouts of the last config the manager applied.
+    std::map<int, GpuMigSpec> applied;
+    std::map<int, std::vector<ObservedMigInstance>> applied_placements;
+  };
   const std::string name_;
   const DriverOptions options_;
   std::unique_ptr<Client> client_;
@@ -83,6 +125,11 @@ class KubernetesDriver final : public ClusterDriver {
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // node -> why
   std::map<std::string, PodGpus> pods_ ABSL_GUARDED_BY(mu_);         // active pods with GPU devices
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, NodeMig> mig_ ABSL_GUARDED_BY(mu_);  // by node
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::condition_variable mig_cv_;
+  std::thread mig_writer_;
+  std::atomic<int64_t> writes_{0};
 };
 
 }  // namespace gpuaas::cluster::kubernetes
