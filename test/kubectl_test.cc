@@ -24,18 +24,6 @@ std::string FindKubectl() {
   return "";
 }
 
-RunResult Shell(const std::string& cmd) {
-  RunResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 int CountLines(const std::string& out, const std::string& prefix) {
   int n = 0;
   for (const std::string& l : Lines(out)) n += l.starts_with(prefix) ? 1 : 0;
@@ -53,23 +41,23 @@ TEST(Kubectl, ListsGetsAndWatchesGpuaasObjects) {
   ASSERT_TRUE(server.Start("--demo --insecure-no-auth --db sqlite::memory:", dir + "/server.log")) << server.Log();
   const std::string k = kubectl + " --server " + server.Url() + " --cache-dir " + dir + "/cache";
 
-  RunResult r = Shell(k + " api-resources --api-group=gpuaas.io");
+  RunResult r = RunShell(k + " api-resources --api-group=gpuaas.io");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(gpupools\s+gp,pool\s+(gpuaas\.io/v1\s+)?true\s+GpuPool)"))) << r.out;
 
-  r = Shell(k + " get gpucapacities,nodecapacities,gpupools -A");
+  r = RunShell(k + " get gpucapacities,nodecapacities,gpupools -A");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(CountLines(r.out, "gpucapacity.gpuaas.io/gpu-"), 144) << r.out.substr(0, 2000);
   EXPECT_EQ(CountLines(r.out, "nodecapacity.gpuaas.io/"), 18);
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(NAME\s+NODE\s+INDEX\s+MODEL\s+MIG\s+INSTANCES\s+HEALTH)"))) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(1g\.10gb@0 1g\.10gb@1)"))) << "MIG instances as gpuaas get shows them";
 
-  r = Shell(k + " get clusters alpha");
+  r = RunShell(k + " get clusters alpha");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(alpha\s+simulated\s+us-east\s+10\s+80\s+True)"))) << r.out;
-  r = Shell(k + " get gc -o name");
+  r = RunShell(k + " get gc -o name");
   EXPECT_EQ(CountLines(r.out, "gpucapacity.gpuaas.io/"), 144);
-  r = Shell(k + " get clusters missing");
+  r = RunShell(k + " get clusters missing");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("not found"), std::string::npos) << r.out;
 
@@ -99,7 +87,7 @@ TEST(Kubectl, ListsGetsAndWatchesGpuaasObjects) {
   EXPECT_EQ(CountLines(watch.Log(), "NAMESPACE"), 1) << "headers once: " << watch.Log();
   watch.Stop();
 
-  r = Shell(k + " get gpuaas");
+  r = RunShell(k + " get gpuaas");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("cluster.gpuaas.io/alpha"), std::string::npos) << "the category lists every kind";
   EXPECT_EQ(server.Stop(), 0) << server.Log();

@@ -29,10 +29,10 @@ struct RunResult {
   std::string out;  // stdout and stderr together
 };
 
-// Runs `args` through the shell with stderr folded into stdout.
-inline RunResult RunGpuaas(const std::string& args) {
+// Runs `cmd` through the shell with stderr folded into stdout.
+inline RunResult RunShell(const std::string& cmd) {
   RunResult r;
-  FILE* p = popen((Bin() + " " + args + " 2>&1").c_str(), "r");
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (p == nullptr) return r;
   char buf[4096];
   size_t n;
@@ -41,6 +41,9 @@ inline RunResult RunGpuaas(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+// Runs the gpuaas binary with `args`, stderr folded into stdout.
+inline RunResult RunGpuaas(const std::string& args) { return RunShell(Bin() + " " + args); }
 
 inline std::vector<std::string> Lines(const std::string& s) {
   std::vector<std::string> out;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "allocator/packing.h"
+#include "common/files.h"
 #include "sim/mig.h"
 #include "sim/replay.h"
 #include "sim/trace.h"
@@ -20,13 +21,6 @@ namespace gpuaas::cli {
 
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(fmt::format("cannot read {}", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 absl::StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   std::vector<uint64_t> out;
@@ -165,7 +159,7 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
     if (!m.ok()) return Fail(err, m.status());
     mig_model = *m;
   }
-  absl::StatusOr<std::string> node_text = ReadFile(o.nodes);
+  absl::StatusOr<std::string> node_text = ReadWholeFile(o.nodes);
   if (!node_text.ok()) return Fail(err, node_text.status());
   absl::StatusOr<std::vector<allocator::NodeSpec>> nodes = sim::ParseNodes(*node_text);
   if (!nodes.ok())
@@ -176,7 +170,7 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
 
   for (const std::string& pod_file : o.pods) {
-    absl::StatusOr<std::string> pod_text = ReadFile(pod_file);
+    absl::StatusOr<std::string> pod_text = ReadWholeFile(pod_file);
     if (!pod_text.ok()) return Fail(err, pod_text.status());
     absl::StatusOr<std::vector<sim::TracePod>> pods = sim::ParsePods(*pod_text);
     if (!pods.ok())

@@ -3,9 +3,7 @@
 #include <signal.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <optional>
 #include <set>
 #include <thread>
@@ -21,6 +19,7 @@
 #include "telemetry/hub.h"
 #include "telemetry/scraper.h"
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "common/status.h"
@@ -71,14 +70,6 @@ void SeedDemoPools(service::PoolService& pools) {
   if (absl::StatusOr<model::GpuPool> made = pools.CreatePool(inference, "demo-member"); !made.ok()) {
     log::Warn("demo pool request not created: {}", made.status().message());
   }
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(fmt::format("cannot read {}", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // "NAME=KUBECONFIG[#CONTEXT]" or "NAME=in-cluster": a Kubernetes driver, not started.

@@ -14,12 +14,7 @@
 namespace gpuaas::cluster::kubernetes {
 namespace {
 
-std::string NameOf(const std::string& object) {
-  const nlohmann::json o = nlohmann::json::parse(object, nullptr, false);
-  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
-  const nlohmann::json& m = o["metadata"];
-  return m.contains("name") && m["name"].is_string() ? m["name"].get<std::string>() : "";
-}
+std::string NameOf(const std::string& object) { return MetadataField(object, "name"); }
 
 std::map<std::string, int64_t> Counts(const std::vector<ObservedMigInstance>& instances) {
   std::map<std::string, int64_t> out;

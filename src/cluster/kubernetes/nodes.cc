@@ -76,6 +76,14 @@ std::vector<catalog::Layout> SpreadMig(const catalog::GpuModel& model, int64_t g
 
 }  // namespace
 
+std::string MetadataField(std::string_view object_json, std::string_view key) {
+  const json o = json::parse(object_json, nullptr, false);
+  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
+  const json& m = o["metadata"];
+  const std::string k(key);
+  return m.contains(k) && m[k].is_string() ? m[k].get<std::string>() : "";
+}
+
 absl::StatusOr<PodGpus> ReadPod(std::string_view pod_json) {
   const json p = json::parse(pod_json, nullptr, false);
   if (!p.is_object() || !p.contains("metadata") || !p["metadata"].is_object() || !p["metadata"].contains("name")) {

@@ -21,6 +21,10 @@
 
 namespace gpuaas::cluster::kubernetes {
 
+// metadata.<key> (a string field: "name", "resourceVersion") of an object's JSON, or "" when
+// the text is not an object or has no such string.
+std::string MetadataField(std::string_view object_json, std::string_view key);
+
 // A Node's JSON (text) as an ObservedNode of cluster `cluster`. NotFound for a node without GPU
 // labels (not a GPU node, or GFD has not labelled it yet); InvalidArgument, naming the node and
 // the field, for JSON that is not a Node or labels node_labels.h refuses. A product the catalogue

@@ -4,21 +4,16 @@
 #include <random>
 
 #include "absl/strings/cord.h"
+#include "cluster/kubernetes/nodes.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "nlohmann/json.hpp"
 
 namespace gpuaas::cluster::kubernetes {
 namespace {
 
 // metadata.resourceVersion of an event's object, or "".
-std::string ResourceVersionOf(const std::string& object) {
-  const nlohmann::json o = nlohmann::json::parse(object, nullptr, false);
-  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
-  const nlohmann::json& m = o["metadata"];
-  return m.contains("resourceVersion") && m["resourceVersion"].is_string() ? m["resourceVersion"].get<std::string>() : "";
-}
+std::string ResourceVersionOf(const std::string& object) { return MetadataField(object, "resourceVersion"); }
 
 std::chrono::milliseconds RetryAfter(const absl::Status& s) {
   const auto p = s.GetPayload(kRetryAfterPayload);
