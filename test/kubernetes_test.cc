@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "model/fleet.h"
 #include "nlohmann/json.hpp"
+#include "service/pools.h"
 #include "store/cache.h"
 #include "store/objects.h"
 #include "store/store.h"
@@ -548,6 +549,55 @@ TEST_F(KubernetesDriverTest, MigLayoutsGoThroughTheMigManagersConfigMapAndLabel)
                                                      false, {});
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
   EXPECT_NE(refused.message().find("vision/train"), std::string_view::npos) << refused;
+}
+
+TEST_F(KubernetesDriverTest, AProjectsNamespaceQuotaIsWhatItsPoolsHold) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; }));
+  service::PoolService pools(*store_, RealClock::Get(), [] { return std::map<std::string, int64_t>{{"H200-SXM-141GB", 8}}; });
+  model::Project project;
+  project.metadata.name = "vision";
+  ASSERT_TRUE(pools.CreateProject(project, "ops").ok());
+  model::GpuPool pool;
+  pool.metadata.name = "train";
+  pool.metadata.ns = "vision";
+  pool.spec.cluster = "lab";
+  pool.spec.items = {{"H200-SXM-141GB", "full", 3}};
+  ASSERT_TRUE(pools.CreatePool(pool, "alice").ok());
+  EXPECT_TRUE(Eventually([&] { return !api.writes().empty(); }, std::chrono::milliseconds(500)) == false)
+      << "a pool not yet approved holds nothing: no namespace, no quota";
+  ASSERT_TRUE(pools.Approve("vision", "train", true, "ok", "ops").ok());
+
+  // The namespace, then its quota: 3 whole GPUs, and none of any other GPU resource.
+  const std::string quotas = "/api/v1/namespaces/vision/resourcequotas";
+  ASSERT_TRUE(Eventually([&] { return !api.Get(quotas, "gpuaas-pools").empty(); })) << api.writes().size();
+  json q = json::parse(api.Get(quotas, "gpuaas-pools"));
+  EXPECT_EQ(q["spec"]["hard"]["requests.nvidia.com/gpu"], "3");
+  EXPECT_EQ(q["spec"]["hard"]["requests.nvidia.com/mig-3g.71gb"], "0");
+  EXPECT_EQ(q["spec"]["hard"]["requests.nvidia.com/mig-1g.10gb"], "0");
+  EXPECT_EQ(json::parse(api.Get("/api/v1/namespaces", "vision"))["metadata"]["labels"]["gpuaas.io/project"], "vision");
+  std::vector<FakeKubeApiServer::Write> w = api.writes();
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].path, "/api/v1/namespaces");
+  EXPECT_EQ(w[1].path, quotas);
+
+  // Released: the quota goes back to none, in one write; the namespace stays (its pods' history).
+  ASSERT_TRUE(pools.Release("vision", "train", "alice").ok());
+  ASSERT_TRUE(Eventually([&] {
+    const std::string now = api.Get(quotas, "gpuaas-pools");
+    return !now.empty() && json::parse(now)["spec"]["hard"]["requests.nvidia.com/gpu"] == "0";
+  }));
+  Settled();
+  w = api.writes();
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[2].method, "PUT");
+  // Told again with nothing changed (a restart), the driver writes nothing.
+  EXPECT_TRUE(drivers_[0]->EnforceProjectQuota("vision", {}).ok());
+  EXPECT_EQ(api.writes().size(), 3u);
 }
 
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {

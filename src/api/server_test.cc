@@ -106,7 +106,9 @@ TEST_F(ApiTest, KubectlDiscoveryAndTables) {
   for (const json& r : disc["resources"]) {
     EXPECT_NE(std::find(r["verbs"].begin(), r["verbs"].end(), "watch"), r["verbs"].end()) << r.dump();
     EXPECT_EQ(r["categories"], json({"gpuaas"}));
-    if (r["name"] == "gpupools") EXPECT_EQ(r["shortNames"], json({"gp", "pool"}));
+    if (r["name"] == "gpupools") {
+      EXPECT_EQ(r["shortNames"], json({"gp", "pool"}));
+    }
   }
 
   const httplib::Headers kubectl = {

@@ -87,6 +87,17 @@ class ClusterDriver {
     std::string message;
   };
   virtual MigState NodeMigState(const std::string& node) = 0;
+
+  // Makes the cluster hold a project to what its pools hold there: `devices` (extended resource
+  // -> devices, "nvidia.com/gpu" -> 2, "nvidia.com/mig-3g.71gb" -> 4) is the most the project's
+  // pods may request, and every other GPU resource none; empty takes everything away. Idempotent:
+  // writes only what differs. Drivers of clusters without pods of their own (simulated) accept
+  // and keep nothing. Thread-safe.
+  virtual absl::Status EnforceProjectQuota(const std::string& project, const std::map<std::string, int64_t>& devices) {
+    (void)project;
+    (void)devices;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace gpuaas::cluster

@@ -22,7 +22,8 @@ ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const
       miglayouts_(store, manager_, drivers, options.mig_poll),
       workloads_(store, manager_),
       rollups_(store, hub, manager_, options.rollup_flush),
-      metering_(store, hub, manager_) {}
+      metering_(store, hub, manager_),
+      quotas_(manager_, drivers) {}
 
 absl::Status ObserveOnce(store::Store& store, const std::vector<cluster::ClusterDriver*>& drivers, const Clock& clock) {
   store::ObjectCache cache(store);

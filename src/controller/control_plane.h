@@ -8,6 +8,7 @@
 //   workloads  - Workload status and Profiles
 //   rollups    - persisted telemetry rollups
 //   metering   - final invoices of closed months; meters of pools approved before metering
+//   quotas     - nothing in the store: each cluster holds each project to its pools' devices
 // The pool service opens and closes the meters (UsageRecord) with approvals and releases; the
 // pools controller adds fault credits to them.
 // The API (service/) writes specs, approvals and releases.
@@ -24,6 +25,7 @@
 #include "controller/metering.h"
 #include "controller/pools.h"
 #include "controller/provisioning.h"
+#include "controller/quotas.h"
 #include "controller/runtime/manager.h"
 #include "controller/workloads.h"
 #include "store/cache.h"
@@ -63,6 +65,7 @@ class ControlPlane {
   MigLayoutController& miglayouts() { return miglayouts_; }
   WorkloadController& workloads() { return workloads_; }
   MeteringController& metering() { return metering_; }
+  QuotaController& quotas() { return quotas_; }
 
   void Start() { manager_.Start(); }
   // Stops the controllers (in-flight reconciles finish), then writes what telemetry closed since
@@ -79,6 +82,7 @@ class ControlPlane {
   WorkloadController workloads_;
   RollupWriter rollups_;
   MeteringController metering_;
+  QuotaController quotas_;
 };
 
 }  // namespace gpuaas::controller

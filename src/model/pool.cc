@@ -106,4 +106,13 @@ bool PoolIsLive(const GpuPool& p) {
   return released == nullptr || released->status != ConditionStatus::kTrue;
 }
 
+std::map<std::string, std::map<std::string, int64_t>> DevicesByCluster(std::span<const GpuPool> pools) {
+  std::map<std::string, std::map<std::string, int64_t>> out;
+  for (const GpuPool& p : pools) {
+    if (!PoolIsLive(p)) continue;
+    for (const AllocatedDevice& d : p.status.allocation) ++out[d.cluster][catalog::ResourceName(d.profile)];
+  }
+  return out;
+}
+
 }  // namespace gpuaas::model

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -218,6 +219,10 @@ std::string_view ToString(WorkloadType t);
 
 // True when the pool still holds or may hold devices (not rejected, not released).
 bool PoolIsLive(const GpuPool& pool);
+
+// What a project's live pools hold, by cluster, as the device plugin names the resources
+// ("nvidia.com/gpu", "nvidia.com/mig-3g.71gb") -> devices: the quota a cluster enforces for it.
+std::map<std::string, std::map<std::string, int64_t>> DevicesByCluster(std::span<const GpuPool> pools);
 // True once a release was asked for: its runs end, then its devices go back to the fleet.
 bool PoolReleaseRequested(const GpuPool& pool);
 

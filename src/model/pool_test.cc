@@ -118,3 +118,27 @@ TEST(MetadataValidation, AnnotationsAndDisplayNamesAreBounded) {
 
 }  // namespace
 }  // namespace gpuaas::model
+
+namespace gpuaas::model {
+namespace {
+
+TEST(PoolQuota, LivePoolsDevicesByClusterAndResource) {
+  GpuPool a;
+  a.status.allocation = {{"east", "east.n1", "GPU-1", "full", 0, ""},
+                         {"east", "east.n1", "GPU-2", "full", 0, ""},
+                         {"east", "east.n2", "GPU-3", "3g.71gb", 4, ""},
+                         {"west", "west.n1", "GPU-4", "1g.18gb+me", 0, ""}};
+  GpuPool released = a;
+  SetCondition(released.status.conditions, {std::string(kReleased), ConditionStatus::kTrue, "Released", "", {}, 0});
+  GpuPool rejected = a;
+  rejected.status.approval = GpuPool::Approval{false, "no", "ops", {}};
+  const std::vector<GpuPool> pools = {a, released, rejected};
+  EXPECT_EQ(DevicesByCluster(pools),
+            (std::map<std::string, std::map<std::string, int64_t>>{
+                {"east", {{"nvidia.com/gpu", 2}, {"nvidia.com/mig-3g.71gb", 1}}},
+                {"west", {{"nvidia.com/mig-1g.18gb.me", 1}}}}))
+      << "released and rejected pools hold nothing";
+}
+
+}  // namespace
+}  // namespace gpuaas::model

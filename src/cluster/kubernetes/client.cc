@@ -164,7 +164,7 @@ struct Client::Impl {
   std::chrono::steady_clock::time_point token_read{};  // guarded by mu; zero: read at next use
 
   std::unique_ptr<httplib::ClientImpl> Connection(const ClientConfig& c, const ClientTimeouts& t,
-                                                  std::chrono::seconds read_timeout, const std::string& token) const {
+                                                  std::chrono::seconds read_timeout, const std::string& bearer) const {
     std::unique_ptr<httplib::ClientImpl> conn;
     if (endpoint.tls) {
       std::unique_ptr<httplib::SSLClient> ssl;
@@ -187,7 +187,7 @@ struct Client::Impl {
     conn->set_connection_timeout(t.connect);
     conn->set_read_timeout(read_timeout);
     conn->set_write_timeout(t.request);
-    if (!token.empty()) conn->set_bearer_token_auth(token);
+    if (!bearer.empty()) conn->set_bearer_token_auth(bearer);
     conn->set_default_headers({{"Accept", "application/json"}, {"User-Agent", "gpuaas"}});
     return conn;
   }

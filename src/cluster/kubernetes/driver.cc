@@ -419,6 +419,64 @@ ClusterDriver::MigState KubernetesDriver::NodeMigState(const std::string& node) 
   return {"pending", ""};
 }
 
+absl::Status KubernetesDriver::EnforceProjectQuota(const std::string& project,
+                                                   const std::map<std::string, int64_t>& devices) {
+  // Every GPU resource a pod could ask for: what is not the project's is 0.
+  nlohmann::json hard = nlohmann::json::object();
+  hard["requests.nvidia.com/gpu"] = "0";
+  for (const catalog::GpuModel& m : catalog::AllModels()) {
+    for (const catalog::MigProfile& p : m.profiles) hard["requests." + catalog::ResourceName(p.name)] = "0";
+  }
+  for (const auto& [resource, n] : devices) hard["requests." + resource] = std::to_string(n);
+
+  const std::string ns_path = "/api/v1/namespaces/" + project;
+  absl::StatusOr<std::string> ns = client_->Get(ns_path);
+  if (absl::IsNotFound(ns.status())) {
+    if (devices.empty()) return absl::OkStatus();  // nothing held, nothing to fence
+    const nlohmann::json fresh = {{"apiVersion", "v1"},
+                                  {"kind", "Namespace"},
+                                  {"metadata",
+                                   {{"name", project},
+                                    {"labels", {{"gpuaas.io/project", project}, {"app.kubernetes.io/managed-by", "gpuaas"}}}}}};
+    absl::StatusOr<std::string> made = client_->Send("POST", "/api/v1/namespaces", fresh.dump());
+    if (!made.ok() && !absl::IsAborted(made.status())) return made.status();  // 409: made meanwhile
+    if (made.ok()) ++writes_;
+  } else if (!ns.ok()) {
+    return ns.status();
+  }
+  const std::string quotas = ns_path + "/resourcequotas";
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    absl::StatusOr<std::string> got = client_->Get(quotas + "/gpuaas-pools");
+    absl::StatusOr<std::string> written;
+    if (absl::IsNotFound(got.status())) {
+      const nlohmann::json fresh = {
+          {"apiVersion", "v1"},
+          {"kind", "ResourceQuota"},
+          {"metadata",
+           {{"name", "gpuaas-pools"}, {"namespace", project}, {"labels", {{"app.kubernetes.io/managed-by", "gpuaas"}}}}},
+          {"spec", {{"hard", hard}}}};
+      written = client_->Send("POST", quotas, fresh.dump());
+    } else if (!got.ok()) {
+      return got.status();
+    } else {
+      nlohmann::json q = nlohmann::json::parse(*got, nullptr, false);
+      if (!q.is_object()) return absl::UnavailableError("the ResourceQuota is not JSON");
+      if (q.contains("spec") && q["spec"].is_object() && q["spec"].value("hard", nlohmann::json()) == hard) {
+        return absl::OkStatus();  // as wanted already
+      }
+      q["spec"]["hard"] = hard;
+      written = client_->Send("PUT", quotas + "/gpuaas-pools", q.dump());
+    }
+    if (written.ok()) {
+      ++writes_;
+      log::Info("cluster {}: project {} may request {}", name_, project, nlohmann::json(devices).dump());
+      return absl::OkStatus();
+    }
+    if (!absl::IsAborted(written.status())) return written.status();  // 409: read again
+  }
+  return absl::AbortedError(fmt::format("cluster {}: the ResourceQuota of {} kept changing", name_, project));
+}
+
 std::map<std::string, std::string> KubernetesDriver::refused_nodes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return refused_;

@@ -76,6 +76,11 @@ class KubernetesDriver final : public ClusterDriver {
                               const std::vector<ObservedMigInstance>& instances) override;
   // From the node's nvidia.com/mig.config.state label ("success" when unlabelled).
   MigState NodeMigState(const std::string& node) override;
+  // The project's namespace (named like the project; created when it holds something) and its
+  // ResourceQuota `gpuaas-pools`: `requests.<resource>` for every GPU resource the device plugin
+  // may advertise (nvidia.com/gpu and every catalogue MIG profile), the pools' devices or 0.
+  // Written only where it differs from what the API server has.
+  absl::Status EnforceProjectQuota(const std::string& project, const std::map<std::string, int64_t>& devices) override;
 
   // Writes made to the API server (ConfigMap and label), for tests and metrics.
   int64_t writes() const { return writes_.load(); }

@@ -162,11 +162,12 @@ absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view
     // and the inventory flags the node (Recognized=False) instead of dropping it.
     auto product = labels.find("nvidia.com/gpu.product");
     auto count = labels.find("nvidia.com/gpu.count");
-    std::optional<int64_t> n = count == labels.end() ? std::nullopt : ParseInt(count->second);
-    if (product != labels.end() && !catalog::ModelFromProduct(product->second).ok() && n && *n >= 0 && *n <= 64) {
+    std::optional<int64_t> how_many = count == labels.end() ? std::nullopt : ParseInt(count->second);
+    if (product != labels.end() && !catalog::ModelFromProduct(product->second).ok() && how_many && *how_many >= 0 &&
+        *how_many <= 64) {
       NodeGpus unknown;
       unknown.product = product->second;
-      unknown.gpus = *n;
+      unknown.gpus = *how_many;
       if (auto mem = labels.find("nvidia.com/gpu.memory"); mem != labels.end()) {
         unknown.memory_mib = ParseInt(mem->second).value_or(0);
       }

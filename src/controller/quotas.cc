@@ -1,0 +1,55 @@
+#include "controller/quotas.h"
+
+#include <vector>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "fmt/format.h"
+
+namespace gpuaas::controller {
+
+QuotaController::QuotaController(runtime::Manager& manager, std::map<std::string, cluster::ClusterDriver*> drivers)
+    : drivers_(std::move(drivers)), pools_(manager.informers().For<model::GpuPool>()) {
+  pools_.AddIndex("project", [](const model::GpuPool& p) { return std::vector<std::string>{p.metadata.ns}; });
+  runtime::WorkQueue& q = manager.Add("quotas", *this);
+  pools_.OnChange([&q](const model::GpuPool* before, const model::GpuPool* after) {
+    q.Add((after ? after : before)->metadata.ns);
+  });
+}
+
+absl::StatusOr<runtime::Result> QuotaController::Reconcile(const std::string& project) {
+  std::vector<model::GpuPool> pools;
+  for (const auto& p : pools_.ByIndex("project", project)) pools.push_back(*p);
+  const std::map<std::string, std::map<std::string, int64_t>> want = model::DevicesByCluster(pools);
+  absl::Status first_error;
+  for (const auto& [cluster, driver] : drivers_) {
+    auto w = want.find(cluster);
+    const std::map<std::string, int64_t> devices = w == want.end() ? std::map<std::string, int64_t>{} : w->second;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& done = enforced_[project];
+      auto d = done.find(cluster);
+      // Nothing held now and nothing enforced before: nothing to tell this cluster.
+      if (devices.empty() && d == done.end()) continue;
+      if (d != done.end() && d->second == devices) continue;
+    }
+    absl::Status s = driver->EnforceProjectQuota(project, devices);
+    if (!s.ok()) {
+      log::Warn("project {}: quota on cluster {} not enforced: {}", project, cluster, s.ToString());
+      if (first_error.ok()) first_error = s;
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    enforced_[project][cluster] = devices;
+  }
+  if (!first_error.ok()) return first_error;  // requeued with backoff
+  return runtime::Result::Done();
+}
+
+std::map<std::string, std::map<std::string, int64_t>> QuotaController::enforced(const std::string& project) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = enforced_.find(project);
+  return it == enforced_.end() ? std::map<std::string, std::map<std::string, int64_t>>{} : it->second;
+}
+
+}  // namespace gpuaas::controller

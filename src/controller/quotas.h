@@ -1,0 +1,42 @@
+// The quota controller: each cluster holds a project to what the project's live pools hold
+// there (model::DevicesByCluster), through ClusterDriver::EnforceProjectQuota (on Kubernetes a
+// namespace per project and a ResourceQuota over the GPU resources). The key is a project; it is
+// queued when any of its pools changes. A cluster is told when the project holds something there,
+// or held something there before (so that a released pool's quota goes back to none). It writes
+// nothing to the store.
+#ifndef GPUAAS_CONTROLLER_QUOTAS_H_
+#define GPUAAS_CONTROLLER_QUOTAS_H_
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "cluster/driver.h"
+#include "controller/runtime/manager.h"
+#include "model/pool.h"
+
+namespace gpuaas::controller {
+
+class QuotaController final : public runtime::Reconciler {
+ public:
+  // `drivers` by cluster name; not owned. Registers itself with `manager`.
+  QuotaController(runtime::Manager& manager, std::map<std::string, cluster::ClusterDriver*> drivers);
+  absl::StatusOr<runtime::Result> Reconcile(const std::string& project) override;
+
+  // What was last enforced, by project and cluster (for tests and the log).
+  std::map<std::string, std::map<std::string, int64_t>> enforced(const std::string& project) const;
+
+ private:
+  std::map<std::string, cluster::ClusterDriver*> drivers_;
+  runtime::Informer<model::GpuPool>& pools_;
+  mutable std::mutex mu_;
+  // project -> cluster -> devices last enforced
+  std::map<std::string, std::map<std::string, std::map<std::string, int64_t>>> enforced_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpuaas::controller
+
+#endif  // GPUAAS_CONTROLLER_QUOTAS_H_
