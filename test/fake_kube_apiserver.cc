@@ -314,6 +314,8 @@ void FakeKubeApiServer::Start() {
     }
   }
   m.thread = std::thread([&m] { m.server->listen_after_bind(); });
+  // Listening before Start returns: a Stop that came first would not stop it.
+  for (int i = 0; i < 1000 && !m.server->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 void FakeKubeApiServer::Stop() {

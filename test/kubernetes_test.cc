@@ -36,11 +36,22 @@ using testing::FakeKubeApiServer;
 
 constexpr char kNodes[] = "/api/v1/nodes";
 
-json MixedNodeLabels() {
+// The GPU Operator's recorded mixed-strategy node (an H100 80GB with all-balanced MIG); null when
+// ../shared is not beside the checkout.
+json RecordedMixedNodeLabels() {
   std::ifstream in("../shared/fixtures/nvidia-cloud-native-docs_gpu-operator_output_mig-mixed-node-labels.json");
+  if (!in) return json();
   std::stringstream ss;
   ss << in.rdbuf();
   return json::parse(ss.str());
+}
+
+// Its GPU labels, for tests that need a MIG node but not the recording.
+json H100AllBalancedLabels() {
+  return {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu.count", "1"},
+          {"nvidia.com/gpu.memory", "81559"},                 {"nvidia.com/mig.capable", "true"},
+          {"nvidia.com/mig.strategy", "mixed"},               {"nvidia.com/mig-1g.10gb.count", "2"},
+          {"nvidia.com/mig-2g.20gb.count", "1"},              {"nvidia.com/mig-3g.40gb.count", "1"}};
 }
 
 // A Node as the API server has it: `labels` as GFD wrote them, capacity as the device plugin.
@@ -54,8 +65,8 @@ std::string NodeJson(const std::string& name, const json& labels, const json& ca
       .dump();
 }
 
-std::string MigNode(const std::string& name) {
-  return NodeJson(name, MixedNodeLabels(),
+std::string MigNode(const std::string& name, const json& labels = H100AllBalancedLabels()) {
+  return NodeJson(name, labels,
                   {{"cpu", "128"}, {"memory", "1056451724Ki"}, {"nvidia.com/mig-1g.10gb", "2"},
                    {"nvidia.com/mig-2g.20gb", "1"}, {"nvidia.com/mig-3g.40gb", "1"}});
 }
@@ -106,6 +117,17 @@ int CountWatches(const FakeKubeApiServer& api, bool watch) {
   int n = 0;
   for (const auto& r : api.requests()) n += r.watch == watch ? 1 : 0;
   return n;
+}
+
+// A test that fails right after starting the fake stops it at once: that must not hang.
+TEST(FakeKubeApiServerTest, StopsRightAfterStarting) {
+  for (int i = 0; i < 20; ++i) {
+    FakeKubeApiServer api;
+    api.Start();
+    api.Stop();
+    api.Start();  // the same port again
+    EXPECT_GT(api.port(), 0);
+  }
 }
 
 TEST(KubernetesClient, ListsPageByPageAndSaysWhatTheServerRefused) {
@@ -317,9 +339,11 @@ class KubernetesDriverTest : public ::testing::Test {
 };
 
 TEST_F(KubernetesDriverTest, TheInventoryIsWhatTheNodesSay) {
+  const json recorded = RecordedMixedNodeLabels();
+  if (recorded.is_null()) GTEST_SKIP() << "../shared is not beside the checkout";
   FakeKubeApiServer api("t0ken");
   api.Start();
-  api.Put(kNodes, "Node", MigNode("mig-node"));
+  api.Put(kNodes, "Node", MigNode("mig-node", recorded));
   api.Put(kNodes, "Node", H200Node("h200-a", 8));
   api.Put(kNodes, "Node", CpuNode("cpu-a"));
   drivers_.push_back(Driver("lab", api));
