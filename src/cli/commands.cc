@@ -120,7 +120,7 @@ void PrintTable(const std::string& plural, const std::vector<json>& items, std::
   Table t(model::Columns(plural));
   const Time now = RealClock::Get().Now();
   for (const json& item : items) {
-    absl::StatusOr<std::vector<std::string>> row = model::Row(plural, item.dump(), now);
+    absl::StatusOr<std::vector<std::string>> row = model::Row(plural, item, now);
     if (row.ok()) t.Add(std::move(*row));
   }
   t.Print(out);

@@ -191,8 +191,7 @@ std::vector<std::string> Columns(std::string_view plural) {
   return it == Kinds().end() ? kDefaultColumns : it->second.columns;
 }
 
-absl::StatusOr<std::vector<std::string>> Row(std::string_view plural, std::string_view object_json, Time now) {
-  const json obj = json::parse(object_json, nullptr, false);
+absl::StatusOr<std::vector<std::string>> Row(std::string_view plural, const json& obj, Time now) {
   if (!obj.is_object()) return absl::InvalidArgumentError("not a JSON object");
   auto it = Kinds().find(plural);
   if (it == Kinds().end()) return std::vector<std::string>{Str(obj, "/metadata/name"), Age(Str(obj, "/metadata/creationTimestamp"), now)};

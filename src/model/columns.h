@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace gpuaas::model {
 
@@ -17,9 +18,9 @@ namespace gpuaas::model {
 // own (invoices, creditnotes) get NAME and AGE.
 std::vector<std::string> Columns(std::string_view plural);
 
-// The cells of one object (its JSON, as the API serves it) under Columns(plural).
-// InvalidArgument when the text is not a JSON object.
-absl::StatusOr<std::vector<std::string>> Row(std::string_view plural, std::string_view object_json, Time now);
+// The cells of one object (its JSON, as the API serves it, already parsed) under
+// Columns(plural). InvalidArgument when it is not a JSON object.
+absl::StatusOr<std::vector<std::string>> Row(std::string_view plural, const nlohmann::json& object, Time now);
 
 // "5d", "3h", "12m", "40s" from an RFC 3339 timestamp to `now`; "<unknown>" when it does not parse.
 std::string Age(std::string_view timestamp, Time now);

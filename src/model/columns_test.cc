@@ -1,6 +1,7 @@
 #include "model/columns.h"
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace gpuaas::model {
 namespace {
@@ -13,17 +14,17 @@ TEST(Columns, EachKindHasItsColumnsAndRowsMatchThem) {
     const std::vector<std::string> cols = Columns(plural);
     ASSERT_FALSE(cols.empty()) << plural;
     EXPECT_EQ(cols[0], "NAME") << plural;
-    absl::StatusOr<std::vector<std::string>> row = Row(plural, R"({"metadata":{"name":"x"}})", kNow);
+    absl::StatusOr<std::vector<std::string>> row = Row(plural, nlohmann::json::parse(R"({"metadata":{"name":"x"}})"), kNow);
     ASSERT_TRUE(row.ok()) << plural;
     EXPECT_EQ(row->size(), cols.size()) << plural << ": a sparse object still fills every column";
     EXPECT_EQ((*row)[0], "x") << plural;
   }
   EXPECT_EQ(Columns("invoices"), (std::vector<std::string>{"NAME", "AGE"}));
-  EXPECT_TRUE(absl::IsInvalidArgument(Row("gpupools", "[1]", kNow).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Row("gpupools", nlohmann::json::parse("[1]"), kNow).status()));
 }
 
 TEST(Columns, CellsSayWhatTheObjectHolds) {
-  auto row = [](const char* plural, const char* json) { return *Row(plural, json, kNow); };
+  auto row = [](const char* plural, const char* json) { return *Row(plural, nlohmann::json::parse(json), kNow); };
   EXPECT_EQ(row("projects", R"({"metadata":{"name":"vision","creationTimestamp":"2026-12-01T12:00:00Z"},
                                 "spec":{"displayName":"Vision","quota":{"fullGpus":{"H200-SXM-141GB":4},
                                         "migComputeSlices":{"A100-80GB":14}}}})"),

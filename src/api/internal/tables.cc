@@ -25,7 +25,7 @@ json ColumnDefinitions(std::string_view plural) {
 }
 
 absl::StatusOr<json> RowOf(std::string_view plural, const json& obj, const TableRequest& t, Time now) {
-  absl::StatusOr<std::vector<std::string>> cells = model::Row(plural, obj.dump(), now);
+  absl::StatusOr<std::vector<std::string>> cells = model::Row(plural, obj, now);
   if (!cells.ok()) return cells.status();
   json row = {{"cells", *cells}};
   switch (t.include) {
