@@ -99,7 +99,9 @@ absl::StatusOr<std::unique_ptr<cluster::kubernetes::KubernetesDriver>> Kubernete
       source.resize(hash);
     }
     absl::StatusOr<std::string> yaml = ReadWholeFile(source);
-    if (!yaml.ok()) return yaml.status();
+    if (!yaml.ok()) {
+      return absl::Status(yaml.status().code(), fmt::format("--kubernetes {}: {}", name, yaml.status().message()));
+    }
     // Files a kubeconfig names are relative to its own folder, as kubectl reads them.
     const std::filesystem::path dir = std::filesystem::path(source).parent_path();
     config = k8s::ParseKubeconfig(*yaml, context, [dir](const std::string& path) {
