@@ -81,5 +81,88 @@ TEST(KubernetesE2e, TheServerManagesAClusterNamedByAKubeconfig) {
   std::filesystem::remove_all(dir);
 }
 
+// `gpuaas cluster add` from an operator's shell: the kubeconfig is read there (its token file and
+// CA file too) and the running server follows the cluster from then on, across a restart; members
+// may not register clusters; `cluster remove` ends it.
+TEST(KubernetesE2e, AClusterIsOneCommandAway) {
+  char tmpl[] = "/tmp/gpuaas-k8s-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  FakeKubeApiServer api("s3cret");
+  api.Start();
+  api.Put("/api/v1/nodes", "Node", Node("h200-a", 8));
+  std::ofstream(dir + "/token") << "s3cret\n";
+  std::ofstream(dir + "/kubeconfig") << "apiVersion: v1\nkind: Config\ncurrent-context: lab-ops\n"
+                                     << "clusters:\n- name: lab\n  cluster:\n    server: " << api.url() << "\n"
+                                     << "users:\n- name: ops\n  user:\n    tokenFile: token\n"
+                                     << "contexts:\n- name: lab-ops\n  context:\n    cluster: lab\n    user: ops\n";
+  std::ofstream(dir + "/tokens") << "operator-t0ken-0123456789,alice,operator\nmember-t0ken-0123456789,bob,member,demo\n";
+  const std::string db = "sqlite:" + dir + "/gpuaas.db";
+  ServerProcess server;
+  ASSERT_TRUE(server.Start("--db " + db + " --token-auth-file " + dir + "/tokens", dir + "/server.log")) << server.Log();
+  const std::string as_op = " --server " + server.Url() + " --token operator-t0ken-0123456789";
+  httplib::Client c(server.Url());
+  c.set_bearer_token_auth("operator-t0ken-0123456789");
+  auto wait_for = [&](size_t n) {
+    for (int i = 0; i < 400 && Gpus(c, "lab").size() != n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return Gpus(c, "lab").size();
+  };
+
+  RunResult r = RunGpuaas("cluster add lab --kubeconfig " + dir + "/kubeconfig --region kr-central --server " +
+                          server.Url() + " --token member-t0ken-0123456789");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Forbidden"), std::string::npos) << r.out;
+  r = RunGpuaas("cluster add lab --kubeconfig " + dir + "/nowhere" + as_op);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("nowhere"), std::string::npos) << r.out;
+  // KUBECONFIG, as kubectl reads it.
+  r = RunShell("KUBECONFIG=" + dir + "/kubeconfig " + Bin() + " cluster add lab --region kr-central" + as_op);
+  ASSERT_EQ(r.code, 0) << r.out << server.Log();
+  EXPECT_NE(r.out.find("registered"), std::string::npos) << r.out;
+  EXPECT_EQ(wait_for(8), 8u) << server.Log();
+  r = RunGpuaas("cluster list" + as_op);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("lab"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("registered"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(api.url()), std::string::npos) << r.out;
+  r = RunGpuaas("cluster list -o json" + as_op);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("s3cret"), std::string::npos) << "no credential is ever shown: " << r.out;
+  EXPECT_EQ(r.out.find("kubeconfig"), std::string::npos) << r.out;
+  const json listed = json::parse(r.out);
+  ASSERT_EQ(listed["items"].size(), 1u) << r.out;
+  EXPECT_EQ(listed["items"][0]["gpus"], 8);
+  EXPECT_EQ(listed["items"][0]["reachable"], true);
+  EXPECT_EQ(listed["items"][0]["region"], "kr-central");
+  EXPECT_EQ(listed["items"][0]["registeredBy"], "alice");
+  // The generic API does not serve registrations either.
+  auto hidden = c.Get("/apis/gpuaas.io/v1/clusterregistrations");
+  ASSERT_TRUE(hidden);
+  EXPECT_EQ(hidden->status, 404) << hidden->body;
+
+  // A restart keeps the registration (the token was copied when it was added).
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+  api.Put("/api/v1/nodes", "Node", Node("h200-b", 4));
+  ASSERT_TRUE(server.Start("--db " + db + " --token-auth-file " + dir + "/tokens", dir + "/server.log")) << server.Log();
+  httplib::Client c2(server.Url());
+  c2.set_bearer_token_auth("operator-t0ken-0123456789");
+  for (int i = 0; i < 400 && Gpus(c2, "lab").size() != 12; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(Gpus(c2, "lab").size(), 12u) << server.Log();
+
+  const std::string as_op2 = " --server " + server.Url() + " --token operator-t0ken-0123456789";
+  r = RunGpuaas("cluster add lab --kubeconfig " + dir + "/kubeconfig" + as_op2);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("already registered"), std::string::npos) << r.out;
+  r = RunGpuaas("cluster remove lab" + as_op2);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (int i = 0; i < 400 && !Gpus(c2, "lab").empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(Gpus(c2, "lab").empty()) << server.Log();
+  r = RunGpuaas("cluster remove lab" + as_op2);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("not registered"), std::string::npos) << r.out;
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+  api.Stop();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace gpuaas::testing

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "model/fleet.h"
 #include "nlohmann/json.hpp"
+#include "service/clusters.h"
 #include "service/pools.h"
 #include "store/cache.h"
 #include "store/objects.h"
@@ -279,8 +280,7 @@ class KubernetesDriverTest : public ::testing::Test {
   void StartControlPlane() {
     std::map<std::string, cluster::ClusterDriver*> by_name;
     for (auto& d : drivers_) by_name[std::string(d->ClusterName())] = d.get();
-    controller::ControlPlaneOptions o;
-    cp_ = std::make_unique<controller::ControlPlane>(*store_, *cache_, RealClock::Get(), by_name, hub_, o);
+    cp_ = std::make_unique<controller::ControlPlane>(*store_, *cache_, RealClock::Get(), by_name, hub_, options_);
     // Alternately before and after the control plane listens: either way the first list reaches it.
     for (size_t i = 0; i < drivers_.size(); ++i) {
       if (i % 2 == 0) drivers_[i]->Start();
@@ -335,6 +335,7 @@ class KubernetesDriverTest : public ::testing::Test {
   std::unique_ptr<store::ObjectCache> cache_;
   telemetry::Hub hub_;
   std::vector<std::unique_ptr<KubernetesDriver>> drivers_;
+  controller::ControlPlaneOptions options_;
   std::unique_ptr<controller::ControlPlane> cp_;
 };
 
@@ -622,6 +623,106 @@ TEST_F(KubernetesDriverTest, AProjectsNamespaceQuotaIsWhatItsPoolsHold) {
   // Told again with nothing changed (a restart), the driver writes nothing.
   EXPECT_TRUE(drivers_[0]->EnforceProjectQuota("vision", {}).ok());
   EXPECT_EQ(api.writes().size(), 3u);
+}
+
+// A cluster registered while the control plane runs is followed at once, its credentials never
+// shown; taken out, its driver stops and its inventory goes; it cannot be taken out while pools
+// hold its devices.
+TEST_F(KubernetesDriverTest, ClustersRegisteredAtRunTimeAreFollowedAndForgotten) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  auto make = [](const model::ClusterRegistration& r) -> absl::StatusOr<std::shared_ptr<cluster::ClusterDriver>> {
+    cluster::kubernetes::DriverOptions o = FastOptions();
+    o.region = r.spec.region;
+    ASSIGN_OR_RETURN(std::unique_ptr<KubernetesDriver> d,
+                     cluster::kubernetes::DriverFromKubeconfig(r.metadata.name, r.spec.kubeconfig, r.spec.context, o));
+    return std::shared_ptr<cluster::ClusterDriver>(std::move(d));
+  };
+  options_.connect = make;
+  StartControlPlane();
+  service::ClusterService clusters(
+      *store_, RealClock::Get(), cp_->clusters(),
+      [&](const model::ClusterRegistration& r) { return make(r).status(); },
+      [](const model::ClusterRegistration& r) {
+        auto c = cluster::kubernetes::ParseSelfContainedKubeconfig(r.spec.kubeconfig, r.spec.context);
+        return service::ClusterService::Endpoint{c->server, c->context};
+      });
+  ClientConfig c;
+  c.context = "lab-admin";
+  c.server = api.url();
+  c.token = "t0ken";
+  model::ClusterRegistration reg;
+  reg.metadata.name = "lab";
+  reg.spec.kubeconfig = cluster::kubernetes::SelfContainedKubeconfig(c);
+  reg.spec.region = "kr-central";
+
+  // Refused, and nothing stored: a kubeconfig that names a file, one that is not one, a bad name.
+  model::ClusterRegistration bad = reg;
+  bad.spec.kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: x\nclusters:\n- name: x\n  cluster:\n"
+                        "    server: https://10.0.0.1\n    certificate-authority: /etc/ca.crt\n"
+                        "contexts:\n- name: x\n  context:\n    cluster: x\n";
+  absl::StatusOr<model::ClusterRegistration> refused = clusters.Register(bad, "ops");
+  ASSERT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("/etc/ca.crt"), std::string_view::npos) << refused.status();
+  bad.spec.kubeconfig = "{not: [yaml";
+  EXPECT_TRUE(absl::IsInvalidArgument(clusters.Register(bad, "ops").status()));
+  bad = reg;
+  bad.metadata.name = "Lab_1";
+  EXPECT_TRUE(absl::IsInvalidArgument(clusters.Register(bad, "ops").status()));
+  EXPECT_TRUE(All<model::ClusterRegistration>().empty());
+
+  const int64_t before = store_->Revision();
+  absl::StatusOr<model::ClusterRegistration> made = clusters.Register(reg, "ops");
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_TRUE(made->spec.kubeconfig.empty()) << "the credentials are not handed back";
+  EXPECT_GT(store_->Revision(), before);
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8 && Reachable("lab"); })) << Gpus("lab");
+  EXPECT_EQ(ClusterObject("lab")->spec.region, "kr-central");
+  EXPECT_TRUE(absl::IsAlreadyExists(clusters.Register(reg, "ops").status()));
+  absl::StatusOr<std::vector<service::ClusterEntry>> listed = clusters.List();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].source, "registered");
+  EXPECT_TRUE((*listed)[0].connected);
+  EXPECT_EQ((*listed)[0].server, api.url());
+  EXPECT_EQ((*listed)[0].context, "lab-admin");
+  EXPECT_EQ((*listed)[0].registered_by, "ops");
+
+  // Pools holding its devices keep it.
+  service::PoolService pools(*store_, RealClock::Get(), [] { return std::map<std::string, int64_t>{{"H200-SXM-141GB", 8}}; });
+  model::Project project;
+  project.metadata.name = "vision";
+  ASSERT_TRUE(pools.CreateProject(project, "ops").ok());
+  model::GpuPool pool;
+  pool.metadata.name = "train";
+  pool.metadata.ns = "vision";
+  pool.spec.cluster = "lab";
+  pool.spec.items = {{"H200-SXM-141GB", "full", 2}};
+  ASSERT_TRUE(pools.CreatePool(pool, "alice").ok());
+  ASSERT_TRUE(pools.Approve("vision", "train", true, "ok", "ops").ok());
+  ASSERT_TRUE(Eventually([&] { return !api.Get("/api/v1/namespaces/vision/resourcequotas", "gpuaas-pools").empty(); }))
+      << "the registered cluster enforces the pool's quota";
+  absl::Status kept = clusters.Unregister("lab", "ops");
+  ASSERT_TRUE(absl::IsFailedPrecondition(kept)) << kept;
+  EXPECT_NE(kept.message().find("vision/train"), std::string_view::npos) << kept;
+  ASSERT_TRUE(pools.Release("vision", "train", "alice").ok());
+  ASSERT_TRUE(Eventually([&] { return clusters.Unregister("lab", "ops").ok(); }));
+
+  // Gone: the inventory of the cluster is deleted and nobody asks its API server anything more.
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 0 && !ClusterObject("lab"); })) << Gpus("lab");
+  EXPECT_TRUE(All<model::NodeCapacity>("lab").empty());
+  EXPECT_TRUE(All<model::SpecAndCount>("lab").empty());
+  EXPECT_EQ(cp_->clusters().size(), 0u);
+  Settled();
+  const size_t requests = api.requests().size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(api.requests().size(), requests) << "the driver of a removed cluster stopped";
+  EXPECT_TRUE(absl::IsNotFound(clusters.Unregister("lab", "ops")));
+
+  // Registered again under the same name: followed again.
+  ASSERT_TRUE(clusters.Register(reg, "ops").ok());
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; })) << Gpus("lab");
 }
 
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {

@@ -13,6 +13,8 @@
 #include "controller/control_plane.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "service/clusters.h"
 #include "service/pools.h"
 #include "store/sqlite_store.h"
 #include "telemetry/hub.h"
@@ -41,8 +43,12 @@ class PolicyTest : public ::testing::Test {
     tokens_["member"] = auth_->Create("mia", Role::kMember, "vision", "test")->first;
     tokens_["agent"] = auth_->Create("node-1", Role::kAgent, "", "test", "alpha", {"h200-01"})->first;
     ASSERT_TRUE(cache_->WaitFor(store_->Revision(), std::chrono::seconds(5)));
+    clusters_ = std::make_unique<service::ClusterService>(
+        *store_, RealClock::Get(), registry_, [](const model::ClusterRegistration&) { return absl::OkStatus(); },
+        nullptr);
     ServerOptions o;
     o.port = 0;
+    o.clusters = clusters_.get();
     server_ = std::make_unique<ApiServer>(o, *cache_, pools_.get(), auth_.get(), &hub_);
     ASSERT_TRUE(server_->Start().ok());
     server_->SetReady(true);
@@ -76,6 +82,8 @@ class PolicyTest : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::ObjectCache> cache_;
   std::unique_ptr<service::PoolService> pools_;
+  cluster::Registry registry_;
+  std::unique_ptr<service::ClusterService> clusters_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<ApiServer> server_;
   std::map<std::string, std::string> tokens_;
@@ -141,6 +149,52 @@ TEST_F(PolicyTest, TheSecurityDocsTableIsTheRegistry) {
                                         ToString(r.policy.agent), ToString(r.policy.anonymous));
     EXPECT_NE(doc.str().find(row), std::string::npos) << "docs/security.md lacks the row\n" << row;
   }
+}
+
+// /api/v1/clusters as an attacker tries it: malformed bodies are refused with the reason and
+// store nothing; a registration is listed without its kubeconfig; a fixed cluster cannot go.
+TEST_F(PolicyTest, ClusterRegistrationRefusesBadBodiesAndNeverShowsTheKubeconfig) {
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_bearer_token_auth(tokens_["operator"]);
+  const int64_t before = store_->Revision();
+  for (const char* body : {"not json", "[]", R"({"name": "lab"})", R"({"name": "lab", "kubeconfig": 7})",
+                           R"({"name": 7, "kubeconfig": "x"})", R"({"name": "Lab!", "kubeconfig": "x"})",
+                           R"({"name": "lab", "kubeconfig": ""})", R"({"name": "lab", "kubeconfig": "x", "region": []})"}) {
+    httplib::Result r = c.Post("/api/v1/clusters", body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << body << ": " << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/problem+json") << body;
+  }
+  EXPECT_EQ(store_->Revision(), before) << "a refused registration stores nothing";
+
+  const std::string secret = "apiVersion: v1\nkind: Config\n# token: do-not-show-me\n";
+  httplib::Result r = c.Post("/api/v1/clusters", nlohmann::json{{"name", "lab"}, {"kubeconfig", secret}}.dump(),
+                             "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(r->body.find("do-not-show-me"), std::string::npos) << r->body;
+  r = c.Post("/api/v1/clusters", nlohmann::json{{"name", "lab"}, {"kubeconfig", secret}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 409) << r->body;
+  r = c.Get("/api/v1/clusters");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.find("do-not-show-me"), std::string::npos) << r->body;
+  const nlohmann::json list = nlohmann::json::parse(r->body);
+  std::map<std::string, std::string> sources;
+  for (const auto& e : list["items"]) sources[e["name"]] = e["source"];
+  EXPECT_EQ(sources["lab"], "registered");
+  EXPECT_EQ(sources["alpha"], "none") << "objects a former run left, with no driver now";
+  r = c.Get("/api/v1/audit");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("RegisterCluster"), std::string::npos);
+  EXPECT_EQ(r->body.find("do-not-show-me"), std::string::npos) << r->body;
+  r = c.Delete("/api/v1/clusters/lab");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = c.Delete("/api/v1/clusters/lab");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
 }
 
 }  // namespace

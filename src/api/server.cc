@@ -31,6 +31,7 @@
 #include "model/labels.h"
 #include "model/summary.h"
 #include "nlohmann/json.hpp"
+#include "service/clusters.h"
 
 namespace gpuaas::api {
 namespace {
@@ -747,6 +748,68 @@ struct ApiServer::Impl {
     return j;
   }
 
+  // Clusters: GET lists every cluster (never a credential), POST registers a Kubernetes cluster
+  // {"name", "kubeconfig" (self-contained), "context", "displayName", "region"}, DELETE takes a
+  // registered one out.
+  static absl::Status NoClusters() {
+    return absl::UnimplementedError("this server does not register clusters at run time");
+  }
+  static nlohmann::json ClusterEntryJson(const service::ClusterEntry& e) {
+    nlohmann::json j = {{"name", e.name}, {"driver", e.driver}, {"source", e.source}, {"connected", e.connected}};
+    if (!e.server.empty()) j["server"] = e.server;
+    if (!e.context.empty()) j["context"] = e.context;
+    if (!e.registered_by.empty()) j["registeredBy"] = e.registered_by;
+    if (e.registered) j["registered"] = FormatTime(*e.registered);
+    if (e.cluster) {
+      j["nodes"] = e.cluster->status.nodes;
+      j["gpus"] = e.cluster->status.gpus;
+      if (!e.cluster->spec.display_name.empty()) j["displayName"] = e.cluster->spec.display_name;
+      if (!e.cluster->spec.region.empty()) j["region"] = e.cluster->spec.region;
+      const model::Condition* reachable = model::FindCondition(e.cluster->status.conditions, "Reachable");
+      j["reachable"] = reachable == nullptr || reachable->status == model::ConditionStatus::kTrue;
+      if (reachable != nullptr && reachable->status != model::ConditionStatus::kTrue) j["message"] = reachable->message;
+    } else if (!e.unreached.empty()) {
+      j["reachable"] = false;
+      j["message"] = e.unreached;
+    }
+    return j;
+  }
+  absl::StatusOr<Reply> ClusterList(const HttpRequest&, const Params&, const Principal&) {
+    if (options.clusters == nullptr) return NoClusters();
+    ASSIGN_OR_RETURN(std::vector<service::ClusterEntry> entries, options.clusters->List());
+    nlohmann::json items = nlohmann::json::array();
+    for (const service::ClusterEntry& e : entries) items.push_back(ClusterEntryJson(e));
+    return Reply{200, std::string(kJson), nlohmann::json{{"items", items}}.dump(), {}};
+  }
+  absl::StatusOr<Reply> RegisterCluster(const HttpRequest& req, const Params&, const Principal& who) {
+    if (options.clusters == nullptr) return NoClusters();
+    RETURN_IF_ERROR(NeedJson(req));
+    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
+    auto text = [&](const char* key) { return !j.contains(key) || j[key].is_string(); };
+    if (!j.is_object() || !j.contains("name") || !j.contains("kubeconfig") || !text("name") || !text("kubeconfig") ||
+        !text("context") || !text("displayName") || !text("region")) {
+      return absl::InvalidArgumentError(
+          "body must be {\"name\": \"...\", \"kubeconfig\": \"<kubeconfig YAML, self-contained>\", \"context\": \"...\", "
+          "\"displayName\": \"...\", \"region\": \"...\"} (the last three optional)");
+    }
+    model::ClusterRegistration r;
+    r.metadata.name = j["name"].get<std::string>();
+    r.spec.kubeconfig = j["kubeconfig"].get<std::string>();
+    r.spec.context = j.value("context", "");
+    r.spec.display_name = j.value("displayName", "");
+    r.spec.region = j.value("region", "");
+    ASSIGN_OR_RETURN(model::ClusterRegistration made, options.clusters->Register(std::move(r), who.user));
+    nlohmann::json out = {{"name", made.metadata.name}, {"driver", made.spec.driver}, {"source", "registered"},
+                          {"registeredBy", made.spec.registered_by}};
+    if (!made.spec.context.empty()) out["context"] = made.spec.context;
+    return Reply{201, std::string(kJson), out.dump(), {}};
+  }
+  absl::StatusOr<Reply> UnregisterCluster(const HttpRequest&, const Params& p, const Principal& who) {
+    if (options.clusters == nullptr) return NoClusters();
+    RETURN_IF_ERROR(options.clusters->Unregister(std::string(p.at("name")), who.user));
+    return Reply{200, std::string(kJson), nlohmann::json{{"removed", p.at("name")}}.dump(), {}};
+  }
+
   absl::StatusOr<Reply> Tokens(const HttpRequest&, const Params&, const Principal&) {
     if (!auth) return NoAuth();
     auto tokens = auth->List();
@@ -1020,6 +1083,10 @@ struct ApiServer::Impl {
       return ReleasePool(r, p, w);
     });
     Add("/api/v1/audit", "GET", kOperatorOnly, [this](R r, P p, W w) { return AuditLog(r, p, w); });
+    Add("/api/v1/clusters", "GET", kOperatorOnly, [this](R r, P p, W w) { return ClusterList(r, p, w); });
+    Add("/api/v1/clusters", "POST", kOperatorOnly, [this](R r, P p, W w) { return RegisterCluster(r, p, w); });
+    Add("/api/v1/clusters/{name}", "DELETE", kOperatorOnly,
+        [this](R r, P p, W w) { return UnregisterCluster(r, p, w); });
     Add("/api/v1/tokens", "GET", kOperatorOnly, [this](R r, P p, W w) { return Tokens(r, p, w); });
     Add("/api/v1/tokens", "POST", kOperatorOnly, [this](R r, P p, W w) { return CreateToken(r, p, w); });
     Add("/api/v1/tokens/{id}", "DELETE", kOperatorOnly, [this](R r, P p, W w) { return RevokeToken(r, p, w); });

@@ -20,6 +20,9 @@
 namespace gpuaas::telemetry {
 class Hub;
 }
+namespace gpuaas::service {
+class ClusterService;
+}
 
 namespace gpuaas::api {
 
@@ -53,6 +56,9 @@ struct ServerOptions {
   // Appends more metrics to /metrics (the controllers'); called on an I/O thread, must be
   // thread-safe. Optional.
   std::function<void(std::string&)> more_metrics;
+  // Clusters registered while the server runs (/api/v1/clusters, operators only). Null: those
+  // routes answer 501 saying so. Not owned.
+  service::ClusterService* clusters = nullptr;
 };
 
 // The resource kinds the API serves, by plural ("gpucapacities" -> "GpuCapacity").

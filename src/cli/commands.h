@@ -79,6 +79,20 @@ int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::s
 int TokenListCmd(const ClientOptions& o, std::ostream& out, std::ostream& err);
 int TokenRevokeCmd(const ClientOptions& o, const std::string& id, std::ostream& out, std::ostream& err);
 
+// gpuaas cluster add|list|remove: clusters registered while the server runs (operators).
+struct ClusterAdd {
+  std::string name;
+  std::string kubeconfig;  // a file; empty: $KUBECONFIG (its first file), else ~/.kube/config
+  std::string context;     // empty: the kubeconfig's current context
+  std::string display_name;
+  std::string region;
+};
+// Reads the kubeconfig here (with the files it names) and sends it self-contained: the server
+// needs none of this machine's files.
+int ClusterAddCmd(const ClientOptions& o, const ClusterAdd& a, std::ostream& out, std::ostream& err);
+int ClusterListCmd(const ClientOptions& o, std::ostream& out, std::ostream& err);
+int ClusterRemoveCmd(const ClientOptions& o, const std::string& name, std::ostream& out, std::ostream& err);
+
 // gpuaas alerts [--all]: GPU health alerts, active ones unless --all.
 int AlertsCmd(const ClientOptions& o, bool all, std::ostream& out, std::ostream& err);
 // gpuaas metrics SERIES [--since 1h] [--step 60]: one series (SCOPE:ID:METRIC, docs/monitoring.md).

@@ -60,6 +60,11 @@ class ClusterDriver {
   virtual ~ClusterDriver() = default;
   // The cluster's name in gpuaas.
   virtual std::string_view ClusterName() const = 0;
+
+  // Starts following the cluster (drivers that watch an API server); Stop ends that and waits.
+  // A driver is started once and stopped once; drivers with nothing running keep the defaults.
+  virtual void Start() {}
+  virtual void Stop() {}
   // A fresh observation of the whole cluster. Unavailable when the cluster cannot be reached.
   // Thread-safe.
   virtual absl::StatusOr<ObservedCluster> Observe() = 0;

@@ -9,21 +9,26 @@ std::vector<std::string> ControlPlaneKinds() {
   return {std::string(model::Cluster::kKind),   std::string(model::NodeCapacity::kKind),
           std::string(model::GpuCapacity::kKind), std::string(model::SpecAndCount::kKind),
           std::string(model::GpuPool::kKind),   std::string(model::MigLayout::kKind),
-          std::string(model::Workload::kKind)};
+          std::string(model::Workload::kKind),  std::string(model::ClusterRegistration::kKind)};
 }
 
 ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
                            std::map<std::string, cluster::ClusterDriver*> drivers, telemetry::Hub& hub,
                            ControlPlaneOptions options)
-    : manager_(clock, cache),
-      inventory_(store, manager_, drivers, options.inventory_resync),
+    : registry_(drivers),
+      manager_(clock, cache),
+      inventory_(store, manager_, registry_, options.inventory_resync),
       health_(store, hub, manager_),
       pools_(store, manager_),
-      miglayouts_(store, manager_, drivers, options.mig_poll),
+      miglayouts_(store, manager_, registry_, options.mig_poll),
       workloads_(store, manager_),
       rollups_(store, hub, manager_, options.rollup_flush),
       metering_(store, hub, manager_),
-      quotas_(manager_, drivers) {}
+      quotas_(manager_, registry_),
+      connections_(manager_, registry_, std::move(options.connect)) {}
+
+// Registered clusters' drivers call into the controllers' queues: they stop first.
+ControlPlane::~ControlPlane() { connections_.StopAll(); }
 
 absl::Status ObserveOnce(store::Store& store, const std::vector<cluster::ClusterDriver*>& drivers, const Clock& clock) {
   store::ObjectCache cache(store);
@@ -39,6 +44,7 @@ absl::Status ObserveOnce(store::Store& store, const std::vector<cluster::Cluster
 
 void ControlPlane::Stop() {
   manager_.Stop();
+  connections_.StopAll();
   if (absl::Status s = rollups_.Flush(); !s.ok()) log::Error("telemetry rollups not written: {}", s.ToString());
 }
 

@@ -9,9 +9,10 @@
 //   rollups    - persisted telemetry rollups
 //   metering   - final invoices of closed months; meters of pools approved before metering
 //   quotas     - nothing in the store: each cluster holds each project to its pools' devices
+//   clusters   - nothing in the store: a driver for each ClusterRegistration, in the registry
 // The pool service opens and closes the meters (UsageRecord) with approvals and releases; the
 // pools controller adds fault credits to them.
-// The API (service/) writes specs, approvals and releases.
+// The API (service/) writes specs, approvals, releases and cluster registrations.
 #ifndef GPUAAS_CONTROLLER_CONTROL_PLANE_H_
 #define GPUAAS_CONTROLLER_CONTROL_PLANE_H_
 
@@ -20,6 +21,8 @@
 #include <string>
 
 #include "cluster/driver.h"
+#include "cluster/registry.h"
+#include "controller/clusters.h"
 #include "controller/health.h"
 #include "controller/inventory.h"
 #include "controller/metering.h"
@@ -38,6 +41,8 @@ struct ControlPlaneOptions {
   Duration inventory_resync = std::chrono::seconds(30);  // for drivers that cannot Watch
   Duration mig_poll = std::chrono::seconds(1);           // MIG manager state while applying
   Duration rollup_flush = std::chrono::seconds(10);
+  // Makes the driver of a cluster registered through the API; null leaves them unconnected.
+  ClusterConnector connect;
 };
 
 // The object kinds the controllers follow (the cache must load them).
@@ -49,16 +54,18 @@ absl::Status ObserveOnce(store::Store& store, const std::vector<cluster::Cluster
 
 class ControlPlane {
  public:
-  // `drivers` by cluster name; nothing is owned. `cache` must have loaded ControlPlaneKinds()
-  // (Start for a server, Load for tests).
+  // `drivers` by cluster name, fixed and not owned; more can join (and leave) through
+  // clusters(). `cache` must have loaded ControlPlaneKinds() (Start for a server, Load for tests).
   ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
                std::map<std::string, cluster::ClusterDriver*> drivers, telemetry::Hub& hub,
                ControlPlaneOptions options = {});
+  ~ControlPlane();
 
   // Restores what a previous run persisted (health verdicts, rollups). Call before Start.
   absl::Status Restore();
 
   runtime::Manager& manager() { return manager_; }
+  cluster::Registry& clusters() { return registry_; }
   InventoryController& inventory() { return inventory_; }
   HealthController& health() { return health_; }
   PoolController& pools() { return pools_; }
@@ -66,6 +73,7 @@ class ControlPlane {
   WorkloadController& workloads() { return workloads_; }
   MeteringController& metering() { return metering_; }
   QuotaController& quotas() { return quotas_; }
+  ClusterConnectionController& connections() { return connections_; }
 
   void Start() { manager_.Start(); }
   // Stops the controllers (in-flight reconciles finish), then writes what telemetry closed since
@@ -74,6 +82,7 @@ class ControlPlane {
   int RunUntilIdle() { return manager_.RunUntilIdle(); }
 
  private:
+  cluster::Registry registry_;  // before the controllers, which subscribe to it
   runtime::Manager manager_;
   InventoryController inventory_;
   HealthController health_;
@@ -83,6 +92,7 @@ class ControlPlane {
   RollupWriter rollups_;
   MeteringController metering_;
   QuotaController quotas_;
+  ClusterConnectionController connections_;
 };
 
 }  // namespace gpuaas::controller

@@ -201,11 +201,11 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
   return inv;
 }
 
-InventoryController::InventoryController(store::Store& store, runtime::Manager& manager,
-                                         std::map<std::string, cluster::ClusterDriver*> drivers, Duration resync)
+InventoryController::InventoryController(store::Store& store, runtime::Manager& manager, cluster::Registry& registry,
+                                         Duration resync)
     : store_(store),
       manager_(manager),
-      drivers_(std::move(drivers)),
+      registry_(registry),
       resync_(resync),
       clusters_(manager.informers().For<model::Cluster>()),
       nodes_(manager.informers().For<model::NodeCapacity>()),
@@ -216,15 +216,29 @@ InventoryController::InventoryController(store::Store& store, runtime::Manager& 
   gpus_.AddIndex("cluster", ClusterIndex<model::GpuCapacity>);
   specs_.AddIndex("cluster", ClusterIndex<model::SpecAndCount>);
   runtime::WorkQueue& queue = manager.Add("inventory", *this);
-  for (auto& [name, driver] : drivers_) {
-    watched_[name] = driver->Watch([&queue, name = name] { queue.Add(name); });
+  registry_.Subscribe([this, &queue](const std::string& name, cluster::ClusterDriver* added) {
+    if (added != nullptr) {
+      const bool watched = added->Watch([&queue, name] { queue.Add(name); });
+      std::lock_guard<std::mutex> lock(mu_);
+      watched_[name] = watched;
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      watched_.erase(name);
+      observed_.erase(name);
+    }
     queue.Add(name);
-  }
+  });
 }
 
 bool InventoryController::WaitObserved(Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  return observed_cv_.wait_for(lock, timeout, [&] { return observed_.size() >= drivers_.size(); });
+  const std::vector<std::string> names = registry_.Names();
+  return observed_cv_.wait_for(lock, timeout, [&] {
+    for (const std::string& n : names) {
+      if (!observed_.contains(n)) return false;
+    }
+    return true;
+  });
 }
 
 SyncStats InventoryController::last() const {
@@ -233,13 +247,20 @@ SyncStats InventoryController::last() const {
 }
 
 absl::StatusOr<runtime::Result> InventoryController::Reconcile(const std::string& cluster) {
-  auto it = drivers_.find(cluster);
-  if (it == drivers_.end()) return runtime::Result::Done();
-  absl::StatusOr<SyncStats> synced = Sync(*it->second);
+  const std::shared_ptr<cluster::ClusterDriver> driver = registry_.Get(cluster);
+  if (driver == nullptr) {
+    absl::StatusOr<SyncStats> forgot = Forget(cluster);
+    if (!forgot.ok()) return forgot.status();
+    if (forgot->deleted > 0) log::Info("cluster {}: no longer managed, {} objects deleted", cluster, forgot->deleted);
+    return runtime::Result::Done();
+  }
+  absl::StatusOr<SyncStats> synced = Sync(*driver);
+  bool watched = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     observed_.insert(cluster);
     if (synced.ok()) last_ = *synced;
+    watched = watched_[cluster];
   }
   observed_cv_.notify_all();
   if (!synced.ok()) return synced.status();
@@ -248,7 +269,32 @@ absl::StatusOr<runtime::Result> InventoryController::Reconcile(const std::string
     log::Info("cluster {}: {} created, {} updated, {} deleted", cluster, st.created, st.updated, st.deleted);
   }
   // A driver that reports its changes is observed when it does; the others on a timer.
-  return watched_[cluster] ? runtime::Result::Done() : runtime::Result::After(resync_);
+  return watched ? runtime::Result::Done() : runtime::Result::After(resync_);
+}
+
+absl::StatusOr<SyncStats> InventoryController::Forget(const std::string& cluster) {
+  if (auto w = written_.find(cluster); w != written_.end()) manager_.AwaitRevision(w->second);
+  const Time now = manager_.clock().Now();
+  SyncStats stats;
+  // Compared with nothing: every object of the cluster is to be deleted.
+  Inventory none;
+  std::vector<model::Cluster> no_clusters;
+  const Diff<model::Cluster> dc = Compare(no_clusters, clusters_.ByIndex("cluster", cluster), stats);
+  const Diff<model::NodeCapacity> dn = Compare(none.nodes, nodes_.ByIndex("cluster", cluster), stats);
+  const Diff<model::GpuCapacity> dg = Compare(none.gpus, gpus_.ByIndex("cluster", cluster), stats);
+  const Diff<model::SpecAndCount> ds = Compare(none.specs, specs_.ByIndex("cluster", cluster), stats);
+  if (Size(dc) + Size(dn) + Size(dg) + Size(ds) == 0) return stats;
+  absl::Status written = store_.Transact([&](store::Txn& tx) -> absl::Status {
+    stats = SyncStats{};
+    RETURN_IF_ERROR(Write(tx, ds, now, stats));
+    RETURN_IF_ERROR(Write(tx, dg, now, stats));
+    RETURN_IF_ERROR(Write(tx, dn, now, stats));
+    return Write(tx, dc, now, stats);
+  });
+  written_[cluster] = store_.Revision();
+  RETURN_IF_ERROR(written);
+  written_.erase(cluster);
+  return stats;
 }
 
 absl::StatusOr<SyncStats> InventoryController::Sync(cluster::ClusterDriver& driver) {

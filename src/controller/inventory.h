@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "cluster/driver.h"
+#include "cluster/registry.h"
 #include "common/clock.h"
 #include "controller/runtime/manager.h"
 #include "model/fleet.h"
@@ -53,13 +54,13 @@ struct SyncStats {
 // the informers' objects of that cluster, and writes the difference in one transaction, each
 // object at the resourceVersion it was compared with (a conflict is retried). Drivers that
 // report their changes (ClusterDriver::Watch) are observed when they do, others every `resync`.
-// The health controller's conditions and status.health are carried over as stored.
+// The health controller's conditions and status.health are carried over as stored. A cluster
+// taken out of the registry has its objects deleted, in one transaction.
 class InventoryController final : public runtime::Reconciler {
  public:
-  // `drivers` by cluster name; not owned. Registers itself with `manager` and queues every
-  // cluster once.
-  InventoryController(store::Store& store, runtime::Manager& manager,
-                      std::map<std::string, cluster::ClusterDriver*> drivers,
+  // Follows the clusters of `registry` (not owned), each queued when it joins. Registers itself
+  // with `manager`.
+  InventoryController(store::Store& store, runtime::Manager& manager, cluster::Registry& registry,
                       Duration resync = std::chrono::seconds(30));
 
   absl::StatusOr<runtime::Result> Reconcile(const std::string& cluster) override;
@@ -67,14 +68,17 @@ class InventoryController final : public runtime::Reconciler {
   // One observation of `driver` written as a difference; what the last reconcile did.
   absl::StatusOr<SyncStats> Sync(cluster::ClusterDriver& driver);
   SyncStats last() const;
-  // Blocks until every cluster was observed once (successfully or not), up to `timeout`.
+  // Blocks until every cluster managed now was observed once (successfully or not), up to
+  // `timeout`.
   bool WaitObserved(Duration timeout);
 
  private:
   store::Store& store_;
   runtime::Manager& manager_;
-  std::map<std::string, cluster::ClusterDriver*> drivers_;
-  std::map<std::string, bool> watched_;  // drivers that report changes
+  // Deletes every object of a cluster no longer managed.
+  absl::StatusOr<SyncStats> Forget(const std::string& cluster);
+
+  cluster::Registry& registry_;
   // The revision of each cluster's last write: its next comparison waits for the informers to
   // show it, while other clusters' observations go on meanwhile. One worker, so unguarded.
   std::map<std::string, int64_t> written_;
@@ -87,6 +91,7 @@ class InventoryController final : public runtime::Reconciler {
   std::condition_variable observed_cv_;
   SyncStats last_;                  // guarded by mu_
   std::set<std::string> observed_;  // clusters observed at least once; guarded by mu_
+  std::map<std::string, bool> watched_;  // drivers that report changes; guarded by mu_
 };
 
 }  // namespace gpuaas::controller

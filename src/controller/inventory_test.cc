@@ -51,14 +51,15 @@ class InventoryTest : public ::testing::Test {
   }
   // The controller, which observes the cluster once as it starts.
   std::unique_ptr<InventoryController> Start() {
-    auto ctl = std::make_unique<InventoryController>(*store_, *manager_,
-                                                     std::map<std::string, cluster::ClusterDriver*>{{"alpha", driver_.get()}});
+    registry_ = std::make_unique<cluster::Registry>(std::map<std::string, cluster::ClusterDriver*>{{"alpha", driver_.get()}});
+    auto ctl = std::make_unique<InventoryController>(*store_, *manager_, *registry_);
     manager_->RunUntilIdle();
     return ctl;
   }
   FakeClock clock_{std::chrono::system_clock::from_time_t(1764688445)};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<FakeDriver> driver_;
+  std::unique_ptr<cluster::Registry> registry_;
   std::unique_ptr<store::ObjectCache> cache_;
   std::unique_ptr<runtime::Manager> manager_;
 };

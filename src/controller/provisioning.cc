@@ -37,10 +37,10 @@ Duration Backoff(int64_t attempts) {
 }  // namespace
 
 MigLayoutController::MigLayoutController(store::Store& store, runtime::Manager& manager,
-                                         std::map<std::string, cluster::ClusterDriver*> drivers, Duration poll)
+                                         cluster::Registry& registry, Duration poll)
     : store_(store),
       manager_(manager),
-      drivers_(std::move(drivers)),
+      registry_(registry),
       poll_(poll),
       layouts_(manager.informers().For<MigLayout>()),
       gpus_(manager.informers().For<model::GpuCapacity>()) {
@@ -92,12 +92,12 @@ std::optional<Duration> MigLayoutController::Step(const std::string& name, std::
   const std::string node = l.spec.node.substr(l.spec.node.find('.') + 1);
   if (g && Matches(*g, l)) {
     next = {MigLayout::State::kApplied, "", l.status.attempts, l.status.last_attempt, l.metadata.generation};
-  } else if (auto d = drivers_.find(l.spec.cluster); d == drivers_.end()) {
+  } else if (const std::shared_ptr<cluster::ClusterDriver> d = registry_.Get(l.spec.cluster); d == nullptr) {
     next.state = MigLayout::State::kFailed;
     next.message = fmt::format("no driver for cluster {}", l.spec.cluster);
   } else if (l.status.state == MigLayout::State::kApplying && l.status.observed_generation == l.metadata.generation &&
-             !ApplyLost(*d->second, node, now - l.status.last_attempt)) {
-    cluster::ClusterDriver::MigState ms = d->second->NodeMigState(node);
+             !ApplyLost(*d, node, now - l.status.last_attempt)) {
+    cluster::ClusterDriver::MigState ms = d->NodeMigState(node);
     if (ms.state == "failed") {
       next.state = MigLayout::State::kFailed;
       next.message = ms.message;
@@ -115,7 +115,7 @@ std::optional<Duration> MigLayoutController::Step(const std::string& name, std::
     } else {
       std::vector<cluster::ObservedMigInstance> insts;
       for (const MigLayout::Instance& i : l.spec.instances) insts.push_back({i.profile, static_cast<int>(i.start), 0, "", false});
-      absl::Status s = d->second->ApplyMigLayout(node, l.spec.gpu_uuid, l.spec.mig_enabled, insts);
+      absl::Status s = d->ApplyMigLayout(node, l.spec.gpu_uuid, l.spec.mig_enabled, insts);
       next.attempts = l.status.attempts + 1;
       next.last_attempt = now;
       next.observed_generation = l.metadata.generation;

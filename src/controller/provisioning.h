@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "cluster/driver.h"
+#include "cluster/registry.h"
 #include "controller/runtime/manager.h"
 #include "model/fleet.h"
 #include "model/pool.h"
@@ -28,10 +29,9 @@ namespace gpuaas::controller {
 
 class MigLayoutController final : public runtime::Reconciler {
  public:
-  // `drivers` by cluster name; not owned. Registers itself with `manager`. While a layout is
-  // being applied, the driver's MIG state is looked at every `poll`.
-  MigLayoutController(store::Store& store, runtime::Manager& manager,
-                      std::map<std::string, cluster::ClusterDriver*> drivers,
+  // Asks the drivers of `registry` (not owned). Registers itself with `manager`. While a layout
+  // is being applied, the driver's MIG state is looked at every `poll`.
+  MigLayoutController(store::Store& store, runtime::Manager& manager, cluster::Registry& registry,
                       Duration poll = std::chrono::seconds(1));
 
   absl::StatusOr<runtime::Result> Reconcile(const std::string& name) override;
@@ -50,7 +50,7 @@ class MigLayoutController final : public runtime::Reconciler {
 
   store::Store& store_;
   runtime::Manager& manager_;
-  std::map<std::string, cluster::ClusterDriver*> drivers_;
+  cluster::Registry& registry_;
   Duration poll_;
   runtime::Informer<model::MigLayout>& layouts_;
   runtime::Informer<model::GpuCapacity>& gpus_;

@@ -8,12 +8,21 @@
 
 namespace gpuaas::controller {
 
-QuotaController::QuotaController(runtime::Manager& manager, std::map<std::string, cluster::ClusterDriver*> drivers)
-    : drivers_(std::move(drivers)), pools_(manager.informers().For<model::GpuPool>()) {
+QuotaController::QuotaController(runtime::Manager& manager, cluster::Registry& registry)
+    : registry_(registry), pools_(manager.informers().For<model::GpuPool>()) {
   pools_.AddIndex("project", [](const model::GpuPool& p) { return std::vector<std::string>{p.metadata.ns}; });
   runtime::WorkQueue& q = manager.Add("quotas", *this);
   pools_.OnChange([&q](const model::GpuPool* before, const model::GpuPool* after) {
     q.Add((after ? after : before)->metadata.ns);
+  });
+  registry_.Subscribe([this, &q](const std::string& name, cluster::ClusterDriver* added) {
+    if (added == nullptr) {
+      // A cluster no longer managed holds nobody to anything; one added again starts afresh.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [project, by_cluster] : enforced_) by_cluster.erase(name);
+      return;
+    }
+    for (const std::string& project : pools_.IndexValues("project")) q.Add(project);
   });
 }
 
@@ -22,7 +31,7 @@ absl::StatusOr<runtime::Result> QuotaController::Reconcile(const std::string& pr
   for (const auto& p : pools_.ByIndex("project", project)) pools.push_back(*p);
   const std::map<std::string, std::map<std::string, int64_t>> want = model::DevicesByCluster(pools);
   absl::Status first_error;
-  for (const auto& [cluster, driver] : drivers_) {
+  for (const auto& [cluster, driver] : registry_.All()) {
     auto w = want.find(cluster);
     const std::map<std::string, int64_t> devices = w == want.end() ? std::map<std::string, int64_t>{} : w->second;
     {

@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "cluster/driver.h"
+#include "cluster/registry.h"
 #include "controller/runtime/manager.h"
 #include "model/pool.h"
 
@@ -22,15 +23,16 @@ namespace gpuaas::controller {
 
 class QuotaController final : public runtime::Reconciler {
  public:
-  // `drivers` by cluster name; not owned. Registers itself with `manager`.
-  QuotaController(runtime::Manager& manager, std::map<std::string, cluster::ClusterDriver*> drivers);
+  // Holds every project to its pools on each cluster of `registry` (not owned); a cluster that
+  // joins is told of every project. Registers itself with `manager`.
+  QuotaController(runtime::Manager& manager, cluster::Registry& registry);
   absl::StatusOr<runtime::Result> Reconcile(const std::string& project) override;
 
   // What was last enforced, by project and cluster (for tests and the log).
   std::map<std::string, std::map<std::string, int64_t>> enforced(const std::string& project) const;
 
  private:
-  std::map<std::string, cluster::ClusterDriver*> drivers_;
+  cluster::Registry& registry_;
   runtime::Informer<model::GpuPool>& pools_;
   mutable std::mutex mu_;
   // project -> cluster -> devices last enforced

@@ -162,6 +162,25 @@ int main(int argc, char** argv) {
   token_revoke->add_option("id", token_id, "token id (the part before the dot)")->required();
   add_client_flags(token_revoke, false);
 
+  CLI::App* clusters = app.add_subcommand("cluster", "clusters registered while the server runs (operators)");
+  clusters->require_subcommand(1);
+  gpuaas::cli::ClusterAdd ca;
+  std::string cluster_name;
+  CLI::App* cluster_add = clusters->add_subcommand("add", "register a Kubernetes cluster; the server follows it at once");
+  cluster_add->add_option("name", ca.name, "the cluster's name in gpuaas")->required();
+  cluster_add->add_option("--kubeconfig", ca.kubeconfig,
+                          "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config); sent self-contained");
+  cluster_add->add_option("--context", ca.context, "kubeconfig context (default: its current context)");
+  cluster_add->add_option("--display-name", ca.display_name, "display name");
+  cluster_add->add_option("--region", ca.region, "region");
+  add_client_flags(cluster_add, true);
+  CLI::App* cluster_list = clusters->add_subcommand("list", "every cluster: where it came from, whether it is reached");
+  add_client_flags(cluster_list, true);
+  CLI::App* cluster_remove =
+      clusters->add_subcommand("remove", "stop managing a registered cluster (its pools must be released first)");
+  cluster_remove->add_option("name", cluster_name, "the cluster")->required();
+  add_client_flags(cluster_remove, false);
+
   CLI::App* bill = app.add_subcommand("bill", "billing: invoices, exports, budgets, rate cards");
   bill->require_subcommand(1);
   std::string bill_project, bill_period, bill_format = "csv", bill_from, bill_to, bill_amount;
@@ -301,6 +320,9 @@ int main(int argc, char** argv) {
                                        std::cerr);
   }
   if (token_list->parsed()) return gpuaas::cli::TokenListCmd(client, std::cout, std::cerr);
+  if (cluster_add->parsed()) return gpuaas::cli::ClusterAddCmd(client, ca, std::cout, std::cerr);
+  if (cluster_list->parsed()) return gpuaas::cli::ClusterListCmd(client, std::cout, std::cerr);
+  if (cluster_remove->parsed()) return gpuaas::cli::ClusterRemoveCmd(client, cluster_name, std::cout, std::cerr);
   if (workload_run->parsed()) return gpuaas::cli::WorkloadRunCmd(client, wr, std::cout, std::cerr);
   if (workload_list->parsed()) return gpuaas::cli::Get(client, "workloads", "", std::cout, std::cerr);
   if (workload_delete->parsed()) {

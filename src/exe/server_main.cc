@@ -15,6 +15,7 @@
 #include "cluster/kubernetes/client_config.h"
 #include "cluster/kubernetes/driver.h"
 #include "cluster/simulated/fleet.h"
+#include "service/clusters.h"
 #include "httplib.h"
 #include "telemetry/hub.h"
 #include "telemetry/scraper.h"
@@ -98,16 +99,7 @@ absl::StatusOr<std::unique_ptr<cluster::kubernetes::KubernetesDriver>> Kubernete
       context = source.substr(hash + 1);
       source.resize(hash);
     }
-    absl::StatusOr<std::string> yaml = ReadWholeFile(source);
-    if (!yaml.ok()) {
-      return absl::Status(yaml.status().code(), fmt::format("--kubernetes {}: {}", name, yaml.status().message()));
-    }
-    // Files a kubeconfig names are relative to its own folder, as kubectl reads them.
-    const std::filesystem::path dir = std::filesystem::path(source).parent_path();
-    config = k8s::ParseKubeconfig(*yaml, context, [dir](const std::string& path) {
-      const std::filesystem::path p(path);
-      return ReadWholeFile(p.is_absolute() ? path : (dir / p).string());
-    });
+    config = k8s::ParseKubeconfigFile(source, context, ReadWholeFile);
   }
   if (!config.ok()) {
     return absl::Status(config.status().code(), fmt::format("--kubernetes {}: {}", name, config.status().message()));
@@ -117,6 +109,17 @@ absl::StatusOr<std::unique_ptr<cluster::kubernetes::KubernetesDriver>> Kubernete
     return absl::Status(driver.status().code(), fmt::format("--kubernetes {}: {}", name, driver.status().message()));
   }
   return driver;
+}
+
+// The driver of a cluster registered through the API, not started. InvalidArgument when its
+// kubeconfig does not make a client (the API refuses such registrations).
+absl::StatusOr<std::shared_ptr<cluster::ClusterDriver>> RegisteredDriver(const model::ClusterRegistration& r) {
+  cluster::kubernetes::DriverOptions options;
+  options.display_name = r.spec.display_name;
+  options.region = r.spec.region;
+  ASSIGN_OR_RETURN(std::unique_ptr<cluster::kubernetes::KubernetesDriver> d,
+                   cluster::kubernetes::DriverFromKubeconfig(r.metadata.name, r.spec.kubeconfig, r.spec.context, options));
+  return std::shared_ptr<cluster::ClusterDriver>(std::move(d));
 }
 
 bool IsLoopback(const std::string& host) {
@@ -222,6 +225,11 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   telemetry::Hub hub;
   controller::ControlPlaneOptions cp_options;
   cp_options.inventory_resync = std::chrono::seconds(std::max(1, flags.sync_interval_s));
+  // Clusters registered at run time (gpuaas cluster add) are Kubernetes clusters.
+  cp_options.connect = [](const model::ClusterRegistration& r)
+      -> absl::StatusOr<std::shared_ptr<cluster::ClusterDriver>> {
+    return RegisteredDriver(r);
+  };
   controller::ControlPlane control_plane(db, cache, RealClock::Get(), by_cluster, hub, cp_options);
   if (absl::Status s = control_plane.Restore(); !s.ok()) log::Warn("telemetry state not restored: {}", s.ToString());
   for (cluster::kubernetes::KubernetesDriver* k : kubernetes) k->Start();  // they tell the inventory of changes
@@ -265,7 +273,16 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
                           });
   }
 
+  service::ClusterService clusters(
+      db, RealClock::Get(), control_plane.clusters(),
+      [](const model::ClusterRegistration& r) { return RegisteredDriver(r).status(); },
+      [](const model::ClusterRegistration& r) {
+        absl::StatusOr<cluster::kubernetes::ClientConfig> c =
+            cluster::kubernetes::ParseSelfContainedKubeconfig(r.spec.kubeconfig, r.spec.context);
+        return c.ok() ? service::ClusterService::Endpoint{c->server, c->context} : service::ClusterService::Endpoint{};
+      });
   api::ServerOptions opts;
+  opts.clusters = &clusters;
   opts.host = host;
   opts.port = static_cast<int>(*port);
   opts.threads = flags.threads > 0 ? flags.threads

@@ -295,6 +295,39 @@ absl::StatusOr<Cluster> Decode(std::string_view text) {
   });
 }
 
+// --- ClusterRegistration -----------------------------------------------------------------
+
+template <>
+std::string Encode(const ClusterRegistration& c) {
+  json j = Envelope(ClusterRegistration::kKind, c.metadata);
+  json spec = {{"driver", c.spec.driver}, {"kubeconfig", c.spec.kubeconfig}};
+  if (!c.spec.context.empty()) spec["context"] = c.spec.context;
+  if (!c.spec.display_name.empty()) spec["displayName"] = c.spec.display_name;
+  if (!c.spec.region.empty()) spec["region"] = c.spec.region;
+  if (!c.spec.registered_by.empty()) spec["registeredBy"] = c.spec.registered_by;
+  j["spec"] = std::move(spec);
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<ClusterRegistration> Decode(std::string_view text) {
+  return Guard([&] {
+    json j = ParseRoot(text, ClusterRegistration::kKind);
+    In root(j, "");
+    ClusterRegistration c;
+    c.metadata = DecodeMetaObj(root.Obj("metadata"));
+    In s = root.Obj("spec");
+    c.spec.driver = s.Str("driver", true);
+    if (c.spec.driver != "kubernetes") Fail("spec.driver", fmt::format("\"{}\" is not supported; expected kubernetes", c.spec.driver));
+    c.spec.kubeconfig = s.Str("kubeconfig", true);
+    c.spec.context = s.Str("context");
+    c.spec.display_name = s.Str("displayName");
+    c.spec.region = s.Str("region");
+    c.spec.registered_by = s.Str("registeredBy");
+    return c;
+  });
+}
+
 // --- NodeCapacity ------------------------------------------------------------------------
 
 template <>

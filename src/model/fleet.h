@@ -39,6 +39,28 @@ struct Cluster {
   friend bool operator==(const Cluster&, const Cluster&) = default;
 };
 
+// A cluster registered while the server runs (`gpuaas cluster add`): how to reach it. The
+// server makes the cluster's driver from it; the Cluster object is the inventory's, as for
+// clusters given at start. The kubeconfig holds credentials: the API never serves it back.
+struct ClusterRegistration {
+  static constexpr std::string_view kKind = "ClusterRegistration";
+  static constexpr std::string_view kPlural = "clusterregistrations";
+  static constexpr bool kNamespaced = false;
+
+  struct Spec {
+    std::string driver = "kubernetes";
+    std::string kubeconfig;  // self-contained: certificates, keys and token inline
+    std::string context;     // empty: the kubeconfig's current-context
+    std::string display_name;
+    std::string region;
+    std::string registered_by;
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  friend bool operator==(const ClusterRegistration&, const ClusterRegistration&) = default;
+};
+
 struct NodeCapacity {
   static constexpr std::string_view kKind = "NodeCapacity";
   static constexpr std::string_view kPlural = "nodecapacities";

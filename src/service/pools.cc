@@ -52,9 +52,14 @@ absl::Status CheckBudgetIn(store::Txn& tx, const model::Project& project, const 
 
 absl::Status PoolService::Record(store::Txn& tx, const std::string& user, std::string action,
                                  std::string object, std::string detail) {
+  return RecordAudit(tx, clock_.Now(), user, std::move(action), std::move(object), std::move(detail));
+}
+
+absl::Status RecordAudit(store::Txn& tx, Time now, const std::string& user, std::string action, std::string object,
+                         std::string detail) {
   nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"},
                       {"kind", kAuditKind},
-                      {"time", FormatTime(clock_.Now())},
+                      {"time", FormatTime(now)},
                       {"user", user},
                       {"action", std::move(action)},
                       {"object", std::move(object)},

@@ -28,6 +28,10 @@ struct AuditEvent {
 };
 inline constexpr std::string_view kAuditKind = "AuditEvent";
 
+// Writes one audit event in `tx` (every service change records one in its own transaction).
+absl::Status RecordAudit(store::Txn& tx, Time now, const std::string& user, std::string action, std::string object,
+                         std::string detail);
+
 // GPUs in the fleet by catalogue model, for capacity checks.
 using FleetCounter = std::function<std::map<std::string, int64_t>()>;
 

@@ -1,5 +1,7 @@
 #include "cluster/kubernetes/client_config.h"
 
+#include <filesystem>
+
 #include "absl/strings/escaping.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -117,6 +119,57 @@ absl::StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, std::string_
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(fmt::format("kubeconfig: {}", e.what()));
   }
+}
+
+absl::StatusOr<ClientConfig> ParseKubeconfigFile(const std::string& path, std::string_view context, const ReadFile& read) {
+  absl::StatusOr<std::string> yaml = read(path);
+  if (!yaml.ok()) return yaml.status();
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  absl::StatusOr<ClientConfig> c = ParseKubeconfig(*yaml, context, [dir, read](const std::string& name) {
+    const std::filesystem::path p(name);
+    return read(p.is_absolute() ? name : (dir / p).string());
+  });
+  if (!c.ok()) return absl::Status(c.status().code(), fmt::format("{}: {}", path, c.status().message()));
+  return c;
+}
+
+std::string SelfContainedKubeconfig(const ClientConfig& config) {
+  const std::string name = config.context.empty() ? "gpuaas" : config.context;
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "apiVersion" << YAML::Value << "v1" << YAML::Key << "kind" << YAML::Value
+      << "Config" << YAML::Key << "current-context" << YAML::Value << name;
+  out << YAML::Key << "clusters" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
+      << YAML::Value << name << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "server" << YAML::Value << config.server;
+  if (!config.ca_pem.empty()) {
+    out << YAML::Key << "certificate-authority-data" << YAML::Value << absl::Base64Escape(config.ca_pem);
+  }
+  if (!config.tls_server_name.empty()) out << YAML::Key << "tls-server-name" << YAML::Value << config.tls_server_name;
+  if (config.insecure_skip_tls_verify) out << YAML::Key << "insecure-skip-tls-verify" << YAML::Value << true;
+  out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
+  out << YAML::Key << "users" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
+      << YAML::Value << name << YAML::Key << "user" << YAML::Value << YAML::BeginMap;
+  if (!config.token.empty()) out << YAML::Key << "token" << YAML::Value << config.token;
+  if (!config.client_cert_pem.empty()) {
+    out << YAML::Key << "client-certificate-data" << YAML::Value << absl::Base64Escape(config.client_cert_pem);
+    out << YAML::Key << "client-key-data" << YAML::Value << absl::Base64Escape(config.client_key_pem);
+  }
+  out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
+  out << YAML::Key << "contexts" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
+      << YAML::Value << name << YAML::Key << "context" << YAML::Value << YAML::BeginMap << YAML::Key << "cluster"
+      << YAML::Value << name << YAML::Key << "user" << YAML::Value << name << YAML::Key << "namespace" << YAML::Value
+      << config.ns << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+absl::StatusOr<ClientConfig> ParseSelfContainedKubeconfig(std::string_view yaml, std::string_view context) {
+  return ParseKubeconfig(yaml, context, [](const std::string& path) -> absl::StatusOr<std::string> {
+    return absl::InvalidArgumentError(fmt::format(
+        "names the file \"{}\", which the server does not read: give it inline (the *-data fields, token), as "
+        "`gpuaas cluster add` and `kubectl config view --flatten --minify` do",
+        path));
+  });
 }
 
 absl::StatusOr<ClientConfig> InClusterConfig(const std::function<std::string(const std::string& name)>& env,

@@ -39,6 +39,19 @@ using ReadFile = std::function<absl::StatusOr<std::string>(const std::string& pa
 // exec and auth-provider credentials (not supported: use a token or a client certificate).
 absl::StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, std::string_view context, const ReadFile& read);
 
+// The kubeconfig at `path`, read with `read`, the files it names relative to its own folder as
+// kubectl reads them. Errors name the file.
+absl::StatusOr<ClientConfig> ParseKubeconfigFile(const std::string& path, std::string_view context, const ReadFile& read);
+
+// `config` as a kubeconfig that needs no file: one context (named as config.context, current),
+// its cluster and user, the certificates, key and token inline. What `gpuaas cluster add`
+// sends, so that the server can reach the cluster without the files of the machine it ran on. A
+// token read from a file is copied as it is now: a rotating token stops working when it
+// expires (give such clusters a long-lived token).
+std::string SelfContainedKubeconfig(const ClientConfig& config);
+// A kubeconfig that must be self-contained: a file it names is refused, saying to inline it.
+absl::StatusOr<ClientConfig> ParseSelfContainedKubeconfig(std::string_view yaml, std::string_view context);
+
 // Inside a pod: KUBERNETES_SERVICE_HOST and _PORT, and the service account's token, ca.crt and
 // namespace under /var/run/secrets/kubernetes.io/serviceaccount. NotFound outside a pod.
 inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";

@@ -107,6 +107,53 @@ TEST(Kubeconfig, WhatCannotBeUsedIsRefusedWithItsReason) {
           "", absl::StatusCode::kInvalidArgument, "not base64");
 }
 
+// What `gpuaas cluster add` sends: the files a kubeconfig names, relative to its folder, read
+// into one self-contained kubeconfig that parses back to the same client, and that the server
+// accepts without reading any file.
+TEST(Kubeconfig, ASelfContainedCopyCarriesTheFilesItNamed) {
+  const std::string kubeconfig =
+      "apiVersion: v1\nkind: Config\ncurrent-context: other\n"
+      "clusters:\n- name: prod\n  cluster:\n    server: https://10.0.0.1:6443\n    certificate-authority: pki/ca.crt\n"
+      "    tls-server-name: api.prod\n"
+      "users:\n- name: ops\n  user:\n    client-certificate: pki/ops.crt\n    client-key: /abs/ops.key\n"
+      "    tokenFile: token\n"
+      "contexts:\n- name: prod-ops\n  context:\n    cluster: prod\n    user: ops\n    namespace: gpu\n"
+      "- name: other\n  context:\n    cluster: prod\n";
+  ReadFile read = Files({{"/home/ops/.kube/config", kubeconfig},
+                         {"/home/ops/.kube/pki/ca.crt", kCa},
+                         {"/home/ops/.kube/pki/ops.crt", "CERT"},
+                         {"/abs/ops.key", "KEY"},
+                         {"/home/ops/.kube/token", "tok\n"}});
+  absl::StatusOr<ClientConfig> c = ParseKubeconfigFile("/home/ops/.kube/config", "prod-ops", read);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ca_pem, kCa);
+  EXPECT_EQ(c->client_key_pem, "KEY");
+  EXPECT_EQ(c->token, "tok");
+  const std::string flat = SelfContainedKubeconfig(*c);
+  EXPECT_EQ(flat.find("pki/"), std::string::npos) << flat;
+  absl::StatusOr<ClientConfig> back = ParseSelfContainedKubeconfig(flat, "");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << flat;
+  EXPECT_EQ(back->context, "prod-ops");
+  EXPECT_EQ(back->server, c->server);
+  EXPECT_EQ(back->ca_pem, c->ca_pem);
+  EXPECT_EQ(back->tls_server_name, "api.prod");
+  EXPECT_EQ(back->token, "tok");
+  EXPECT_FALSE(back->token_source) << "a copied token is not read from a file again";
+  EXPECT_EQ(back->client_cert_pem, "CERT");
+  EXPECT_EQ(back->client_key_pem, "KEY");
+  EXPECT_EQ(back->ns, "gpu");
+  EXPECT_FALSE(back->insecure_skip_tls_verify);
+
+  // The server reads no file a kubeconfig names, and says what to do instead.
+  absl::StatusOr<ClientConfig> refused = ParseSelfContainedKubeconfig(kubeconfig, "prod-ops");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("pki/ca.crt"), std::string_view::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("inline"), std::string_view::npos) << refused.status();
+  // A missing kubeconfig is named.
+  absl::StatusOr<ClientConfig> missing = ParseKubeconfigFile("/nowhere/config", "", read);
+  EXPECT_NE(missing.status().message().find("/nowhere/config"), std::string_view::npos) << missing.status();
+}
+
 TEST(InCluster, TheServiceAccountOfThePod) {
   std::map<std::string, std::string> vars = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}};
   auto env = [&vars](const std::string& n) { return vars.count(n) ? vars.at(n) : std::string(); };

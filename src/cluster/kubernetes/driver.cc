@@ -482,4 +482,13 @@ std::map<std::string, std::string> KubernetesDriver::refused_nodes() const {
   return refused_;
 }
 
+absl::StatusOr<std::unique_ptr<KubernetesDriver>> DriverFromKubeconfig(std::string name, std::string_view kubeconfig,
+                                                                        std::string_view context, DriverOptions options) {
+  absl::StatusOr<ClientConfig> config = ParseSelfContainedKubeconfig(kubeconfig, context);
+  if (!config.ok()) return absl::InvalidArgumentError(fmt::format("spec.kubeconfig: {}", config.status().message()));
+  absl::StatusOr<std::unique_ptr<KubernetesDriver>> d = KubernetesDriver::Make(std::move(name), *config, std::move(options));
+  if (!d.ok()) return absl::InvalidArgumentError(fmt::format("spec.kubeconfig: {}", d.status().message()));
+  return d;
+}
+
 }  // namespace gpuaas::cluster::kubernetes

@@ -63,8 +63,8 @@ class KubernetesDriver final : public ClusterDriver {
   ~KubernetesDriver() override;  // stops
 
   // Starts listing and watching; Stop ends it (and every watch) and waits. Not restartable.
-  void Start();
-  void Stop();
+  void Start() override;
+  void Stop() override;
 
   std::string_view ClusterName() const override { return name_; }
   // The GPU nodes as last listed and watched. Unavailable, with the client's error, before the
@@ -136,6 +136,12 @@ class KubernetesDriver final : public ClusterDriver {
   std::thread mig_writer_;
   std::atomic<int64_t> writes_{0};
 };
+
+// The driver of a cluster registered with a self-contained kubeconfig (`gpuaas cluster add`),
+// not started. InvalidArgument, naming spec.kubeconfig, when it does not make a client.
+absl::StatusOr<std::unique_ptr<KubernetesDriver>> DriverFromKubeconfig(std::string name, std::string_view kubeconfig,
+                                                                        std::string_view context,
+                                                                        DriverOptions options = {});
 
 }  // namespace gpuaas::cluster::kubernetes
 
