@@ -18,6 +18,7 @@ packages=(
   wrk nginx curl python3                  # API benchmark (load generator and baseline)
   prometheus                             # test: a real Prometheus scrapes gpuaas and the agent
   libtinyxml2-dev                        # nvidia-smi -q -x reports (the agent's second source)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # the agent's kubelet PodResources client
   chromium fonts-noto-cjk                # dashboard browser tests (playwright-core drives Debian's Chromium)
 )
 # The dashboard is built with node (>= 20) and npm; Debian's own nodejs is taken only when the

@@ -14,6 +14,7 @@
 
 #include "agent/nvidia_smi_source.h"
 #include "agent/nvml.h"
+#include "agent/pod_resources.h"
 #include "catalog/catalog.h"
 #include "common/log.h"
 #include "fmt/format.h"
@@ -183,6 +184,24 @@ int RunAgent(const AgentOptions& o, std::ostream& out, std::ostream& err) {
     sources.push_back(std::move(*nvml));
   }
 
+  // Who holds which device, asked of the kubelet before each report.
+  std::optional<PodResourcesClient> kubelet;
+  if (!o.pod_resources.empty()) kubelet.emplace(o.pod_resources);
+  bool kubelet_ok = true;  // logs the first failure and the recovery, not every tick
+  auto attach_pods = [&](std::vector<telemetry::NodeReport*> reports) {
+    if (!kubelet) return absl::OkStatus();
+    absl::StatusOr<std::vector<PodDevice>> devices = kubelet->List();
+    if (!devices.ok()) {
+      if (kubelet_ok) log::Warn("agent: devices reported without their pods: {}", std::string(devices.status().message()));
+      kubelet_ok = false;
+      return devices.status();
+    }
+    if (!kubelet_ok) log::Info("agent: the kubelet answers again at {}", o.pod_resources);
+    kubelet_ok = true;
+    for (telemetry::NodeReport* r : reports) AttachPods(*r, *devices);
+    return absl::OkStatus();
+  };
+
   if (o.once) {
     int rc = 0;
     std::optional<Pusher> pusher;
@@ -193,6 +212,10 @@ int RunAgent(const AgentOptions& o, std::ostream& out, std::ostream& err) {
       if (!r.ok()) {
         err << r.status().message() << "\n";
         return 1;
+      }
+      if (absl::Status p = attach_pods({&*r}); !p.ok()) {
+        err << p.message() << "\n";
+        rc = 1;
       }
       if (o.output == "json") out << telemetry::EncodeReport(*r, true) << "\n";
       if (pusher) {
@@ -251,6 +274,7 @@ int RunAgent(const AgentOptions& o, std::ostream& out, std::ostream& err) {
         log::Warn("agent: read failed: {}", r.status().ToString());
         continue;
       }
+      (void)attach_pods({&*r});
       reports.push_back(*r);
       if (pusher) {
         if (absl::Status st = pusher->Push(*r); !st.ok()) log::Warn("agent: {}", st.ToString());

@@ -28,6 +28,9 @@ struct AgentOptions {
   std::string nvml_library;          // default libnvidia-ml.so.1
   bool nvidia_smi = false;           // read `nvidia-smi -q -x` instead of NVML
   std::string nvidia_smi_xml;        // ... or a saved capture of it
+  // The kubelet's PodResources socket: each GPU and MIG instance is reported with the pods that
+  // hold it (pod_resources.h). Empty: not asked.
+  std::string pod_resources;
   uint64_t seed = 1;
 };
 

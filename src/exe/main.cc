@@ -285,6 +285,9 @@ int main(int argc, char** argv) {
   agent->add_option("--seed", ao.seed, "seed of the simulation")->capture_default_str();
   agent->add_flag("--nvidia-smi", ao.nvidia_smi, "read `nvidia-smi -q -x` instead of loading NVML");
   agent->add_option("--nvidia-smi-xml", ao.nvidia_smi_xml, "read a saved `nvidia-smi -q -x` capture");
+  agent->add_option("--pod-resources", ao.pod_resources,
+                    "the kubelet's PodResources socket (in a DaemonSet: "
+                    "/var/lib/kubelet/pod-resources/kubelet.sock): report the pods holding each device");
 
   CLI::App* version = app.add_subcommand("version", "client and server versions");
   add_client_flags(version, false);

@@ -1,5 +1,6 @@
 #include "telemetry/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -56,6 +57,34 @@ absl::Status Get(const json& o, const char* key, std::string_view where, T& out,
   return absl::OkStatus();
 }
 
+json PodsJson(const std::vector<PodRef>& pods) {
+  json out = json::array();
+  for (const PodRef& p : pods) out.push_back({{"namespace", p.ns}, {"pod", p.pod}, {"container", p.container}});
+  return out;
+}
+
+absl::Status ReadPods(const json& j, const std::string& where, std::vector<PodRef>& out) {
+  if (!j.is_array()) return absl::InvalidArgumentError(fmt::format("{}.pods: must be an array", where));
+  for (size_t k = 0; k < j.size(); ++k) {
+    const std::string pw = fmt::format("{}.pods[{}]", where, k);
+    if (!j[k].is_object()) return absl::InvalidArgumentError(fmt::format("{}: must be an object", pw));
+    PodRef p;
+    RETURN_IF_ERROR(Get(j[k], "namespace", pw, p.ns, true));
+    RETURN_IF_ERROR(Get(j[k], "pod", pw, p.pod, true));
+    RETURN_IF_ERROR(Get(j[k], "container", pw, p.container, false));
+    out.push_back(std::move(p));
+  }
+  return absl::OkStatus();
+}
+
+// dcgm-exporter's pod labels, for the first pod holding a device.
+std::string PodLabels(const std::vector<PodRef>& pods) {
+  if (pods.empty()) return "";
+  const PodRef& p = *std::min_element(pods.begin(), pods.end());
+  return fmt::format(",container=\"{}\",namespace=\"{}\",pod=\"{}\"", EscapeLabelValue(p.container),
+                     EscapeLabelValue(p.ns), EscapeLabelValue(p.pod));
+}
+
 }  // namespace
 
 std::string EncodeReport(const NodeReport& r, bool pretty) {
@@ -63,14 +92,23 @@ std::string EncodeReport(const NodeReport& r, bool pretty) {
   for (const GpuReport& g : r.gpus) {
     json insts = json::array();
     for (const InstanceReport& i : g.instances) {
-      insts.push_back({{"gi", i.gi}, {"profile", i.profile}, {"start", i.start}, {"size", i.size},
-                       {"uuid", i.uuid}, {"readings", ReadingsJson(i.readings)}});
+      json in = {{"gi", i.gi},     {"profile", i.profile}, {"start", i.start},
+                 {"size", i.size}, {"uuid", i.uuid},       {"readings", ReadingsJson(i.readings)}};
+      if (!i.pods.empty()) in["pods"] = PodsJson(i.pods);
+      insts.push_back(std::move(in));
     }
     json xids = json::array();
     for (const XidEvent& x : g.xid_events) xids.push_back({{"xid", x.xid}, {"gi", x.gi}, {"time_ms", x.time_ms}});
-    gpus.push_back({{"uuid", g.uuid}, {"index", g.index}, {"name", g.name}, {"memory_mib", g.memory_mib},
-                    {"mig_enabled", g.mig_enabled}, {"readings", ReadingsJson(g.readings)},
-                    {"instances", insts}, {"xid_events", xids}});
+    json gj = {{"uuid", g.uuid},
+               {"index", g.index},
+               {"name", g.name},
+               {"memory_mib", g.memory_mib},
+               {"mig_enabled", g.mig_enabled},
+               {"readings", ReadingsJson(g.readings)},
+               {"instances", insts},
+               {"xid_events", xids}};
+    if (!g.pods.empty()) gj["pods"] = PodsJson(g.pods);
+    gpus.push_back(std::move(gj));
   }
   json o = {{"node", r.node}, {"driver_version", r.driver_version}, {"time_ms", r.time_ms}, {"gpus", gpus}};
   return pretty ? o.dump(2) : o.dump();
@@ -114,9 +152,11 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view text) {
         RETURN_IF_ERROR(Get(i, "size", iw, ir.size, false));
         RETURN_IF_ERROR(Get(i, "uuid", iw, ir.uuid, false));
         if (auto rd = i.find("readings"); rd != i.end()) RETURN_IF_ERROR(ReadReadings(*rd, iw, ir.readings));
+        if (auto ps = i.find("pods"); ps != i.end()) RETURN_IF_ERROR(ReadPods(*ps, iw, ir.pods));
         gr.instances.push_back(std::move(ir));
       }
     }
+    if (auto ps = g.find("pods"); ps != g.end()) RETURN_IF_ERROR(ReadPods(*ps, where, gr.pods));
     if (auto xs = g.find("xid_events"); xs != g.end()) {
       if (!xs->is_array()) return absl::InvalidArgumentError(fmt::format("{}.xid_events: must be an array", where));
       for (size_t k = 0; k < xs->size(); ++k) {
@@ -164,12 +204,12 @@ std::string RenderDcgmText(const std::vector<NodeReport>& reports) {
         continue;
       }
       if (!mig) {
-        if (auto it = g.readings.find(f.field); it != g.readings.end()) row(base, it->second);
+        if (auto it = g.readings.find(f.field); it != g.readings.end()) row(base + PodLabels(g.pods), it->second);
         continue;
       }
       for (const InstanceReport& i : g.instances) {
-        const std::string labels =
-            fmt::format("{},GPU_I_PROFILE=\"{}\",GPU_I_ID=\"{}\"", base, EscapeLabelValue(i.profile), i.gi);
+        const std::string labels = fmt::format("{},GPU_I_PROFILE=\"{}\",GPU_I_ID=\"{}\"{}", base,
+                                               EscapeLabelValue(i.profile), i.gi, PodLabels(i.pods));
         const Readings& src = f.per_instance ? i.readings : g.readings;
         if (auto it = src.find(f.field); it != src.end()) row(labels, it->second);
       }

@@ -26,6 +26,15 @@ namespace gpuaas::telemetry {
 
 using Readings = std::map<Field, double>;
 
+// A container holding a device, as the kubelet's PodResources API names it.
+struct PodRef {
+  std::string ns;
+  std::string pod;
+  std::string container;
+  friend bool operator==(const PodRef&, const PodRef&) = default;
+  friend auto operator<=>(const PodRef&, const PodRef&) = default;
+};
+
 struct InstanceReport {
   int gi = 0;  // GPU instance id
   std::string profile;
@@ -33,6 +42,7 @@ struct InstanceReport {
   int size = 0;
   std::string uuid;  // "MIG-…"
   Readings readings;
+  std::vector<PodRef> pods = {};  // who holds the instance (several when time-sliced)
   friend bool operator==(const InstanceReport&, const InstanceReport&) = default;
 };
 
@@ -52,6 +62,7 @@ struct GpuReport {
   Readings readings;
   std::vector<InstanceReport> instances;
   std::vector<XidEvent> xid_events;
+  std::vector<PodRef> pods = {};  // who holds the whole GPU
   friend bool operator==(const GpuReport&, const GpuReport&) = default;
 };
 
@@ -70,7 +81,9 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view json);
 
 // dcgm-exporter's exposition of the report: HELP and TYPE per family, labels gpu, UUID,
 // device, modelName, Hostname (and GPU_I_PROFILE, GPU_I_ID on instance rows; GPU-level fields
-// repeat on every instance row, as dcgm-exporter does), err_code on XID rows.
+// repeat on every instance row, as dcgm-exporter does), err_code on XID rows, and container,
+// namespace and pod where a pod holds the device (the first, by namespace and name, of a
+// time-sliced device's).
 // Several reports (an agent that plays many nodes) render with each family's HELP and TYPE once.
 std::string RenderDcgmText(const NodeReport& r);
 std::string RenderDcgmText(const std::vector<NodeReport>& reports);
