@@ -1,8 +1,10 @@
 // The Kubernetes driver against the fake API server (test/fake_kube_apiserver.h), fed with the
 // GPU Operator's recorded node labels: the client, the list-and-watch loop and the inventory the
 // control plane writes from them, through injected faults.
+#include <array>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +27,7 @@
 #include "telemetry/hub.h"
 #include "test/fake_kube_apiserver.h"
 #include "test/test_certs.h"
+#include "yaml-cpp/yaml.h"
 
 namespace gpuaas {
 namespace {
@@ -723,6 +726,114 @@ TEST_F(KubernetesDriverTest, ClustersRegisteredAtRunTimeAreFollowedAndForgotten)
   // Registered again under the same name: followed again.
   ASSERT_TRUE(clusters.Register(reg, "ops").ok());
   ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; })) << Gpus("lab");
+}
+
+// deploy/server.yaml's RBAC, read as the API server would apply it, against every request the
+// driver makes while it lists, watches, changes MIG layouts and fences a project: each is allowed,
+// and no rule is left that no request needed (least privilege).
+struct RbacRule {
+  std::string ns;  // empty: a ClusterRole's rule
+  std::set<std::string> resources, verbs, names;
+};
+
+std::vector<RbacRule> DeployedRbac() {
+  std::vector<RbacRule> rules;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile("deploy/server.yaml")) {
+    const std::string kind = doc["kind"].as<std::string>();
+    if (kind != "ClusterRole" && kind != "Role") continue;
+    for (const YAML::Node& r : doc["rules"]) {
+      RbacRule rule;
+      if (kind == "Role") rule.ns = doc["metadata"]["namespace"].as<std::string>();
+      for (const YAML::Node& x : r["resources"]) rule.resources.insert(x.as<std::string>());
+      for (const YAML::Node& x : r["verbs"]) rule.verbs.insert(x.as<std::string>());
+      if (r["resourceNames"]) {
+        for (const YAML::Node& x : r["resourceNames"]) rule.names.insert(x.as<std::string>());
+      }
+      rules.push_back(std::move(rule));
+    }
+  }
+  return rules;
+}
+
+// The RBAC attributes of a core API request: namespace, resource, name, verb.
+std::array<std::string, 4> RbacAttributes(const FakeKubeApiServer::Request& r) {
+  std::string path = r.path.substr(0, r.path.find('?'));
+  std::vector<std::string> parts;
+  for (size_t at = std::string("/api/v1/").size(); at <= path.size();) {
+    const size_t slash = path.find('/', at);
+    parts.push_back(path.substr(at, slash == std::string::npos ? std::string::npos : slash - at));
+    at = slash == std::string::npos ? path.size() + 1 : slash + 1;
+  }
+  std::string ns;
+  if (parts.size() >= 3 && parts[0] == "namespaces") {
+    ns = parts[1];
+    parts.erase(parts.begin(), parts.begin() + 2);
+  }
+  const std::string resource = parts[0], name = parts.size() > 1 ? parts[1] : "";
+  std::string verb;
+  if (r.method == "GET") verb = r.watch ? "watch" : (name.empty() ? "list" : "get");
+  if (r.method == "POST") verb = "create";
+  if (r.method == "PUT") verb = "update";
+  if (r.method == "PATCH") verb = "patch";
+  return {ns, resource, name, verb};
+}
+
+TEST_F(KubernetesDriverTest, TheDeployedRbacAllowsEveryRequestTheDriverMakes) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  json labels = H200Labels(8);
+  labels["nvidia.com/mig.strategy"] = "mixed";
+  labels["nvidia.com/mig.config"] = "all-disabled";
+  labels["nvidia.com/mig.config.state"] = "success";
+  api.Put(kNodes, "Node", NodeJson("h200-a", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}}));
+  cluster::kubernetes::DriverOptions o = FastOptions();
+  o.mig_write_delay = std::chrono::milliseconds(100);
+  ClientConfig c;
+  c.server = api.url();
+  c.token = "t0ken";
+  drivers_.push_back(std::move(*KubernetesDriver::Make("lab", c, o)));
+  drivers_[0]->Start();
+  ASSERT_TRUE(Eventually([&] { return drivers_[0]->Observe().ok(); }));
+  const std::string gpu = cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", 0);
+  // The MIG config twice (created, then updated), the node's label, a project fenced twice.
+  ASSERT_TRUE(drivers_[0]->ApplyMigLayout("h200-a", gpu, true, {{"3g.71gb", 4, 4, "", false}}).ok());
+  ASSERT_TRUE(Eventually([&] { return api.writes().size() == 2; }));
+  PlayMigManager(api, "h200-a", "success");
+  ASSERT_TRUE(Eventually([&] { return drivers_[0]->NodeMigState("h200-a").state == "success"; }));
+  ASSERT_TRUE(drivers_[0]->ApplyMigLayout("h200-a", gpu, false, {}).ok());
+  ASSERT_TRUE(Eventually([&] { return api.writes().size() == 4; }));
+  ASSERT_TRUE(drivers_[0]->EnforceProjectQuota("vision", {{"nvidia.com/gpu", 2}}).ok());
+  ASSERT_TRUE(drivers_[0]->EnforceProjectQuota("vision", {}).ok());
+
+  const std::vector<RbacRule> rules = DeployedRbac();
+  ASSERT_FALSE(rules.empty()) << "deploy/server.yaml has no RBAC rules";
+  std::vector<int> used(rules.size(), 0);
+  std::set<std::string> seen;
+  for (const FakeKubeApiServer::Request& r : api.requests()) {
+    const auto [ns, resource, name, verb] = RbacAttributes(r);
+    bool allowed = false;
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const RbacRule& rule = rules[i];
+      if ((rule.ns.empty() || rule.ns == ns) && rule.resources.contains(resource) && rule.verbs.contains(verb) &&
+          (rule.names.empty() || rule.names.contains(name))) {
+        allowed = true;
+        ++used[i];
+      }
+    }
+    seen.insert(verb + " " + resource);
+    EXPECT_TRUE(allowed) << r.method << " " << r.path << " (" << verb << " " << resource << " in \"" << ns
+                         << "\") is not allowed by deploy/server.yaml";
+  }
+  for (size_t i = 0; i < rules.size(); ++i) {
+    for (const std::string& verb : rules[i].verbs) {
+      for (const std::string& resource : rules[i].resources) {
+        EXPECT_TRUE(seen.contains(verb + " " + resource))
+            << "deploy/server.yaml grants " << verb << " " << resource << ", which the driver never asks for";
+      }
+    }
+  }
+  EXPECT_TRUE(seen.contains("update configmaps") && seen.contains("patch nodes") && seen.contains("create namespaces"))
+      << "the scenario must exercise every kind of write";
 }
 
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {
