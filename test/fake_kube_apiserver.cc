@@ -62,6 +62,7 @@ struct FakeKubeApiServer::Impl {
   int64_t drop_generation = 0;  // DropWatches bumps it
   bool held = false;            // HoldWatches: running watches deliver nothing
   bool stopping = false;
+  bool dra = false;  // ServeDra
   int bookmark_ms = 0;
   int watches = 0;
   int port = 0;
@@ -145,6 +146,7 @@ struct FakeKubeApiServer::Impl {
     if (path.ends_with("/configmaps")) return "ConfigMap";
     if (path.ends_with("/nodes")) return "Node";
     if (path.ends_with("/pods")) return "Pod";
+    if (path.ends_with("/resourceslices")) return "ResourceSlice";
     return "Object";
   }
 
@@ -261,6 +263,11 @@ FakeKubeApiServer::~FakeKubeApiServer() {
   if (!impl_->tls_dir.empty()) std::filesystem::remove_all(impl_->tls_dir);
 }
 
+void FakeKubeApiServer::ServeDra(bool on) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->dra = on;
+}
+
 void FakeKubeApiServer::Start() {
   Impl& m = *impl_;
   {
@@ -298,6 +305,21 @@ void FakeKubeApiServer::Start() {
                 [collection](const httplib::Request& req, httplib::Response& res) {
                   collection("/api/v1/namespaces/" + req.matches[1].str() + "/" + req.matches[2].str(), req, res);
                 });
+  // DRA's ResourceSlices, where the server is told to serve them (Kubernetes 1.34 and later); a
+  // server that does not answers 404, as an older API server does.
+  m.server->Get(R"(/apis/resource\.k8s\.io/v1/resourceslices)", [&m, collection](const httplib::Request& req,
+                                                                                httplib::Response& res) {
+    bool dra;
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      dra = m.dra;
+    }
+    if (!dra) {
+      std::lock_guard<std::mutex> lock(m.mu);
+      return m.Fail(res, 404, "the server could not find the requested resource");
+    }
+    collection(std::string(kResourceSlicesPath), req, res);
+  });
   // One object: /api/v1/nodes/NAME, /api/v1/namespaces/NS/configmaps/NAME.
   const std::string object = R"((/api/v1/(?:namespaces/[a-z0-9-]+/)?[a-z]+)/([a-z0-9.-]+))";
   m.server->Get(object, [&m](const httplib::Request& req, httplib::Response& res) { m.One(req, res); });

@@ -13,6 +13,7 @@
 #include "cluster/kubernetes/driver.h"
 #include "cluster/kubernetes/mig_config.h"
 #include "cluster/kubernetes/nodes.h"
+#include "cluster/kubernetes/resource_slices.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "controller/control_plane.h"
@@ -733,7 +734,7 @@ TEST_F(KubernetesDriverTest, ClustersRegisteredAtRunTimeAreFollowedAndForgotten)
 // and no rule is left that no request needed (least privilege).
 struct RbacRule {
   std::string ns;  // empty: a ClusterRole's rule
-  std::set<std::string> resources, verbs, names;
+  std::set<std::string> groups, resources, verbs, names;
 };
 
 std::vector<RbacRule> DeployedRbac() {
@@ -744,6 +745,7 @@ std::vector<RbacRule> DeployedRbac() {
     for (const YAML::Node& r : doc["rules"]) {
       RbacRule rule;
       if (kind == "Role") rule.ns = doc["metadata"]["namespace"].as<std::string>();
+      for (const YAML::Node& x : r["apiGroups"]) rule.groups.insert(x.as<std::string>());
       for (const YAML::Node& x : r["resources"]) rule.resources.insert(x.as<std::string>());
       for (const YAML::Node& x : r["verbs"]) rule.verbs.insert(x.as<std::string>());
       if (r["resourceNames"]) {
@@ -755,11 +757,18 @@ std::vector<RbacRule> DeployedRbac() {
   return rules;
 }
 
-// The RBAC attributes of a core API request: namespace, resource, name, verb.
-std::array<std::string, 4> RbacAttributes(const FakeKubeApiServer::Request& r) {
+// The RBAC attributes of a request: API group, namespace, resource, name, verb.
+std::array<std::string, 5> RbacAttributes(const FakeKubeApiServer::Request& r) {
   std::string path = r.path.substr(0, r.path.find('?'));
+  std::string group;
+  size_t prefix = std::string("/api/v1/").size();
+  if (path.starts_with("/apis/")) {  // /apis/GROUP/VERSION/...
+    const size_t g = path.find('/', 6);
+    group = path.substr(6, g - 6);
+    prefix = path.find('/', g + 1) + 1;
+  }
   std::vector<std::string> parts;
-  for (size_t at = std::string("/api/v1/").size(); at <= path.size();) {
+  for (size_t at = prefix; at <= path.size();) {
     const size_t slash = path.find('/', at);
     parts.push_back(path.substr(at, slash == std::string::npos ? std::string::npos : slash - at));
     at = slash == std::string::npos ? path.size() + 1 : slash + 1;
@@ -775,11 +784,12 @@ std::array<std::string, 4> RbacAttributes(const FakeKubeApiServer::Request& r) {
   if (r.method == "POST") verb = "create";
   if (r.method == "PUT") verb = "update";
   if (r.method == "PATCH") verb = "patch";
-  return {ns, resource, name, verb};
+  return {group, ns, resource, name, verb};
 }
 
 TEST_F(KubernetesDriverTest, TheDeployedRbacAllowsEveryRequestTheDriverMakes) {
   FakeKubeApiServer api("t0ken");
+  api.ServeDra(true);
   api.Start();
   json labels = H200Labels(8);
   labels["nvidia.com/mig.strategy"] = "mixed";
@@ -807,17 +817,16 @@ TEST_F(KubernetesDriverTest, TheDeployedRbacAllowsEveryRequestTheDriverMakes) {
 
   const std::vector<RbacRule> rules = DeployedRbac();
   ASSERT_FALSE(rules.empty()) << "deploy/server.yaml has no RBAC rules";
-  std::vector<int> used(rules.size(), 0);
   std::set<std::string> seen;
   for (const FakeKubeApiServer::Request& r : api.requests()) {
-    const auto [ns, resource, name, verb] = RbacAttributes(r);
+    const auto [group, ns, resource, name, verb] = RbacAttributes(r);
     bool allowed = false;
     for (size_t i = 0; i < rules.size(); ++i) {
       const RbacRule& rule = rules[i];
-      if ((rule.ns.empty() || rule.ns == ns) && rule.resources.contains(resource) && rule.verbs.contains(verb) &&
+      if ((rule.ns.empty() || rule.ns == ns) && rule.groups.contains(group) && rule.resources.contains(resource) &&
+          rule.verbs.contains(verb) &&
           (rule.names.empty() || rule.names.contains(name))) {
         allowed = true;
-        ++used[i];
       }
     }
     seen.insert(verb + " " + resource);
@@ -834,6 +843,140 @@ TEST_F(KubernetesDriverTest, TheDeployedRbacAllowsEveryRequestTheDriverMakes) {
   }
   EXPECT_TRUE(seen.contains("update configmaps") && seen.contains("patch nodes") && seen.contains("create namespaces"))
       << "the scenario must exercise every kind of write";
+}
+
+// A ResourceSlice of NVIDIA's DRA driver (resource.k8s.io/v1) in the shape the driver publishes
+// (dra-driver-nvidia-gpu #719 shows one from AKS): typed attributes, capacity quantities, MIG
+// devices with their memory slices.
+json SliceDevice(const std::string& name, const std::string& type, const std::string& uuid,
+                 const std::string& parent = "", const std::string& profile = "", int start = 0, int size = 0) {
+  json d = {{"name", name},
+            {"attributes",
+             {{"type", {{"string", type}}},
+              {"uuid", {{"string", uuid}}},
+              {"productName", {{"string", "NVIDIA H200"}}},
+              {"architecture", {{"string", "Hopper"}}},
+              {"driverVersion", {{"version", "580.95.5"}}},
+              {"cudaComputeCapability", {{"version", "9.0.0"}}}}},
+            {"capacity", {{"memory", {{"value", type == "gpu" ? "143771Mi" : "35Gi"}}}}}};
+  if (type == "mig") {
+    d["attributes"]["parentUUID"] = {{"string", parent}};
+    d["attributes"]["profile"] = {{"string", profile}};
+    for (int i = start; i < start + size; ++i) d["capacity"]["memorySlice" + std::to_string(i)] = {{"value", "1"}};
+  }
+  return d;
+}
+
+std::string Slice(const std::string& name, const std::string& node, int64_t generation, int64_t count,
+                  const json& devices, const std::string& driver = "gpu.nvidia.com") {
+  return json{{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "ResourceSlice"},
+              {"metadata", {{"name", name}}},
+              {"spec",
+               {{"driver", driver},
+                {"nodeName", node},
+                {"pool", {{"name", node}, {"generation", generation}, {"resourceSliceCount", count}}},
+                {"devices", devices}}}}
+      .dump();
+}
+
+TEST(ResourceSlices, TheDevicesOfCompletePoolsEachGpuOnce) {
+  const std::string g0 = "GPU-ddf64803-f421-0e5b-883e-cd752de16db7", g1 = "GPU-13719f71-412c-d11e-b236-a262f530a4fc";
+  // gpu-0 is advertised whole beside its own MIG devices (#719): one GPU in MIG mode.
+  const json devices = {SliceDevice("gpu-1", "gpu", g1), SliceDevice("gpu-0", "gpu", g0),
+                        SliceDevice("gpu-0-mig-9-4-4", "mig", "MIG-a", g0, "3g.71gb", 4, 4),
+                        SliceDevice("gpu-0-mig-14-0-2", "mig", "MIG-b", g0, "2g.35gb", 0, 2)};
+  std::vector<cluster::kubernetes::ResourceSlice> slices;
+  for (const std::string& text :
+       {Slice("n1-a", "n1", 1, 1, devices),
+        // A pool of two slices of which one is seen: incomplete, not read.
+        Slice("n2-a", "n2", 3, 2, json::array({SliceDevice("gpu-0", "gpu", "GPU-x")})),
+        // Another driver's devices, and an older generation of n1's pool: not read.
+        Slice("nic", "n1", 1, 1, json::array({SliceDevice("nic-0", "gpu", "GPU-nic")}), "rdma.example.com"),
+        Slice("n1-old", "n1", 0, 1, json::array({SliceDevice("gpu-5", "gpu", "GPU-old")}))}) {
+    absl::StatusOr<cluster::kubernetes::ResourceSlice> s = cluster::kubernetes::ReadResourceSlice(text);
+    ASSERT_TRUE(s.ok()) << s.status();
+    slices.push_back(*s);
+  }
+  EXPECT_EQ(slices[0].devices[2].start, 4);
+  EXPECT_EQ(slices[0].devices[2].size, 4);
+  EXPECT_EQ(slices[0].devices[1].memory_bytes, int64_t{143771} << 20);
+  const auto gpus = cluster::kubernetes::GpusFromSlices(slices);
+  ASSERT_EQ(gpus.size(), 1u) << "n2's pool is incomplete";
+  const std::vector<cluster::ObservedGpu>& n1 = gpus.at("n1");
+  ASSERT_EQ(n1.size(), 2u) << "a GPU beside its MIG devices is one GPU";
+  EXPECT_EQ(n1[0].uuid, g0);
+  EXPECT_EQ(n1[0].index, 0);
+  EXPECT_TRUE(n1[0].mig_enabled);
+  ASSERT_EQ(n1[0].mig_instances.size(), 2u);
+  EXPECT_EQ(n1[0].mig_instances[0], (cluster::ObservedMigInstance{"2g.35gb", 0, 2, "MIG-b", false}));
+  EXPECT_EQ(n1[0].mig_instances[1], (cluster::ObservedMigInstance{"3g.71gb", 4, 4, "MIG-a", false}));
+  EXPECT_EQ(n1[1].uuid, g1);
+  EXPECT_FALSE(n1[1].mig_enabled);
+  EXPECT_EQ(n1[1].memory_mib, 143771);
+  // Attributes qualified with the driver's name read the same.
+  json qualified = SliceDevice("gpu-0", "gpu", g0);
+  qualified["attributes"] = {{"gpu.nvidia.com/type", {{"string", "gpu"}}}, {"gpu.nvidia.com/uuid", {{"string", g0}}}};
+  absl::StatusOr<cluster::kubernetes::ResourceSlice> q =
+      cluster::kubernetes::ReadResourceSlice(Slice("q", "n3", 1, 1, json::array({qualified})));
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(cluster::kubernetes::GpusFromSlices({*q}).at("n3")[0].uuid, g0);
+  EXPECT_FALSE(cluster::kubernetes::ReadResourceSlice(R"({"spec": {"driver": "gpu.nvidia.com"}})").ok())
+      << "no pool";
+  EXPECT_FALSE(cluster::kubernetes::ReadResourceSlice("[]").ok());
+}
+
+// Where the API server serves ResourceSlices, the inventory's GPUs carry the DRA driver's UUIDs
+// and MIG placements; where it does not (404), labels alone, as before.
+TEST_F(KubernetesDriverTest, ResourceSlicesNameTheGpusWhereTheDraDriverRuns) {
+  FakeKubeApiServer api("t0ken");
+  api.ServeDra(true);
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 2));
+  api.Put(kNodes, "Node", H200Node("h200-b", 2));
+  const std::string g0 = "GPU-0a000000-0000-0000-0000-000000000000", g1 = "GPU-0a000000-0000-0000-0000-000000000001";
+  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice",
+          Slice("h200-a-gpu.nvidia.com-x", "h200-a", 1, 1,
+                {SliceDevice("gpu-0", "gpu", g0), SliceDevice("gpu-0-mig-9-4-4", "mig", "MIG-3g", g0, "3g.71gb", 4, 4),
+                 SliceDevice("gpu-0-mig-14-0-2", "mig", "MIG-2g", g0, "2g.35gb", 0, 2), SliceDevice("gpu-1", "gpu", g1)}));
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 4; })) << Gpus("lab");
+  std::map<std::string, model::GpuCapacity> by_uuid;
+  for (model::GpuCapacity& g : All<model::GpuCapacity>("lab")) by_uuid[g.spec.uuid] = g;
+  ASSERT_TRUE(by_uuid.contains(g0) && by_uuid.contains(g1)) << "h200-a's GPUs are the slices' UUIDs";
+  const model::GpuCapacity& mig = by_uuid.at(g0);
+  EXPECT_EQ(mig.status.mig_mode, model::MigMode::kEnabled);
+  ASSERT_EQ(mig.status.mig_instances.size(), 2u);
+  EXPECT_EQ(mig.status.mig_instances[0].uuid, "MIG-2g");
+  EXPECT_EQ(mig.status.mig_instances[1].start, 4);
+  EXPECT_TRUE(by_uuid.contains(cluster::kubernetes::DerivedGpuUuid("lab", "h200-b", 0)))
+      << "h200-b has no slices: its GPUs come from its labels";
+
+  // The DRA driver republishes: a new generation in two slices; until both are seen the pool
+  // is incomplete and the node's GPUs come from its labels, never from half a pool.
+  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice",
+          Slice("h200-a-gpu.nvidia.com-x", "h200-a", 2, 2, json::array({SliceDevice("gpu-0", "gpu", g0)})));
+  ASSERT_TRUE(Eventually([&] { return !by_uuid.empty() && All<model::GpuCapacity>("lab").size() == 4 &&
+                                      [&] {
+                                        for (const auto& g : All<model::GpuCapacity>("lab")) {
+                                          if (g.spec.uuid == g0) return false;
+                                        }
+                                        return true;
+                                      }(); }));
+  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice",
+          Slice("h200-a-gpu.nvidia.com-y", "h200-a", 2, 2, json::array({SliceDevice("gpu-1", "gpu", g1)})));
+  ASSERT_TRUE(Eventually([&] {
+    std::set<std::string> uuids;
+    for (const auto& g : All<model::GpuCapacity>("lab")) uuids.insert(g.spec.uuid);
+    return uuids.contains(g0) && uuids.contains(g1) && uuids.size() == 4;
+  })) << [&] {
+    std::string out;
+    for (const auto& g : All<model::GpuCapacity>("lab")) out += g.spec.uuid + " ";
+    return out;
+  }();
+  EXPECT_TRUE(drivers_[0]->slice_stats().synced);
+  EXPECT_EQ(drivers_[0]->slice_stats().lists, 1);
 }
 
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {

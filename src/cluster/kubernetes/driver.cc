@@ -53,20 +53,25 @@ absl::StatusOr<std::unique_ptr<KubernetesDriver>> KubernetesDriver::Make(std::st
   if (!client.ok()) return client.status();
   absl::StatusOr<std::unique_ptr<Client>> pods_client = Client::Make(config, options.timeouts);
   if (!pods_client.ok()) return pods_client.status();
-  return std::unique_ptr<KubernetesDriver>(
-      new KubernetesDriver(std::move(name), std::move(options), std::move(*client), std::move(*pods_client)));
+  absl::StatusOr<std::unique_ptr<Client>> slices_client = Client::Make(config, options.timeouts);
+  if (!slices_client.ok()) return slices_client.status();
+  return std::unique_ptr<KubernetesDriver>(new KubernetesDriver(std::move(name), std::move(options), std::move(*client),
+                                                                std::move(*pods_client), std::move(*slices_client)));
 }
 
 KubernetesDriver::KubernetesDriver(std::string name, DriverOptions options, std::unique_ptr<Client> client,
-                                   std::unique_ptr<Client> pods_client)
+                                   std::unique_ptr<Client> pods_client, std::unique_ptr<Client> slices_client)
     : name_(std::move(name)), options_(std::move(options)), client_(std::move(client)),
-      pods_client_(std::move(pods_client)) {
+      pods_client_(std::move(pods_client)), slices_client_(std::move(slices_client)) {
   nodes_reflector_ = std::make_unique<Reflector>(
       *client_, "/api/v1/nodes", [this](const ListResult& l) { ReplaceNodes(l); },
       [this](const WatchEvent& e) { ApplyNode(e); }, [this] { Changed(); }, options_.backoff);
   pods_reflector_ = std::make_unique<Reflector>(
       *pods_client_, "/api/v1/pods", [this](const ListResult& l) { ReplacePods(l); },
       [this](const WatchEvent& e) { ApplyPod(e); }, [this] { Changed(); }, options_.backoff);
+  slices_reflector_ = std::make_unique<Reflector>(
+      *slices_client_, std::string(kResourceSlices), [this](const ListResult& l) { ReplaceSlices(l); },
+      [this](const WatchEvent& e) { ApplySlice(e); }, [this] { Changed(); }, options_.backoff);
 }
 
 KubernetesDriver::~KubernetesDriver() { Stop(); }
@@ -74,6 +79,7 @@ KubernetesDriver::~KubernetesDriver() { Stop(); }
 void KubernetesDriver::Start() {
   nodes_reflector_->Start();
   pods_reflector_->Start();
+  slices_reflector_->Start();
   mig_writer_ = std::thread([this] { WriteMigConfigs(); });
 }
 
@@ -86,6 +92,7 @@ void KubernetesDriver::Stop() {
   if (mig_writer_.joinable()) mig_writer_.join();
   nodes_reflector_->Stop();
   pods_reflector_->Stop();
+  slices_reflector_->Stop();
 }
 
 bool KubernetesDriver::PutPod(const std::string& json, bool deleted) {
@@ -179,6 +186,48 @@ void KubernetesDriver::ApplyNode(const WatchEvent& event) {
   if (changed) Changed();
 }
 
+bool KubernetesDriver::SlicesChanged() {
+  std::vector<ResourceSlice> all;
+  all.reserve(slices_.size());
+  for (const auto& [name, slice] : slices_) all.push_back(slice);
+  std::map<std::string, std::vector<ObservedGpu>> gpus = GpusFromSlices(all);
+  if (gpus == slice_gpus_) return false;
+  slice_gpus_ = std::move(gpus);
+  return true;
+}
+
+void KubernetesDriver::ReplaceSlices(const ListResult& list) {
+  std::lock_guard<std::mutex> lock(mu_);
+  slices_.clear();
+  for (const std::string& item : list.items) {
+    absl::StatusOr<ResourceSlice> s = ReadResourceSlice(item);
+    if (s.ok() && s->driver == kNvidiaDraDriver) slices_[s->name] = std::move(*s);
+  }
+  SlicesChanged();  // the reflector tells (on_state) once the list is its synced state
+}
+
+void KubernetesDriver::ApplySlice(const WatchEvent& event) {
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string name = NameOf(event.object);
+    absl::StatusOr<ResourceSlice> s = ReadResourceSlice(event.object);
+    if (event.type == "DELETED" || !s.ok() || s->driver != kNvidiaDraDriver) {
+      if (!s.ok() && event.type != "DELETED") log::Warn("cluster {}: ResourceSlice {} ignored: {}", name_, name, s.status().ToString());
+      slices_.erase(name);
+    } else {
+      slices_[name] = std::move(*s);
+    }
+    changed = SlicesChanged();
+  }
+  if (changed) Changed();
+}
+
+const std::vector<ObservedGpu>& KubernetesDriver::GpusOf(const ObservedNode& node) const {
+  auto it = slice_gpus_.find(node.name);
+  return it == slice_gpus_.end() ? node.gpus : it->second;
+}
+
 void KubernetesDriver::Changed() {
   std::function<void()> f;
   {
@@ -196,6 +245,13 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
     }
     if (!s.last_error.empty()) return absl::UnavailableError(s.last_error);
   }
+  // ResourceSlices where the API server serves them (Kubernetes 1.34 and later); a cluster that
+  // does not (404), or does not let gpuaas read them (403), has its GPUs from labels alone.
+  if (const ReflectorStats s = slices_reflector_->stats();
+      !s.synced && s.last_code != absl::StatusCode::kNotFound && s.last_code != absl::StatusCode::kPermissionDenied) {
+    return absl::UnavailableError(s.last_error.empty() ? "resourceslices not listed yet"
+                                                       : fmt::format("resourceslices not listed yet: {}", s.last_error));
+  }
   ObservedCluster c;
   c.name = name_;
   c.display_name = options_.display_name.empty() ? name_ : options_.display_name;
@@ -210,10 +266,19 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
   for (const auto& [n, node] : nodes_) {
     c.nodes.push_back(node);
     ObservedNode& out = c.nodes.back();
-    // Labels count MIG devices; while they count what the MIG manager last applied for gpuaas,
-    // the placements are the ones asked for.
-    if (auto m = mig_.find(n); m != mig_.end() && !m->second.applied.empty() &&
-                               Totals(m->second.applied) == Totals(node)) {
+    if (auto sg = slice_gpus_.find(n); sg != slice_gpus_.end()) {
+      // The DRA driver names the devices: real UUIDs and placements replace the derived ones.
+      std::vector<ObservedGpu> gpus = sg->second;
+      for (ObservedGpu& g : gpus) {
+        if (g.memory_mib == 0 && static_cast<size_t>(g.index) < node.gpus.size()) {
+          g.memory_mib = node.gpus[static_cast<size_t>(g.index)].memory_mib;
+        }
+      }
+      out.gpus = std::move(gpus);
+    } else if (auto m = mig_.find(n); m != mig_.end() && !m->second.applied.empty() &&
+                                      Totals(m->second.applied) == Totals(node)) {
+      // Labels count MIG devices; while they count what the MIG manager last applied for
+      // gpuaas, the placements are the ones asked for.
       const NodeMig& mig = m->second;
       for (ObservedGpu& g : out.gpus) {
         auto want = mig.applied.find(g.index);
@@ -261,13 +326,14 @@ absl::Status KubernetesDriver::ApplyMigLayout(const std::string& node, const std
           node, key));
     }
   }
-  const auto gpu = std::find_if(n->second.gpus.begin(), n->second.gpus.end(),
+  const std::vector<ObservedGpu>& gpus = GpusOf(n->second);
+  const auto gpu = std::find_if(gpus.begin(), gpus.end(),
                                 [&](const ObservedGpu& g) { return EqualsIgnoreCase(g.uuid, gpu_uuid); });
-  if (gpu == n->second.gpus.end()) return absl::NotFoundError(fmt::format("node {} has no GPU {}", node, gpu_uuid));
+  if (gpu == gpus.end()) return absl::NotFoundError(fmt::format("node {} has no GPU {}", node, gpu_uuid));
   NodeMig& m = mig_[node];
   if (m.want.empty()) {
     // The rest of the node stays as it is.
-    for (const ObservedGpu& g : n->second.gpus) m.want[g.index] = {g.mig_enabled, Counts(g.mig_instances)};
+    for (const ObservedGpu& g : gpus) m.want[g.index] = {g.mig_enabled, Counts(g.mig_instances)};
   }
   const GpuMigSpec spec{mig_enabled, mig_enabled ? Counts(instances) : std::map<std::string, int64_t>{}};
   const std::vector<ObservedMigInstance> placed = mig_enabled ? instances : std::vector<ObservedMigInstance>{};

@@ -35,6 +35,7 @@
 #include "cluster/kubernetes/mig_config.h"
 #include "cluster/kubernetes/nodes.h"
 #include "cluster/kubernetes/reflector.h"
+#include "cluster/kubernetes/resource_slices.h"
 
 namespace gpuaas::cluster::kubernetes {
 
@@ -86,16 +87,23 @@ class KubernetesDriver final : public ClusterDriver {
   int64_t writes() const { return writes_.load(); }
   ReflectorStats node_stats() const { return nodes_reflector_->stats(); }
   ReflectorStats pod_stats() const { return pods_reflector_->stats(); }
+  ReflectorStats slice_stats() const { return slices_reflector_->stats(); }
   // Nodes whose GPU labels were refused (by name, with the reason); they are left out.
   std::map<std::string, std::string> refused_nodes() const;
 
  private:
   KubernetesDriver(std::string name, DriverOptions options, std::unique_ptr<Client> client,
-                   std::unique_ptr<Client> pods_client);
+                   std::unique_ptr<Client> pods_client, std::unique_ptr<Client> slices_client);
   void ReplaceNodes(const ListResult& list);
   void ApplyNode(const WatchEvent& event);
   void ReplacePods(const ListResult& list);
   void ApplyPod(const WatchEvent& event);
+  void ReplaceSlices(const ListResult& list);
+  void ApplySlice(const WatchEvent& event);
+  // Recomputes slice_gpus_ from slices_; true when it changed.
+  bool SlicesChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A node's GPUs: from its DRA pool where one is complete, else from its labels.
+  const std::vector<ObservedGpu>& GpusOf(const ObservedNode& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps (or forgets) one pod's GPU devices; true when a node's devices in use changed.
   bool PutPod(const std::string& json, bool deleted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decodes one Node into nodes_ (or drops it); true when what Observe reports changed.
@@ -123,12 +131,16 @@ class KubernetesDriver final : public ClusterDriver {
   const DriverOptions options_;
   std::unique_ptr<Client> client_;
   std::unique_ptr<Client> pods_client_;  // a watch at a time per client: the pods have their own
+  std::unique_ptr<Client> slices_client_;  // and the ResourceSlices theirs
   std::unique_ptr<Reflector> nodes_reflector_;
   std::unique_ptr<Reflector> pods_reflector_;
+  std::unique_ptr<Reflector> slices_reflector_;
   mutable std::mutex mu_;
   std::map<std::string, ObservedNode> nodes_ ABSL_GUARDED_BY(mu_);   // GPU nodes by name
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // node -> why
   std::map<std::string, PodGpus> pods_ ABSL_GUARDED_BY(mu_);         // active pods with GPU devices
+  std::map<std::string, ResourceSlice> slices_ ABSL_GUARDED_BY(mu_);  // by name
+  std::map<std::string, std::vector<ObservedGpu>> slice_gpus_ ABSL_GUARDED_BY(mu_);  // by node
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, NodeMig> mig_ ABSL_GUARDED_BY(mu_);  // by node
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -17,26 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-// A Kubernetes quantity as a whole number ("64", "500m" rounds down to 0, "527830208Ki",
-// "16Gi", "2k"); nullopt for anything else.
-std::optional<int64_t> Quantity(const std::string& q) {
-  static const std::map<std::string, int64_t, std::less<>> kUnits = {
-      {"", 1},          {"k", 1000},      {"M", 1000000},   {"G", 1000000000},    {"T", 1000000000000},
-      {"Ki", 1 << 10},  {"Mi", 1 << 20},  {"Gi", 1 << 30},  {"Ti", 1LL << 40},    {"m", 0}};
-  size_t digits = 0;
-  while (digits < q.size() && q[digits] >= '0' && q[digits] <= '9') ++digits;
-  if (digits == 0) return std::nullopt;
-  std::optional<int64_t> n = ParseInt(std::string_view(q).substr(0, digits));
-  auto unit = kUnits.find(std::string_view(q).substr(digits));
-  if (!n || unit == kUnits.end()) return std::nullopt;
-  if (unit->second == 0) return *n / 1000;  // milli-units
-  if (*n > INT64_MAX / unit->second) return std::nullopt;
-  return *n * unit->second;
-}
-
 int64_t ResourceCount(const json& list, const std::string& name) {
   if (!list.is_object() || !list.contains(name) || !list[name].is_string()) return -1;
-  return Quantity(list[name].get<std::string>()).value_or(-1);
+  return ParseQuantity(list[name].get<std::string>()).value_or(-1);
 }
 
 // `mig_devices` (profile -> count on the node) spread over `gpus` GPUs of `model`, largest
@@ -76,6 +59,21 @@ std::vector<catalog::Layout> SpreadMig(const catalog::GpuModel& model, int64_t g
 
 }  // namespace
 
+std::optional<int64_t> ParseQuantity(std::string_view q) {
+  static const std::map<std::string, int64_t, std::less<>> kUnits = {
+      {"", 1},          {"k", 1000},      {"M", 1000000},   {"G", 1000000000},    {"T", 1000000000000},
+      {"Ki", 1 << 10},  {"Mi", 1 << 20},  {"Gi", 1 << 30},  {"Ti", 1LL << 40},    {"m", 0}};
+  size_t digits = 0;
+  while (digits < q.size() && q[digits] >= '0' && q[digits] <= '9') ++digits;
+  if (digits == 0) return std::nullopt;
+  std::optional<int64_t> n = ParseInt(q.substr(0, digits));
+  auto unit = kUnits.find(q.substr(digits));
+  if (!n || unit == kUnits.end()) return std::nullopt;
+  if (unit->second == 0) return *n / 1000;  // milli-units
+  if (*n > INT64_MAX / unit->second) return std::nullopt;
+  return *n * unit->second;
+}
+
 std::string MetadataField(std::string_view object_json, std::string_view key) {
   const json o = json::parse(object_json, nullptr, false);
   if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
@@ -105,7 +103,7 @@ absl::StatusOr<PodGpus> ReadPod(std::string_view pod_json) {
     if (!limits.is_object()) continue;
     for (const auto& [name, value] : limits.items()) {
       if (!name.starts_with("nvidia.com/") || !value.is_string()) continue;
-      std::optional<int64_t> n = Quantity(value.get<std::string>());
+      std::optional<int64_t> n = ParseQuantity(value.get<std::string>());
       if (n && *n > 0) out.devices[name] += *n;
     }
   }

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,10 @@
 #include "cluster/driver.h"
 
 namespace gpuaas::cluster::kubernetes {
+
+// A Kubernetes quantity as a whole number ("64", "500m" rounds down to 0, "527830208Ki",
+// "16Gi", "2k"); nullopt for anything else.
+std::optional<int64_t> ParseQuantity(std::string_view q);
 
 // metadata.<key> (a string field: "name", "resourceVersion") of an object's JSON, or "" when
 // the text is not an object or has no such string.

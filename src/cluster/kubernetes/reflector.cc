@@ -71,8 +71,11 @@ void Reflector::Run() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.errors;
-      was_ok = stats_.last_error.empty();
+      // Failing anew, or failing otherwise (a server that was down now answers 404): the
+      // caller's view of this collection changed.
+      was_ok = stats_.last_error.empty() || stats_.last_code != s.code();
       stats_.last_error = s.ToString();
+      stats_.last_code = s.code();
     }
     if (was_ok && on_state_) on_state_();
     log::Warn("kubernetes {}: {}", path_, s.ToString());
@@ -91,6 +94,7 @@ void Reflector::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       recovered = !stats_.last_error.empty();
       stats_.last_error.clear();
+      stats_.last_code = absl::StatusCode::kOk;
     }
     if (recovered && on_state_) on_state_();
   };
@@ -115,6 +119,7 @@ void Reflector::Run() {
         stats_.synced = true;
         stats_.resource_version = rv;
         stats_.last_error.clear();
+        stats_.last_code = absl::StatusCode::kOk;
       }
       cv_.notify_all();
       if (on_state_) on_state_();  // listed: what stats() says and what the caller holds changed

@@ -7,7 +7,8 @@
 //
 // The reflector keeps no objects: it hands each list to `replace` and each event to `apply`, on
 // its own thread, one call at a time, and calls `on_state` after each list (stats() shows it
-// synced by then), when it starts failing and when it recovers (stats() tells which).
+// synced by then), when it starts failing, when it fails otherwise (another status code) and
+// when it recovers (stats() tells which).
 #ifndef GPUAAS_CLUSTER_KUBERNETES_REFLECTOR_H_
 #define GPUAAS_CLUSTER_KUBERNETES_REFLECTOR_H_
 
@@ -31,6 +32,7 @@ struct ReflectorStats {
   int64_t errors = 0;    // failed lists and watches
   std::string resource_version;  // the last one seen
   std::string last_error;        // empty once a list or watch succeeds again
+  absl::StatusCode last_code = absl::StatusCode::kOk;  // the code of last_error
   bool synced = false;           // a list has been delivered
 };
 

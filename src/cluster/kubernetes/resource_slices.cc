@@ -1,0 +1,158 @@
+#include "cluster/kubernetes/resource_slices.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "cluster/kubernetes/nodes.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::cluster::kubernetes {
+namespace {
+
+using nlohmann::json;
+
+// An attribute's value ({"string": ...}, {"int": ...}, {"version": ...}, {"bool": ...}) as text,
+// by its plain name or qualified with the driver's ("gpu.nvidia.com/uuid").
+std::string Attribute(const json& attrs, std::string_view driver, const std::string& name) {
+  for (const std::string& key : {name, fmt::format("{}/{}", driver, name)}) {
+    auto it = attrs.find(key);
+    if (it == attrs.end() || !it->is_object() || it->empty()) continue;
+    const json& v = it->begin().value();
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+    if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  }
+  return "";
+}
+
+// The minor number of a device named "gpu-<minor>[-...]", or INT_MAX.
+int Minor(std::string_view name) {
+  if (!name.starts_with("gpu-")) return std::numeric_limits<int>::max();
+  name.remove_prefix(4);
+  size_t digits = 0;
+  while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') ++digits;
+  std::optional<int64_t> n = ParseInt(name.substr(0, digits));
+  return n ? static_cast<int>(*n) : std::numeric_limits<int>::max();
+}
+
+}  // namespace
+
+absl::StatusOr<ResourceSlice> ReadResourceSlice(std::string_view text) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("spec") || !j["spec"].is_object()) {
+    return absl::InvalidArgumentError("not a ResourceSlice: no spec");
+  }
+  ResourceSlice s;
+  s.name = MetadataField(text, "name");
+  const json& spec = j["spec"];
+  auto str = [](const json& o, const char* key) {
+    return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  s.driver = str(spec, "driver");
+  s.node = str(spec, "nodeName");
+  if (spec.contains("pool") && spec["pool"].is_object()) {
+    const json& pool = spec["pool"];
+    s.pool = str(pool, "name");
+    if (pool.contains("generation") && pool["generation"].is_number_integer()) s.generation = pool["generation"];
+    if (pool.contains("resourceSliceCount") && pool["resourceSliceCount"].is_number_integer()) {
+      s.slice_count = pool["resourceSliceCount"];
+    }
+  }
+  if (s.driver.empty() || s.pool.empty() || s.slice_count < 1) {
+    return absl::InvalidArgumentError(fmt::format("ResourceSlice {}: spec.driver, spec.pool.name and a positive "
+                                                  "spec.pool.resourceSliceCount are required", s.name));
+  }
+  if (!spec.contains("devices") || spec["devices"].is_null()) return s;  // counters only, or none found
+  if (!spec["devices"].is_array()) {
+    return absl::InvalidArgumentError(fmt::format("ResourceSlice {}: spec.devices is not a list", s.name));
+  }
+  for (const json& d : spec["devices"]) {
+    if (!d.is_object()) return absl::InvalidArgumentError(fmt::format("ResourceSlice {}: a device is not an object", s.name));
+    SliceDevice dev;
+    dev.name = str(d, "name");
+    const json attrs = d.contains("attributes") && d["attributes"].is_object() ? d["attributes"] : json::object();
+    dev.type = Attribute(attrs, s.driver, "type");
+    dev.uuid = Attribute(attrs, s.driver, "uuid");
+    dev.parent_uuid = Attribute(attrs, s.driver, "parentUUID");
+    dev.profile = Attribute(attrs, s.driver, "profile");
+    dev.product = Attribute(attrs, s.driver, "productName");
+    dev.partition = d.contains("consumesCounters") && d["consumesCounters"].is_array() && !d["consumesCounters"].empty();
+    if (d.contains("capacity") && d["capacity"].is_object()) {
+      int first = std::numeric_limits<int>::max();
+      for (const auto& [key, value] : d["capacity"].items()) {
+        const std::string v = value.is_object() ? str(value, "value") : std::string();
+        if (key == "memory") dev.memory_bytes = ParseQuantity(v).value_or(0);
+        if (key.starts_with("memorySlice")) {
+          std::optional<int64_t> i = ParseInt(std::string_view(key).substr(std::string_view("memorySlice").size()));
+          if (!i || *i < 0 || *i > 64) continue;
+          first = std::min(first, static_cast<int>(*i));
+          ++dev.size;
+        }
+      }
+      if (dev.size > 0) dev.start = first;
+    }
+    s.devices.push_back(std::move(dev));
+  }
+  return s;
+}
+
+std::map<std::string, std::vector<ObservedGpu>> GpusFromSlices(const std::vector<ResourceSlice>& slices) {
+  // Complete pools of the NVIDIA driver: the newest generation, with every slice of it seen.
+  struct Pool {
+    int64_t generation = -1;
+    int64_t want = 0;
+    std::string node;
+    std::vector<const ResourceSlice*> slices;
+  };
+  std::map<std::string, Pool> pools;
+  for (const ResourceSlice& s : slices) {
+    if (s.driver != kNvidiaDraDriver) continue;
+    Pool& p = pools[s.pool];
+    if (s.generation > p.generation) p = Pool{s.generation, s.slice_count, s.node, {}};
+    if (s.generation == p.generation) p.slices.push_back(&s);
+  }
+  std::map<std::string, std::vector<ObservedGpu>> out;
+  for (const auto& [name, pool] : pools) {
+    if (static_cast<int64_t>(pool.slices.size()) != pool.want || pool.node.empty()) continue;
+    std::map<std::string, std::pair<int, ObservedGpu>> gpus;  // uuid -> (minor, GPU)
+    std::vector<const SliceDevice*> migs;
+    for (const ResourceSlice* s : pool.slices) {
+      for (const SliceDevice& d : s->devices) {
+        if (d.partition || d.uuid.empty()) continue;
+        if (d.type == "gpu") {
+          ObservedGpu& g = gpus[d.uuid].second;
+          gpus[d.uuid].first = Minor(d.name);
+          g.uuid = d.uuid;
+          g.memory_mib = d.memory_bytes >> 20;
+        } else if (d.type == "mig" && !d.parent_uuid.empty()) {
+          migs.push_back(&d);
+        }
+      }
+    }
+    for (const SliceDevice* m : migs) {
+      auto [it, added] = gpus.try_emplace(m->parent_uuid);
+      if (added) {  // a parent the slices do not list as a GPU of its own
+        it->second.first = Minor(m->name);
+        it->second.second.uuid = m->parent_uuid;
+      }
+      ObservedGpu& g = it->second.second;
+      g.mig_enabled = true;
+      g.mig_instances.push_back({m->profile, std::max(0, m->start), m->size, m->uuid, false});
+    }
+    std::vector<std::pair<int, ObservedGpu>> ordered;
+    for (auto& [uuid, entry] : gpus) ordered.push_back(std::move(entry));
+    std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<ObservedGpu>& node = out[pool.node];
+    for (auto& [minor, g] : ordered) {
+      std::sort(g.mig_instances.begin(), g.mig_instances.end(),
+                [](const ObservedMigInstance& a, const ObservedMigInstance& b) { return a.start < b.start; });
+      g.index = static_cast<int>(node.size());
+      node.push_back(std::move(g));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuaas::cluster::kubernetes

@@ -1,0 +1,65 @@
+// GPUs as NVIDIA's DRA driver (driver `gpu.nvidia.com`, one pool per node) advertises them in
+// `resource.k8s.io/v1` ResourceSlices: the device-level source, with real UUIDs and MIG
+// placements, where labels only count. Facts: ../shared/reference/kubernetes.md §1. Pure.
+//
+// What is read, per device (attributes may be qualified with the driver's name):
+//   type=gpu: uuid, productName, capacity memory, name gpu-<minor>;
+//   type=mig: uuid (MIG-…), parentUUID, profile, capacity memorySlice<i> (the placement).
+// A pool counts only when complete: every one of its resourceSliceCount slices seen at its
+// newest generation. A GPU advertised beside its own MIG devices (dra-driver-nvidia-gpu #719)
+// is one GPU in MIG mode, never two. Devices that consume counters (dynamic MIG, KEP-4815) are
+// partitions that could be made, not ones that exist, and are not read as instances.
+#ifndef GPUAAS_CLUSTER_KUBERNETES_RESOURCE_SLICES_H_
+#define GPUAAS_CLUSTER_KUBERNETES_RESOURCE_SLICES_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cluster/driver.h"
+
+namespace gpuaas::cluster::kubernetes {
+
+inline constexpr std::string_view kNvidiaDraDriver = "gpu.nvidia.com";
+inline constexpr std::string_view kResourceSlices = "/apis/resource.k8s.io/v1/resourceslices";
+
+struct SliceDevice {
+  std::string name;     // "gpu-0", "gpu-0-mig-19-2-1"
+  std::string type;     // "gpu", "mig"
+  std::string uuid;
+  std::string parent_uuid;  // MIG devices
+  std::string profile;      // MIG devices: "1g.10gb"
+  std::string product;      // "NVIDIA A100 80GB PCIe"
+  int64_t memory_bytes = 0;
+  int start = -1;  // MIG placement: the first memory slice it holds
+  int size = 0;    // and how many
+  bool partition = false;  // consumes counters: a partition that could be made
+  friend bool operator==(const SliceDevice&, const SliceDevice&) = default;
+};
+
+struct ResourceSlice {
+  std::string name;
+  std::string driver;
+  std::string node;  // spec.nodeName
+  std::string pool;
+  int64_t generation = 0;
+  int64_t slice_count = 1;
+  std::vector<SliceDevice> devices;
+  friend bool operator==(const ResourceSlice&, const ResourceSlice&) = default;
+};
+
+// A ResourceSlice's JSON (text). InvalidArgument, naming the slice and field, for JSON that is
+// not a ResourceSlice.
+absl::StatusOr<ResourceSlice> ReadResourceSlice(std::string_view json);
+
+// The GPUs of each node whose gpu.nvidia.com pool is complete (by spec.nodeName), sorted by
+// minor number and indexed 0, 1, ... in that order; MIG devices under their parent, by
+// placement.
+std::map<std::string, std::vector<ObservedGpu>> GpusFromSlices(const std::vector<ResourceSlice>& slices);
+
+}  // namespace gpuaas::cluster::kubernetes
+
+#endif  // GPUAAS_CLUSTER_KUBERNETES_RESOURCE_SLICES_H_
