@@ -2,14 +2,17 @@
 // kubeconfig as kubectl would, and the GPU nodes it lists and watches appear in its API.
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
 #include "test/fake_kube_apiserver.h"
+#include "test/test_certs.h"
 
 namespace gpuaas::testing {
 namespace {
@@ -161,6 +164,99 @@ TEST(KubernetesE2e, AClusterIsOneCommandAway) {
   EXPECT_NE(r.out.find("not registered"), std::string::npos) << r.out;
   EXPECT_EQ(server.Stop(), 0) << server.Log();
   api.Stop();
+  std::filesystem::remove_all(dir);
+}
+
+// `gpuaas server --webhook-listen`: the pod admission webhook over HTTPS, as an API server calls
+// it, deciding from the pools the server holds (the demo's `training` pool).
+TEST(KubernetesE2e, TheAdmissionWebhookSteersAProjectsGpuPodsOverTls) {
+  char tmpl[] = "/tmp/gpuaas-webhook-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const TestPki pki = MakeTestPki();
+  std::ofstream(dir + "/tls.crt") << pki.server.cert_pem;
+  std::ofstream(dir + "/tls.key") << pki.server.key_pem;
+  std::ofstream(dir + "/ca.crt") << pki.ca.cert_pem;
+  ServerProcess server;
+  ASSERT_TRUE(server.Start("--demo --db sqlite:" + dir + "/gpuaas.db --webhook-listen 127.0.0.1:0 --webhook-tls-cert " +
+                               dir + "/tls.crt --webhook-tls-key " + dir + "/tls.key",
+                           dir + "/server.log"))
+      << server.Log();
+  std::smatch m;
+  const std::string log = server.Log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(GPUAAS_TOKEN=(\S+))"))) << log;
+  const std::string token = m[1];
+  std::smatch w;
+  ASSERT_TRUE(std::regex_search(log, w, std::regex(R"(admission webhook on https://127\.0\.0\.1:(\d+))"))) << log;
+  const int port = std::stoi(w[1]);
+
+  // The demo's training pool: where its devices are.
+  httplib::Client api(server.Url());
+  api.set_bearer_token_auth(token);
+  json pool;
+  for (int i = 0; i < 200; ++i) {
+    auto r = api.Get("/apis/gpuaas.io/v1/namespaces/demo/gpupools/training");
+    if (r && r->status == 200) pool = json::parse(r->body);
+    if (pool.contains("status") && pool["status"].contains("allocation") && !pool["status"]["allocation"].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(pool["status"]["allocation"].empty()) << pool.dump();
+  const std::string cluster = pool["status"]["allocation"][0]["cluster"];
+  std::set<std::string> nodes;
+  for (const json& d : pool["status"]["allocation"]) {
+    const std::string node = d["node"];
+    nodes.insert(node.substr(node.find('.') + 1));
+  }
+
+  auto review = [](const std::string& resource) {
+    const json container = {{"name", "c"}, {"resources", {{"limits", {{resource, "1"}}}}}};
+    const json pod = {{"metadata", {{"name", "train-0"}, {"namespace", "demo"}}},
+                      {"spec", {{"containers", json::array({container})}}}};
+    return json{{"apiVersion", "admission.k8s.io/v1"},
+                {"kind", "AdmissionReview"},
+                {"request", {{"uid", "u-1"}, {"namespace", "demo"}, {"operation", "CREATE"}, {"object", pod}}}}
+        .dump();
+  };
+  httplib::SSLClient hook("127.0.0.1", port);
+  hook.set_ca_cert_path((dir + "/ca.crt").c_str());
+  hook.enable_server_certificate_verification(true);
+  auto r = hook.Post("/admission/" + cluster + "/mutate-pods", review("nvidia.com/gpu"), "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  ASSERT_EQ(r->status, 200) << r->body;
+  json answer = json::parse(r->body);
+  EXPECT_EQ(answer["kind"], "AdmissionReview");
+  ASSERT_TRUE(answer["response"]["allowed"].get<bool>()) << r->body;
+  std::string patch;
+  ASSERT_TRUE(absl::Base64Unescape(answer["response"]["patch"].get<std::string>(), &patch));
+  const json values = json::parse(patch)[0]["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                                         ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"];
+  for (const json& v : values) EXPECT_TRUE(nodes.contains(v.get<std::string>())) << v << " is not a node of the pool";
+  EXPECT_FALSE(values.empty());
+
+  r = hook.Post("/admission/" + cluster + "/mutate-pods", review("nvidia.com/mig-3g.71gb"), "application/json");
+  ASSERT_TRUE(r);
+  answer = json::parse(r->body);
+  EXPECT_FALSE(answer["response"]["allowed"].get<bool>()) << r->body;
+  EXPECT_NE(answer["response"]["status"]["message"].get<std::string>().find("holds no nvidia.com/mig-3g.71gb"),
+            std::string::npos);
+  r = hook.Post("/admission/nowhere/mutate-pods", review("nvidia.com/gpu"), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  r = hook.Post("/admission/" + cluster + "/mutate-pods", "{\"kind\": \"Pod\"}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  // Only over TLS, with the certificate given: a client trusting another authority is refused.
+  const TestPki other = MakeTestPki();
+  std::ofstream(dir + "/other-ca.crt") << other.ca.cert_pem;
+  httplib::SSLClient stranger("127.0.0.1", port);
+  stranger.set_ca_cert_path((dir + "/other-ca.crt").c_str());
+  stranger.enable_server_certificate_verification(true);
+  EXPECT_FALSE(stranger.Post("/admission/" + cluster + "/mutate-pods", review("nvidia.com/gpu"), "application/json"));
+
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+  // Without its certificate the webhook does not start, and says so.
+  RunResult bad = RunGpuaas("server --insecure-no-auth --db sqlite::memory: --webhook-listen 127.0.0.1:0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("--webhook-tls-cert"), std::string::npos) << bad.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -815,6 +815,13 @@ TEST_F(KubernetesDriverTest, TheDeployedRbacAllowsEveryRequestTheDriverMakes) {
   ASSERT_TRUE(drivers_[0]->EnforceProjectQuota("vision", {{"nvidia.com/gpu", 2}}).ok());
   ASSERT_TRUE(drivers_[0]->EnforceProjectQuota("vision", {}).ok());
 
+  // Every manifest parses, and each object is named.
+  for (const auto& f : std::filesystem::directory_iterator("deploy")) {
+    if (f.path().extension() != ".yaml") continue;
+    for (const YAML::Node& doc : YAML::LoadAllFromFile(f.path().string())) {
+      EXPECT_TRUE(doc["apiVersion"] && doc["kind"] && doc["metadata"]["name"]) << f.path();
+    }
+  }
   const std::vector<RbacRule> rules = DeployedRbac();
   ASSERT_FALSE(rules.empty()) << "deploy/server.yaml has no RBAC rules";
   std::set<std::string> seen;

@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
   server->add_option("--kubernetes", sf.kubernetes,
                      "manage a Kubernetes cluster: NAME=KUBECONFIG[#CONTEXT], or NAME=in-cluster inside a pod "
                      "(repeatable)");
+  server->add_option("--webhook-listen", sf.webhook_listen,
+                     "serve the pod admission webhook (HTTPS) on HOST:PORT (docs/kubernetes.md)");
+  server->add_option("--webhook-tls-cert", sf.webhook_cert, "the webhook's serving certificate (PEM file)");
+  server->add_option("--webhook-tls-key", sf.webhook_key, "the webhook certificate's key (PEM file)");
   server->add_flag("--insecure-no-auth", sf.no_auth,
                    "serve without authentication: every caller is an operator (loopback only)");
 

@@ -14,6 +14,7 @@
 #include "agent/fleet_simulation.h"
 #include "cluster/kubernetes/client_config.h"
 #include "cluster/kubernetes/driver.h"
+#include "cluster/kubernetes/webhook_server.h"
 #include "cluster/simulated/fleet.h"
 #include "service/clusters.h"
 #include "httplib.h"
@@ -313,6 +314,40 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     std::cerr << s.message() << "\n";
     return 1;
   }
+  // The pod admission webhook, over HTTPS, deciding from the pools as the cache holds them.
+  std::unique_ptr<cluster::kubernetes::WebhookServer> webhook;
+  if (!flags.webhook_listen.empty()) {
+    const size_t wcolon = flags.webhook_listen.rfind(':');
+    std::optional<int64_t> wport =
+        wcolon == std::string::npos ? std::nullopt : ParseInt(std::string_view(flags.webhook_listen).substr(wcolon + 1));
+    if (!wport || *wport < 0 || *wport > 65535 || flags.webhook_cert.empty() || flags.webhook_key.empty()) {
+      std::cerr << "--webhook-listen HOST:PORT needs --webhook-tls-cert and --webhook-tls-key\n";
+      return 2;
+    }
+    absl::StatusOr<std::unique_ptr<cluster::kubernetes::WebhookServer>> made = cluster::kubernetes::WebhookServer::Make(
+        flags.webhook_cert, flags.webhook_key,
+        [&cache] {
+          std::vector<model::GpuPool> all;
+          const std::shared_ptr<const store::KindSnapshot> snap = cache.Snapshot(std::string(model::GpuPool::kKind));
+          for (const auto& item : snap->items) {
+            if (absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(item->json); p.ok()) all.push_back(std::move(*p));
+          }
+          return all;
+        },
+        [&control_plane](std::string_view cluster) { return control_plane.clusters().Get(cluster) != nullptr; });
+    if (!made.ok()) {
+      std::cerr << made.status().message() << "\n";
+      return 2;
+    }
+    webhook = std::move(*made);
+    absl::StatusOr<int> bound = webhook->Start(flags.webhook_listen.substr(0, wcolon), static_cast<int>(*wport));
+    if (!bound.ok()) {
+      std::cerr << bound.status().message() << "\n";
+      return 1;
+    }
+    log::Info("admission webhook on https://{}:{}/admission/CLUSTER/mutate-pods and validate-pods",
+              flags.webhook_listen.substr(0, wcolon), *bound);
+  }
   control_plane.Start();
   if (!control_plane.inventory().WaitObserved(std::chrono::seconds(60))) {
     log::Warn("the first observation of every cluster took longer than a minute");
@@ -352,6 +387,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   log::Info("received signal {}, shutting down", sig);
+  if (webhook) webhook->Stop();
   control_plane.Stop();  // in-flight reconciles finish
   for (cluster::kubernetes::KubernetesDriver* k : kubernetes) k->Stop();
   server.Stop();

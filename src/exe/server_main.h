@@ -26,6 +26,10 @@ struct ServerFlags {
   std::string web_root;  // the dashboard's built files (web/dist); empty: no dashboard
   // Kubernetes clusters to manage: "NAME=KUBECONFIG[#CONTEXT]" or "NAME=in-cluster".
   std::vector<std::string> kubernetes;
+  // The admission webhook (HTTPS): where it listens, and its certificate and key (PEM files).
+  std::string webhook_listen;
+  std::string webhook_cert;
+  std::string webhook_key;
 };
 
 // Runs the server until SIGINT or SIGTERM. Returns the exit code.

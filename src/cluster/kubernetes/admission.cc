@@ -1,0 +1,197 @@
+#include "cluster/kubernetes/admission.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/escaping.h"
+#include "catalog/catalog.h"
+#include "cluster/kubernetes/nodes.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::cluster::kubernetes {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kHostname = "kubernetes.io/hostname";
+
+// nvidia.com/ devices a container asks for (limits; requests where no limit is given).
+std::map<std::string, int64_t> ContainerDevices(const json& c) {
+  std::map<std::string, int64_t> out;
+  const json* res = c.contains("resources") && c["resources"].is_object() ? &c["resources"] : nullptr;
+  if (res == nullptr) return out;
+  for (const char* kind : {"requests", "limits"}) {  // limits win
+    if (!res->contains(kind) || !(*res)[kind].is_object()) continue;
+    for (const auto& [name, value] : (*res)[kind].items()) {
+      if (!name.starts_with("nvidia.com/")) continue;
+      std::optional<int64_t> n = value.is_string() ? ParseQuantity(value.get<std::string>())
+                                                   : (value.is_number_integer() ? std::optional<int64_t>(value.get<int64_t>())
+                                                                                : std::nullopt);
+      if (n && *n > 0) out[name] = *n;
+    }
+  }
+  return out;
+}
+
+// What a pod needs at once: its containers together, or its largest init container.
+std::map<std::string, int64_t> PodDevices(const json& spec) {
+  std::map<std::string, int64_t> sum;
+  if (spec.contains("containers") && spec["containers"].is_array()) {
+    for (const json& c : spec["containers"]) {
+      for (const auto& [r, n] : ContainerDevices(c)) sum[r] += n;
+    }
+  }
+  if (spec.contains("initContainers") && spec["initContainers"].is_array()) {
+    for (const json& c : spec["initContainers"]) {
+      for (const auto& [r, n] : ContainerDevices(c)) sum[r] = std::max(sum[r], n);
+    }
+  }
+  return sum;
+}
+
+std::string Held(const std::map<std::string, int64_t>& held) {
+  if (held.empty()) return "nothing";
+  std::vector<std::string> parts;
+  for (const auto& [r, n] : held) parts.push_back(fmt::format("{}={}", r, n));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// The pod's affinity with `nodes` required: our expression joins every existing required term
+// (terms are ORed, a term's expressions ANDed), or makes the only term.
+json SteeredAffinity(const json& spec, const std::set<std::string>& nodes) {
+  json affinity = spec.contains("affinity") && spec["affinity"].is_object() ? spec["affinity"] : json::object();
+  const json expr = {{"key", kHostname}, {"operator", "In"}, {"values", nodes}};
+  json& node_affinity = affinity["nodeAffinity"];
+  if (!node_affinity.is_object()) node_affinity = json::object();
+  json& required = node_affinity["requiredDuringSchedulingIgnoredDuringExecution"];
+  if (!required.is_object()) required = json::object();
+  json& terms = required["nodeSelectorTerms"];
+  if (!terms.is_array() || terms.empty()) terms = json::array({json::object()});
+  for (json& term : terms) {
+    if (!term.contains("matchExpressions") || !term["matchExpressions"].is_array()) term["matchExpressions"] = json::array();
+    term["matchExpressions"].push_back(expr);
+  }
+  return affinity;
+}
+
+// Whether the pod can only run on `nodes`: bound to one of them, or every required node
+// selector term names some of them by host name and nothing else.
+bool PinnedTo(const json& spec, const std::set<std::string>& nodes) {
+  if (spec.contains("nodeName") && spec["nodeName"].is_string() && !spec["nodeName"].get<std::string>().empty()) {
+    return nodes.contains(spec["nodeName"].get<std::string>());
+  }
+  const json* terms = &spec;
+  for (const char* key : {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"}) {
+    if (!terms->is_object() || !terms->contains(key)) return false;
+    terms = &(*terms)[key];
+  }
+  if (!terms->is_array() || terms->empty()) return false;
+  for (const json& term : *terms) {
+    bool pinned = false;
+    for (const json& e : term.value("matchExpressions", json::array())) {
+      if (e.value("key", "") != kHostname || e.value("operator", "") != "In" || !e.contains("values") ||
+          !e["values"].is_array() || e["values"].empty()) {
+        continue;
+      }
+      pinned = std::all_of(e["values"].begin(), e["values"].end(),
+                           [&](const json& v) { return v.is_string() && nodes.contains(v.get<std::string>()); });
+      if (pinned) break;
+    }
+    if (!pinned) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_view cluster,
+                                      std::span<const model::GpuPool> pools, AdmissionMode mode) {
+  const json review = json::parse(review_json, nullptr, false);
+  if (review.is_discarded() || !review.is_object() || review.value("kind", "") != "AdmissionReview" ||
+      !review.contains("request") || !review["request"].is_object()) {
+    return absl::InvalidArgumentError("not an AdmissionReview with a request");
+  }
+  const json& req = review["request"];
+  const std::string uid = req.value("uid", "");
+  const std::string ns = req.value("namespace", "");
+  json response = {{"uid", uid}, {"allowed", true}};
+  auto deny = [&](const std::string& message) {
+    response["allowed"] = false;
+    response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", message}};
+  };
+  const json* pod = req.contains("object") && req["object"].is_object() ? &req["object"] : nullptr;
+  const json spec = pod != nullptr && pod->contains("spec") && (*pod)["spec"].is_object() ? (*pod)["spec"] : json::object();
+  const std::map<std::string, int64_t> asked = PodDevices(spec);
+  if (!asked.empty()) {
+    // What the project's live pools hold here, and where.
+    std::map<std::string, int64_t> held;
+    std::map<std::string, std::map<std::string, int64_t>> nodes_of;  // resource -> Kubernetes node -> devices
+    for (const model::GpuPool& p : pools) {
+      if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
+      for (const model::AllocatedDevice& d : p.status.allocation) {
+        if (d.cluster != cluster) continue;
+        const std::string r = catalog::ResourceName(d.profile);
+        ++held[r];
+        const std::string prefix = std::string(cluster) + ".";
+        ++nodes_of[r][d.node.starts_with(prefix) ? d.node.substr(prefix.size()) : d.node];
+      }
+    }
+    std::string refused;
+    for (const auto& [r, n] : asked) {
+      auto h = held.find(r);
+      if (h == held.end()) {
+        refused = fmt::format("project \"{}\" holds no {} in cluster {} (its pools hold {}): GPUs are used through an "
+                              "approved pool (gpuaas pool request)",
+                              ns, r, cluster, Held(held));
+        break;
+      }
+      if (n > h->second) {
+        refused = fmt::format("the pod asks for {} {}; project \"{}\"'s pools hold {} in cluster {}", n, r, ns,
+                              h->second, cluster);
+        break;
+      }
+    }
+    std::set<std::string> nodes;
+    if (refused.empty()) {
+      // A pod's devices come from one node: one where the pools hold all it asks for.
+      bool first = true;
+      for (const auto& [r, n] : asked) {
+        std::set<std::string> here;
+        for (const auto& [node, count] : nodes_of[r]) {
+          if (count >= n) here.insert(node);
+        }
+        if (first) {
+          nodes = here;
+        } else {
+          std::set<std::string> both;
+          std::set_intersection(nodes.begin(), nodes.end(), here.begin(), here.end(), std::inserter(both, both.end()));
+          nodes = std::move(both);
+        }
+        first = false;
+      }
+      if (nodes.empty()) {
+        refused = fmt::format("no node of cluster {} holds all of {} for project \"{}\": the pod could not start",
+                              cluster, Held(asked), ns);
+      }
+    }
+    if (refused.empty() && mode == AdmissionMode::kValidate && !PinnedTo(spec, nodes)) {
+      refused = fmt::format("the pod is not held to the nodes of project \"{}\"'s pools in cluster {} ({}); was its "
+                            "affinity changed after gpuaas set it?",
+                            ns, cluster, fmt::join(nodes, ", "));
+    }
+    if (!refused.empty()) {
+      deny(refused);
+    } else if (mode == AdmissionMode::kMutate) {
+      const json patch = json::array({{{"op", "add"}, {"path", "/spec/affinity"}, {"value", SteeredAffinity(spec, nodes)}}});
+      response["patchType"] = "JSONPatch";
+      response["patch"] = absl::Base64Escape(patch.dump());
+    }
+  }
+  const json out = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"response", response}};
+  return out.dump();
+}
+
+}  // namespace gpuaas::cluster::kubernetes

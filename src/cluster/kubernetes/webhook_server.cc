@@ -1,0 +1,74 @@
+#include "cluster/kubernetes/webhook_server.h"
+
+#include "cluster/kubernetes/admission.h"
+#include "common/log.h"
+#include "fmt/format.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::cluster::kubernetes {
+
+struct WebhookServer::Impl {
+  std::unique_ptr<httplib::SSLServer> server;
+  Pools pools;
+  KnownCluster known;
+  std::thread thread;
+};
+
+WebhookServer::WebhookServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+WebhookServer::~WebhookServer() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<WebhookServer>> WebhookServer::Make(const std::string& cert_file,
+                                                                   const std::string& key_file, Pools pools,
+                                                                   KnownCluster known) {
+  auto impl = std::make_unique<Impl>();
+  impl->server = std::make_unique<httplib::SSLServer>(cert_file.c_str(), key_file.c_str());
+  if (!impl->server->is_valid()) {
+    return absl::InvalidArgumentError(
+        fmt::format("the webhook's certificate {} and key {} do not load (PEM files, the key the certificate's)",
+                    cert_file, key_file));
+  }
+  impl->pools = std::move(pools);
+  impl->known = std::move(known);
+  Impl* m = impl.get();
+  auto problem = [](httplib::Response& res, int status, const std::string& message) {
+    res.status = status;
+    res.set_content(nlohmann::json{{"status", status}, {"detail", message}}.dump(), "application/problem+json");
+  };
+  m->server->Post(R"(/admission/([a-z0-9][a-z0-9-]*)/(mutate|validate)-pods)",
+                  [m, problem](const httplib::Request& req, httplib::Response& res) {
+                    const std::string cluster = req.matches[1].str();
+                    if (!m->known(cluster)) return problem(res, 404, fmt::format("no cluster named {}", cluster));
+                    const std::vector<model::GpuPool> now = m->pools();
+                    const AdmissionMode mode = req.matches[2].str() == "mutate" ? AdmissionMode::kMutate
+                                                                                : AdmissionMode::kValidate;
+                    absl::StatusOr<std::string> answer = ReviewPod(req.body, cluster, now, mode);
+                    if (!answer.ok()) return problem(res, 400, std::string(answer.status().message()));
+                    const nlohmann::json a = nlohmann::json::parse(*answer);
+                    if (!a["response"]["allowed"].get<bool>()) {
+                      log::Info("admission {}: pod refused: {}", cluster,
+                                a["response"]["status"]["message"].get<std::string>());
+                    }
+                    res.set_content(*answer, "application/json");
+                  });
+  return std::unique_ptr<WebhookServer>(new WebhookServer(std::move(impl)));
+}
+
+absl::StatusOr<int> WebhookServer::Start(const std::string& host, int port) {
+  httplib::SSLServer& s = *impl_->server;
+  s.set_payload_max_length(4 << 20);
+  const int bound = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) return absl::UnavailableError(fmt::format("the webhook cannot listen on {}:{}", host, port));
+  impl_->thread = std::thread([&s] { s.listen_after_bind(); });
+  for (int i = 0; i < 1000 && !s.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return bound;
+}
+
+void WebhookServer::Stop() {
+  if (!impl_ || !impl_->server) return;
+  impl_->server->stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace gpuaas::cluster::kubernetes
