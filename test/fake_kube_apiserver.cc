@@ -176,6 +176,13 @@ struct FakeKubeApiServer::Impl {
       obj = body;
     } else {  // PATCH, a JSON merge patch (RFC 7386)
       if (req.get_header_value("Content-Type") != "application/merge-patch+json") return Fail(res, 415, "unsupported patch");
+      // A patch that names a resourceVersion applies to that version only, as the API server's.
+      const std::string at = body.contains("metadata") && body["metadata"].is_object()
+                                 ? body["metadata"].value("resourceVersion", "")
+                                 : "";
+      if (!at.empty() && at != it->second["metadata"].value("resourceVersion", "")) {
+        return Fail(res, 409, "the object has been modified; please apply your changes to the latest version");
+      }
       obj = it->second;
       obj.merge_patch(body);
     }

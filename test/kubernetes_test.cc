@@ -629,6 +629,74 @@ TEST_F(KubernetesDriverTest, AProjectsNamespaceQuotaIsWhatItsPoolsHold) {
   EXPECT_EQ(api.writes().size(), 3u);
 }
 
+// A pool that holds a node whole has it labelled and tainted for itself (the node's own taints
+// kept), one patch a node; released, the node is given back in one patch; nothing else writes.
+TEST_F(KubernetesDriverTest, NodesAPoolHoldsWholeAreLabelledAndTaintedForIt) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  for (const std::string name : {"h200-a", "h200-b"}) {
+    json node = json::parse(H200Node(name, 2));
+    node["spec"]["taints"] = json::array({{{"key", "maintenance"}, {"value", "planned"}, {"effect", "PreferNoSchedule"}}});
+    api.Put(kNodes, "Node", node.dump());
+  }
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 4; }));
+  service::PoolService pools(*store_, RealClock::Get(), [] { return std::map<std::string, int64_t>{{"H200-SXM-141GB", 4}}; });
+  model::Project project;
+  project.metadata.name = "vision";
+  ASSERT_TRUE(pools.CreateProject(project, "ops").ok());
+  model::GpuPool pool;
+  pool.metadata.name = "train";
+  pool.metadata.ns = "vision";
+  pool.spec.cluster = "lab";
+  pool.spec.items = {{"H200-SXM-141GB", "full", 3}};
+  ASSERT_TRUE(pools.CreatePool(pool, "alice").ok());
+  ASSERT_TRUE(pools.Approve("vision", "train", true, "ok", "ops").ok());
+
+  // Three GPUs: one node whole, one GPU of the other.
+  auto node_writes = [&] {
+    std::vector<FakeKubeApiServer::Write> out;
+    for (const FakeKubeApiServer::Write& w : api.writes()) {
+      if (w.path.starts_with("/api/v1/nodes/")) out.push_back(w);
+    }
+    return out;
+  };
+  ASSERT_TRUE(Eventually([&] { return node_writes().size() == 1; })) << node_writes().size();
+  Settled();
+  std::vector<FakeKubeApiServer::Write> w = node_writes();
+  ASSERT_EQ(w.size(), 1u);
+  const std::string whole = w[0].path.substr(std::string("/api/v1/nodes/").size());
+  const std::string shared = whole == "h200-a" ? "h200-b" : "h200-a";
+  json node = json::parse(api.Get(kNodes, whole));
+  EXPECT_EQ(node["metadata"]["labels"]["gpuaas.io/pool"], "vision.train");
+  EXPECT_EQ(node["spec"]["taints"],
+            json::parse(R"([{"key": "maintenance", "value": "planned", "effect": "PreferNoSchedule"},
+                            {"key": "gpuaas.io/pool", "value": "vision.train", "effect": "NoSchedule"}])"));
+  EXPECT_FALSE(json::parse(api.Get(kNodes, shared))["metadata"]["labels"].contains("gpuaas.io/pool"));
+  EXPECT_EQ(cp_->fencing().enforced("lab"), (std::map<std::string, std::string>{{whole, "vision.train"}}));
+  // The node's label shows in its NodeCapacity.
+  ASSERT_TRUE(Eventually([&] {
+    for (const model::NodeCapacity& n : All<model::NodeCapacity>("lab")) {
+      if (n.spec.node_name == whole) return n.metadata.labels.count("gpuaas.io/pool") > 0;
+    }
+    return false;
+  }));
+
+  // Released: the node is everyone's again, its own taint kept.
+  ASSERT_TRUE(pools.Release("vision", "train", "alice").ok());
+  ASSERT_TRUE(Eventually([&] { return node_writes().size() == 2; })) << node_writes().size();
+  Settled();
+  EXPECT_EQ(node_writes().size(), 2u);
+  node = json::parse(api.Get(kNodes, whole));
+  EXPECT_FALSE(node["metadata"]["labels"].contains("gpuaas.io/pool")) << node.dump();
+  EXPECT_EQ(node["spec"]["taints"],
+            json::parse(R"([{"key": "maintenance", "value": "planned", "effect": "PreferNoSchedule"}])"));
+  // Told again with nothing changed, the driver writes nothing.
+  EXPECT_TRUE(drivers_[0]->EnforceNodeOwners({}).ok());
+  EXPECT_EQ(node_writes().size(), 2u);
+}
+
 // A cluster registered while the control plane runs is followed at once, its credentials never
 // shown; taken out, its driver stops and its inventory goes; it cannot be taken out while pools
 // hold its devices.

@@ -103,6 +103,16 @@ class ClusterDriver {
     (void)devices;
     return absl::OkStatus();
   }
+
+  // Makes the cluster keep nodes a pool holds whole for that pool: `owners` (node -> the pool's
+  // model::NodePoolValue) is the complete set; those nodes get the label and NoSchedule taint
+  // `gpuaas.io/pool=<value>`, and every other node loses gpuaas's label and taint (its other
+  // taints are kept). Idempotent: writes only what differs. Drivers without nodes of their own
+  // (simulated) accept and keep nothing. Thread-safe.
+  virtual absl::Status EnforceNodeOwners(const std::map<std::string, std::string>& owners) {
+    (void)owners;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace gpuaas::cluster

@@ -25,6 +25,7 @@ ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const
       rollups_(store, hub, manager_, options.rollup_flush),
       metering_(store, hub, manager_),
       quotas_(manager_, registry_),
+      fencing_(manager_, registry_),
       connections_(manager_, registry_, std::move(options.connect)) {}
 
 // Registered clusters' drivers call into the controllers' queues: they stop first.

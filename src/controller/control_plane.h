@@ -10,6 +10,7 @@
 //   metering   - final invoices of closed months; meters of pools approved before metering
 //   quotas     - nothing in the store: each cluster holds each project to its pools' devices
 //   clusters   - nothing in the store: a driver for each ClusterRegistration, in the registry
+//   fencing    - nothing in the store: nodes a pool holds whole labelled and tainted for it
 // The pool service opens and closes the meters (UsageRecord) with approvals and releases; the
 // pools controller adds fault credits to them.
 // The API (service/) writes specs, approvals, releases and cluster registrations.
@@ -23,6 +24,7 @@
 #include "cluster/driver.h"
 #include "cluster/registry.h"
 #include "controller/clusters.h"
+#include "controller/fencing.h"
 #include "controller/health.h"
 #include "controller/inventory.h"
 #include "controller/metering.h"
@@ -74,6 +76,7 @@ class ControlPlane {
   MeteringController& metering() { return metering_; }
   QuotaController& quotas() { return quotas_; }
   ClusterConnectionController& connections() { return connections_; }
+  FencingController& fencing() { return fencing_; }
 
   void Start() { manager_.Start(); }
   // Stops the controllers (in-flight reconciles finish), then writes what telemetry closed since
@@ -92,6 +95,7 @@ class ControlPlane {
   RollupWriter rollups_;
   MeteringController metering_;
   QuotaController quotas_;
+  FencingController fencing_;
   ClusterConnectionController connections_;
 };
 

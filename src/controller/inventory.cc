@@ -135,6 +135,10 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
     node.metadata.labels = {{std::string(kLabelCluster), oc.name},
                             {std::string(kLabelNode), on.name}};
     if (m) node.metadata.labels[std::string(kLabelModel)] = model_name;
+    // A node kept for the pool that holds it whole (controller/fencing.h), as the cluster says.
+    if (auto owner = on.labels.find(std::string(model::kNodePoolKey)); owner != on.labels.end()) {
+      node.metadata.labels[std::string(model::kNodePoolKey)] = owner->second;
+    }
     node.spec = {oc.name, on.name, model_name, on.gpu_product,
                  static_cast<int64_t>(on.gpus.size()), on.cpu_cores, on.memory_bytes,
                  on.schedulable};

@@ -115,4 +115,38 @@ std::map<std::string, std::map<std::string, int64_t>> DevicesByCluster(std::span
   return out;
 }
 
+std::string NodePoolValue(const GpuPool& pool) {
+  std::string v = fmt::format("{}.{}", pool.metadata.ns, pool.metadata.name);
+  if (v.size() <= 63) return v;
+  // FNV-1a: stable across builds and machines, unlike std::hash.
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : v) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{}-{:012x}", v.substr(0, 50), h & 0xffffffffffffull);
+}
+
+std::map<std::string, std::map<std::string, std::string>> WholeNodeOwners(
+    std::span<const GpuPool> pools, const std::map<std::string, int64_t>& gpus_by_node) {
+  // NodeCapacity name -> pool index -> GPUs it has devices on.
+  std::map<std::string, std::map<size_t, std::set<std::string>>> on_node;
+  std::map<std::string, std::string> cluster_of;
+  for (size_t i = 0; i < pools.size(); ++i) {
+    if (!PoolIsLive(pools[i])) continue;
+    for (const AllocatedDevice& d : pools[i].status.allocation) {
+      on_node[d.node][i].insert(d.gpu_uuid);
+      cluster_of[d.node] = d.cluster;
+    }
+  }
+  std::map<std::string, std::map<std::string, std::string>> out;
+  for (const auto& [node, by_pool] : on_node) {
+    if (by_pool.size() != 1) continue;  // shared with another pool
+    auto gpus = gpus_by_node.find(node);
+    const auto& [index, held] = *by_pool.begin();
+    if (gpus == gpus_by_node.end() || gpus->second <= 0 || static_cast<int64_t>(held.size()) != gpus->second) continue;
+    const std::string& cluster = cluster_of[node];
+    const std::string prefix = cluster + ".";
+    out[cluster][node.starts_with(prefix) ? node.substr(prefix.size()) : node] = NodePoolValue(pools[index]);
+  }
+  return out;
+}
+
 }  // namespace gpuaas::model

@@ -223,6 +223,18 @@ bool PoolIsLive(const GpuPool& pool);
 // What a project's live pools hold, by cluster, as the device plugin names the resources
 // ("nvidia.com/gpu", "nvidia.com/mig-3g.71gb") -> devices: the quota a cluster enforces for it.
 std::map<std::string, std::map<std::string, int64_t>> DevicesByCluster(std::span<const GpuPool> pools);
+// Nodes a pool holds whole are labelled and tainted `gpuaas.io/pool=<value>:NoSchedule`, so that
+// only its project's pods (which the admission webhook gives the toleration) run there.
+inline constexpr std::string_view kNodePoolKey = "gpuaas.io/pool";
+// The label and taint value naming `pool`: "<project>.<pool>", shortened with a stable hash to
+// the 63 characters a label value may have.
+std::string NodePoolValue(const GpuPool& pool);
+// The nodes one live pool holds whole (a device on every GPU of the node, per `gpus_by_node`,
+// NodeCapacity name -> GPUs, and no other pool's device there), by cluster: the node's
+// Kubernetes name -> NodePoolValue of the pool.
+std::map<std::string, std::map<std::string, std::string>> WholeNodeOwners(
+    std::span<const GpuPool> pools, const std::map<std::string, int64_t>& gpus_by_node);
+
 // True once a release was asked for: its runs end, then its devices go back to the fleet.
 bool PoolReleaseRequested(const GpuPool& pool);
 

@@ -140,5 +140,38 @@ TEST(PoolQuota, LivePoolsDevicesByClusterAndResource) {
       << "released and rejected pools hold nothing";
 }
 
+TEST(NodeOwners, NodesOnePoolHoldsWholeAreItsAlone) {
+  GpuPool train;
+  train.metadata = {"train", "vision", "", 0, 0, {}, {}, {}};
+  // n1: both GPUs (one whole, one as two MIG instances); n2: one of its two GPUs.
+  train.status.allocation = {{"east", "east.n1", "GPU-1", "full", 0, ""},
+                             {"east", "east.n1", "GPU-2", "3g.71gb", 0, ""},
+                             {"east", "east.n1", "GPU-2", "3g.71gb", 4, ""},
+                             {"east", "east.n2", "GPU-3", "full", 0, ""}};
+  GpuPool serve;
+  serve.metadata = {"serve", "nlp", "", 0, 0, {}, {}, {}};
+  serve.status.allocation = {{"east", "east.n3", "GPU-5", "full", 0, ""}, {"east", "east.n4", "GPU-7", "full", 0, ""}};
+  GpuPool other;  // shares n3 with serve
+  other.metadata = {"other", "nlp", "", 0, 0, {}, {}, {}};
+  other.status.allocation = {{"east", "east.n3", "GPU-6", "1g.18gb", 0, ""}};
+  const std::map<std::string, int64_t> gpus = {{"east.n1", 2}, {"east.n2", 2}, {"east.n3", 2}, {"east.n4", 1}};
+  std::vector<GpuPool> pools = {train, serve, other};
+  EXPECT_EQ(WholeNodeOwners(pools, gpus),
+            (std::map<std::string, std::map<std::string, std::string>>{
+                {"east", {{"n1", "vision.train"}, {"n4", "nlp.serve"}}}}));
+  // Released, the pool owns nothing.
+  SetCondition(pools[0].status.conditions, {std::string(kReleased), ConditionStatus::kTrue, "Released", "", {}, 0});
+  EXPECT_EQ(WholeNodeOwners(pools, gpus).at("east").count("n1"), 0u);
+  // Long names fit a label value, and stay distinct.
+  GpuPool long_a = train, long_b = train;
+  long_a.metadata.ns = std::string(40, 'a');
+  long_a.metadata.name = std::string(40, 'b');
+  long_b.metadata.ns = std::string(40, 'a');
+  long_b.metadata.name = std::string(39, 'b') + "c";
+  EXPECT_LE(NodePoolValue(long_a).size(), 63u);
+  EXPECT_NE(NodePoolValue(long_a), NodePoolValue(long_b));
+  EXPECT_EQ(NodePoolValue(long_a), NodePoolValue(long_a));
+}
+
 }  // namespace
 }  // namespace gpuaas::model

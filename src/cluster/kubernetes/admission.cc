@@ -185,7 +185,33 @@ absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_
     if (!refused.empty()) {
       deny(refused);
     } else if (mode == AdmissionMode::kMutate) {
-      const json patch = json::array({{{"op", "add"}, {"path", "/spec/affinity"}, {"value", SteeredAffinity(spec, nodes)}}});
+      json patch = json::array({{{"op", "add"}, {"path", "/spec/affinity"}, {"value", SteeredAffinity(spec, nodes)}}});
+      // Nodes a pool holds whole are tainted for it (controller/fencing.h): the project's pods
+      // tolerate its pools' taints.
+      std::set<std::string> values;
+      for (const model::GpuPool& p : pools) {
+        if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
+        for (const model::AllocatedDevice& d : p.status.allocation) {
+          const std::string prefix = std::string(cluster) + ".";
+          if (d.cluster == cluster && d.node.starts_with(prefix) && nodes.contains(d.node.substr(prefix.size()))) {
+            values.insert(model::NodePoolValue(p));
+          }
+        }
+      }
+      const bool has_list = spec.contains("tolerations") && spec["tolerations"].is_array();
+      json added = json::array();
+      for (const std::string& v : values) {
+        const json t = {{"key", model::kNodePoolKey}, {"operator", "Equal"}, {"value", v}, {"effect", "NoSchedule"}};
+        if (has_list && std::find(spec["tolerations"].begin(), spec["tolerations"].end(), t) != spec["tolerations"].end()) {
+          continue;
+        }
+        added.push_back(t);
+      }
+      if (!added.empty() && !has_list) {
+        patch.push_back({{"op", "add"}, {"path", "/spec/tolerations"}, {"value", added}});
+      } else {
+        for (const json& t : added) patch.push_back({{"op", "add"}, {"path", "/spec/tolerations/-"}, {"value", t}});
+      }
       response["patchType"] = "JSONPatch";
       response["patch"] = absl::Base64Escape(patch.dump());
     }

@@ -5,8 +5,9 @@
 //     they lack, or more than they hold) is refused, saying what the pools hold;
 //   - otherwise (mutating) it is steered to the nodes where its project's pools hold every
 //     resource it asks for: a required node affinity on kubernetes.io/hostname, ANDed with any
-//     the pod already has; (validating, after every mutating webhook) it is refused unless
-//     still held to those nodes.
+//     the pod already has, and the toleration of its project's pools' `gpuaas.io/pool` taints
+//     (nodes a pool holds whole, controller/fencing.h); (validating, after every mutating
+//     webhook) it is refused unless still held to those nodes.
 // The ResourceQuota (driver.h) caps the namespace's totals; this places the pods and explains
 // refusals. The webhook configuration selects project namespaces by the `gpuaas.io/project`
 // label the driver puts on them, so system namespaces (the GPU Operator's validators) are never

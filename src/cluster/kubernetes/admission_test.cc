@@ -71,7 +71,19 @@ TEST_F(AdmissionTest, APodIsSteeredToTheNodesWhereItsProjectsPoolsHoldWhatItAsks
   ASSERT_TRUE(r["allowed"].get<bool>()) << r.dump();
   EXPECT_EQ(r["patchType"], "JSONPatch");
   json patch = Patch(r);
-  ASSERT_EQ(patch.size(), 1u);
+  ASSERT_EQ(patch.size(), 2u) << patch.dump();
+  const json toleration = {{"key", "gpuaas.io/pool"}, {"operator", "Equal"}, {"value", "vision.train"}, {"effect", "NoSchedule"}};
+  EXPECT_EQ(patch[1], (json{{"op", "add"}, {"path", "/spec/tolerations"}, {"value", json::array({toleration})}}))
+      << "the pool's taint on nodes it holds whole is tolerated";
+  // A pod with tolerations of its own gets the pool's appended, once.
+  json with = json::parse(Review("vision", {Container({{"nvidia.com/gpu", "2"}})}));
+  with["request"]["object"]["spec"]["tolerations"] = json::array({{{"key", "dedicated"}, {"operator", "Exists"}}});
+  patch = Patch(Decide(pools_, with.dump()));
+  ASSERT_EQ(patch.size(), 2u) << patch.dump();
+  EXPECT_EQ(patch[1], (json{{"op", "add"}, {"path", "/spec/tolerations/-"}, {"value", toleration}}));
+  with["request"]["object"]["spec"]["tolerations"].push_back(toleration);
+  EXPECT_EQ(Patch(Decide(pools_, with.dump())).size(), 1u) << "a toleration the pod has is not added again";
+  patch = Patch(r);
   EXPECT_EQ(patch[0]["op"], "add");
   EXPECT_EQ(patch[0]["path"], "/spec/affinity");
   const json terms = patch[0]["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];

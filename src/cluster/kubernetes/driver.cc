@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "model/pool.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
@@ -129,6 +130,7 @@ bool KubernetesDriver::PutNode(const std::string& json) {
   const std::string node = NameOf(json);
   absl::StatusOr<ObservedNode> read = ReadNode(name_, json);
   if (!read.ok()) {
+    node_meta_.erase(node);
     bool changed = nodes_.erase(node) > 0;
     if (absl::IsNotFound(read.status())) {
       refused_.erase(node);
@@ -143,6 +145,15 @@ bool KubernetesDriver::PutNode(const std::string& json) {
     return changed;
   }
   refused_.erase(read->name);
+  {
+    const nlohmann::json n = nlohmann::json::parse(json, nullptr, false);
+    NodeMeta& meta = node_meta_[read->name];
+    meta.resource_version = MetadataField(json, "resourceVersion");
+    const nlohmann::json* taints = n.is_object() && n.contains("spec") && n["spec"].is_object() && n["spec"].contains("taints")
+                                       ? &n["spec"]["taints"]
+                                       : nullptr;
+    meta.taints = taints != nullptr && taints->is_array() ? taints->dump() : "[]";
+  }
   // Every state the MIG manager passes through is seen here, however briefly it lasts: a
   // `failed` or `success` counts as the answer to gpuaas's config only after it was seen working.
   if (auto m = mig_.find(read->name); m != mig_.end() && !m->second.config.empty() &&
@@ -165,6 +176,7 @@ void KubernetesDriver::ReplaceNodes(const ListResult& list) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     nodes_.clear();
+    node_meta_.clear();
     refused_.clear();
     for (const std::string& item : list.items) PutNode(item);
   }
@@ -178,6 +190,7 @@ void KubernetesDriver::ApplyNode(const WatchEvent& event) {
     if (event.type == "DELETED") {
       const std::string node = NameOf(event.object);
       refused_.erase(node);
+      node_meta_.erase(node);
       changed = nodes_.erase(node) > 0;
     } else {
       changed = PutNode(event.object);
@@ -546,6 +559,45 @@ absl::Status KubernetesDriver::EnforceProjectQuota(const std::string& project,
 std::map<std::string, std::string> KubernetesDriver::refused_nodes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return refused_;
+}
+
+absl::Status KubernetesDriver::EnforceNodeOwners(const std::map<std::string, std::string>& owners) {
+  using nlohmann::json;
+  const std::string key(model::kNodePoolKey);
+  std::vector<std::pair<std::string, json>> patches;  // node -> merge patch
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, node] : nodes_) {
+      auto o = owners.find(name);
+      const std::string want = o == owners.end() ? "" : o->second;
+      const std::string have = Label(node, key);
+      const NodeMeta& meta = node_meta_[name];
+      json taints = json::parse(meta.taints, nullptr, false);
+      if (!taints.is_array()) taints = json::array();
+      json keep = json::array();
+      json ours = json::array();
+      for (const json& t : taints) (t.is_object() && t.value("key", "") == key ? ours : keep).push_back(t);
+      const json mine = {{"key", key}, {"value", want}, {"effect", "NoSchedule"}};
+      const bool taint_right = want.empty() ? ours.empty() : (ours.size() == 1 && ours[0] == mine);
+      if (have == want && taint_right) continue;
+      if (!want.empty()) keep.push_back(mine);
+      json patch = {{"metadata", {{"resourceVersion", meta.resource_version}, {"labels", {{key, want.empty() ? json() : json(want)}}}}},
+                    {"spec", {{"taints", keep}}}};
+      patches.emplace_back(name, std::move(patch));
+    }
+  }
+  absl::Status first;
+  for (const auto& [name, patch] : patches) {
+    absl::StatusOr<std::string> done =
+        client_->Send("PATCH", "/api/v1/nodes/" + name, patch.dump(), "application/merge-patch+json");
+    if (done.ok()) {
+      ++writes_;
+      continue;
+    }
+    log::Warn("cluster {}: node {} not fenced for its pool: {}", name_, name, done.status().ToString());
+    if (first.ok()) first = done.status();
+  }
+  return first;
 }
 
 absl::StatusOr<std::unique_ptr<KubernetesDriver>> DriverFromKubeconfig(std::string name, std::string_view kubeconfig,

@@ -83,6 +83,11 @@ class KubernetesDriver final : public ClusterDriver {
   // Written only where it differs from what the API server has.
   absl::Status EnforceProjectQuota(const std::string& project, const std::map<std::string, int64_t>& devices) override;
 
+  // Label and taint `gpuaas.io/pool` on the nodes a pool holds whole: one merge patch a node that
+  // differs, at the node's resourceVersion (a node changed meanwhile answers 409: Aborted, asked
+  // again later), keeping the node's other taints.
+  absl::Status EnforceNodeOwners(const std::map<std::string, std::string>& owners) override;
+
   // Writes made to the API server (ConfigMap and label), for tests and metrics.
   int64_t writes() const { return writes_.load(); }
   ReflectorStats node_stats() const { return nodes_reflector_->stats(); }
@@ -137,6 +142,11 @@ class KubernetesDriver final : public ClusterDriver {
   std::unique_ptr<Reflector> slices_reflector_;
   mutable std::mutex mu_;
   std::map<std::string, ObservedNode> nodes_ ABSL_GUARDED_BY(mu_);   // GPU nodes by name
+  struct NodeMeta {
+    std::string resource_version;
+    std::string taints;  // spec.taints as JSON text ("[]" when none)
+  };
+  std::map<std::string, NodeMeta> node_meta_ ABSL_GUARDED_BY(mu_);  // GPU nodes by name
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // node -> why
   std::map<std::string, PodGpus> pods_ ABSL_GUARDED_BY(mu_);         // active pods with GPU devices
   std::map<std::string, ResourceSlice> slices_ ABSL_GUARDED_BY(mu_);  // by name

@@ -180,7 +180,7 @@ absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view
   for (const auto& [k, v] : labels) {
     if (k == "nvidia.com/gfd.timestamp") continue;
     if (k.starts_with("nvidia.com/") || k.starts_with("topology.kubernetes.io/") ||
-        k == "kubernetes.io/hostname") {
+        k == "kubernetes.io/hostname" || k == "gpuaas.io/pool") {
       out.labels[k] = v;
     }
   }

@@ -1,0 +1,63 @@
+#include "controller/fencing.h"
+
+#include <vector>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "fmt/format.h"
+
+namespace gpuaas::controller {
+
+FencingController::FencingController(runtime::Manager& manager, cluster::Registry& registry)
+    : registry_(registry),
+      pools_(manager.informers().For<model::GpuPool>()),
+      nodes_(manager.informers().For<model::NodeCapacity>()) {
+  runtime::WorkQueue& q = manager.Add("fencing", *this);
+  // A pool's change can free or take any node of the clusters it holds devices in: those are
+  // asked again (a pool's clusters are few).
+  pools_.OnChange([&q](const model::GpuPool* before, const model::GpuPool* after) {
+    for (const model::GpuPool* p : {before, after}) {
+      if (p == nullptr) continue;
+      for (const model::AllocatedDevice& d : p->status.allocation) q.Add(d.cluster);
+    }
+  });
+  nodes_.OnChange([&q](const model::NodeCapacity* before, const model::NodeCapacity* after) {
+    q.Add((after ? after : before)->spec.cluster);
+  });
+  registry_.Subscribe([this, &q](const std::string& name, cluster::ClusterDriver* added) {
+    std::lock_guard<std::mutex> lock(mu_);
+    enforced_.erase(name);  // a cluster that joins (again) is told afresh
+    if (added != nullptr) q.Add(name);
+  });
+}
+
+absl::StatusOr<runtime::Result> FencingController::Reconcile(const std::string& cluster) {
+  const std::shared_ptr<cluster::ClusterDriver> driver = registry_.Get(cluster);
+  if (driver == nullptr) return runtime::Result::Done();
+  std::vector<model::GpuPool> pools;
+  for (const auto& p : pools_.List()) pools.push_back(*p);
+  std::map<std::string, int64_t> gpus;
+  for (const auto& n : nodes_.List()) {
+    if (n->spec.cluster == cluster) gpus[n->metadata.name] = n->status.physical_gpus;
+  }
+  std::map<std::string, std::map<std::string, std::string>> all = model::WholeNodeOwners(pools, gpus);
+  const std::map<std::string, std::string> owners = all[cluster];
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = enforced_.find(cluster);
+    if (it != enforced_.end() && it->second == owners) return runtime::Result::Done();
+  }
+  if (absl::Status s = driver->EnforceNodeOwners(owners); !s.ok()) return s;  // requeued with backoff
+  std::lock_guard<std::mutex> lock(mu_);
+  enforced_[cluster] = owners;
+  if (!owners.empty()) log::Info("cluster {}: {} node(s) kept for the pools holding them whole", cluster, owners.size());
+  return runtime::Result::Done();
+}
+
+std::map<std::string, std::string> FencingController::enforced(const std::string& cluster) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = enforced_.find(cluster);
+  return it == enforced_.end() ? std::map<std::string, std::string>{} : it->second;
+}
+
+}  // namespace gpuaas::controller
