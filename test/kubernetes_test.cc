@@ -580,6 +580,69 @@ TEST_F(KubernetesDriverTest, MigLayoutsGoThroughTheMigManagersConfigMapAndLabel)
   EXPECT_NE(refused.message().find("vision/train"), std::string_view::npos) << refused;
 }
 
+// A MIG change on a node with GPU pods: the node is cordoned so that no new ones start, the
+// change waits until they finish, and the node is given back once the MIG manager is done. A
+// node an operator cordoned stays cordoned.
+TEST_F(KubernetesDriverTest, ANodeWithGpuPodsIsCordonedAndChangedOnceTheyFinish) {
+  FakeKubeApiServer api("t0ken");
+  api.Start();
+  json labels = H200Labels(8);
+  labels["nvidia.com/mig.strategy"] = "mixed";
+  labels["nvidia.com/mig.config"] = "all-disabled";
+  labels["nvidia.com/mig.config.state"] = "success";
+  api.Put(kNodes, "Node", NodeJson("h200-a", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}}));
+  json held = json::parse(NodeJson("h200-b", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}}));
+  held["spec"]["unschedulable"] = true;  // an operator's cordon
+  api.Put(kNodes, "Node", held.dump());
+  cluster::kubernetes::DriverOptions o = FastOptions();
+  o.mig_write_delay = std::chrono::milliseconds(100);
+  ClientConfig c;
+  c.server = api.url();
+  c.token = "t0ken";
+  drivers_.push_back(std::move(*KubernetesDriver::Make("lab", c, o)));
+  KubernetesDriver& d = *drivers_[0];
+  d.Start();
+  auto synced = [&] { return d.pod_stats().resource_version == api.resource_version() || d.node_stats().resource_version == api.resource_version(); };
+  api.Put("/api/v1/pods", "Pod", PodJson("train", "h200-a", "Running", {{"nvidia.com/gpu", "1"}}));
+  api.Put("/api/v1/pods", "Pod", PodJson("serve", "h200-b", "Running", {{"nvidia.com/gpu", "1"}}));
+  ASSERT_TRUE(Eventually([&] { return d.pod_stats().resource_version == api.resource_version(); }));
+  const std::string gpu = cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", 0);
+  const std::vector<cluster::ObservedMigInstance> split = {{"3g.71gb", 4, 4, "", false}};
+
+  absl::Status waiting = d.ApplyMigLayout("h200-a", gpu, true, split);
+  ASSERT_TRUE(absl::IsFailedPrecondition(waiting)) << waiting;
+  EXPECT_NE(waiting.message().find("vision/train"), std::string_view::npos) << waiting;
+  EXPECT_NE(waiting.message().find("cordoned"), std::string_view::npos) << waiting;
+  json node = json::parse(api.Get(kNodes, "h200-a"));
+  EXPECT_EQ(node["spec"]["unschedulable"], true);
+  EXPECT_TRUE(node["metadata"]["annotations"].contains("gpuaas.io/cordoned-for-mig"));
+  ASSERT_EQ(api.writes().size(), 1u);
+  ASSERT_TRUE(Eventually([&] { return synced(); }));
+  EXPECT_TRUE(absl::IsFailedPrecondition(d.ApplyMigLayout("h200-a", gpu, true, split)));
+  EXPECT_EQ(api.writes().size(), 1u) << "cordoned once";
+  // Someone else's cordon is not ours to take or give back.
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      d.ApplyMigLayout("h200-b", cluster::kubernetes::DerivedGpuUuid("lab", "h200-b", 0), true, split)));
+  EXPECT_EQ(api.writes().size(), 1u);
+
+  // The pods finish: the change goes ahead, and once the MIG manager is done the node is back.
+  api.Put("/api/v1/pods", "Pod", PodJson("train", "h200-a", "Succeeded", {{"nvidia.com/gpu", "1"}}));
+  ASSERT_TRUE(Eventually([&] { return d.pod_stats().resource_version == api.resource_version(); }));
+  ASSERT_TRUE(d.ApplyMigLayout("h200-a", gpu, true, split).ok());
+  ASSERT_TRUE(Eventually([&] { return api.writes().size() == 3; })) << api.writes().size();
+  EXPECT_EQ(json::parse(api.Get(kNodes, "h200-a"))["spec"]["unschedulable"], true) << "cordoned while it changes";
+  PlayMigManager(api, "h200-a", "success");
+  ASSERT_TRUE(Eventually([&] { return api.writes().size() == 4; })) << api.writes().size();
+  node = json::parse(api.Get(kNodes, "h200-a"));
+  EXPECT_FALSE(node["spec"].value("unschedulable", false)) << node.dump();
+  EXPECT_FALSE(node["metadata"].contains("annotations") &&
+               node["metadata"]["annotations"].contains("gpuaas.io/cordoned-for-mig"));
+  EXPECT_EQ(d.NodeMigState("h200-a").state, "success");
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(api.writes().size(), 4u) << "given back once";
+  EXPECT_EQ(json::parse(api.Get(kNodes, "h200-b"))["spec"]["unschedulable"], true);
+}
+
 TEST_F(KubernetesDriverTest, AProjectsNamespaceQuotaIsWhatItsPoolsHold) {
   FakeKubeApiServer api("t0ken");
   api.Start();

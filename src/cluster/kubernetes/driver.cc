@@ -153,6 +153,11 @@ bool KubernetesDriver::PutNode(const std::string& json) {
                                        ? &n["spec"]["taints"]
                                        : nullptr;
     meta.taints = taints != nullptr && taints->is_array() ? taints->dump() : "[]";
+    meta.unschedulable = n.is_object() && n.contains("spec") && n["spec"].is_object() &&
+                         n["spec"].value("unschedulable", false);
+    meta.cordoned_for_mig = n.is_object() && n.contains("metadata") && n["metadata"].contains("annotations") &&
+                            n["metadata"]["annotations"].is_object() &&
+                            n["metadata"]["annotations"].contains(std::string(kCordonAnnotation));
   }
   // Every state the MIG manager passes through is seen here, however briefly it lasts: a
   // `failed` or `success` counts as the answer to gpuaas's config only after it was seen working.
@@ -164,6 +169,12 @@ bool KubernetesDriver::PutNode(const std::string& json) {
     if (state == "success" && (mig.progressed || Totals(mig.want) == Totals(*read))) {
       mig.applied = mig.want;
       mig.applied_placements = mig.placements;
+    }
+    // Done with the node, either way: one gpuaas cordoned for the change is given back.
+    if ((state == "success" || state == "failed") && mig.progressed && node_meta_[read->name].cordoned_for_mig &&
+        !mig.dirty) {
+      mig.uncordon = true;
+      mig_cv_.notify_all();
     }
   }
   auto it = nodes_.find(read->name);
@@ -328,16 +339,29 @@ bool KubernetesDriver::Watch(std::function<void()> on_change) {
 
 absl::Status KubernetesDriver::ApplyMigLayout(const std::string& node, const std::string& gpu_uuid, bool mig_enabled,
                                               const std::vector<ObservedMigInstance>& instances) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto n = nodes_.find(node);
   if (n == nodes_.end()) return absl::NotFoundError(fmt::format("cluster {}: no GPU node {}", name_, node));
   for (const auto& [key, pod] : pods_) {
-    if (pod.node == node) {
-      return absl::FailedPreconditionError(fmt::format(
-          "node {} runs GPU pods ({} among them), which the MIG manager would stop: gpuaas changes MIG layouts on "
-          "nodes without GPU pods only",
-          node, key));
+    if (pod.node != node) continue;
+    // The MIG manager would stop them: cordon the node so that no new ones start, and wait.
+    const NodeMeta meta = node_meta_[node];
+    const std::string running = key;
+    lock.unlock();
+    if (!meta.unschedulable) {
+      const nlohmann::json patch = {
+          {"metadata", {{"resourceVersion", meta.resource_version}, {"annotations", {{std::string(kCordonAnnotation), "true"}}}}},
+          {"spec", {{"unschedulable", true}}}};
+      absl::StatusOr<std::string> done =
+          client_->Send("PATCH", "/api/v1/nodes/" + node, patch.dump(), "application/merge-patch+json");
+      if (!done.ok()) return done.status();
+      ++writes_;
+      log::Info("cluster {}: node {} cordoned until its GPU pods finish, for a MIG change", name_, node);
     }
+    return absl::FailedPreconditionError(fmt::format(
+        "node {} runs GPU pods ({} among them), which the MIG manager would stop: the node is cordoned and the MIG "
+        "change waits until they finish",
+        node, running));
   }
   const std::vector<ObservedGpu>& gpus = GpusOf(n->second);
   const auto gpu = std::find_if(gpus.begin(), gpus.end(),
@@ -366,18 +390,36 @@ void KubernetesDriver::WriteMigConfigs() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     mig_cv_.wait(lock, [&] {
-      return stopping_ || std::any_of(mig_.begin(), mig_.end(), [](const auto& kv) { return kv.second.dirty; });
+      return stopping_ ||
+             std::any_of(mig_.begin(), mig_.end(), [](const auto& kv) { return kv.second.dirty || kv.second.uncordon; });
     });
     if (stopping_) return;
     // Let the other GPUs of the same change arrive: one config per node.
     mig_cv_.wait_for(lock, options_.mig_write_delay, [&] { return stopping_; });
     if (stopping_) return;
     std::vector<std::pair<std::string, std::map<int, GpuMigSpec>>> todo;
+    std::vector<std::pair<std::string, std::string>> uncordon;  // node, resourceVersion
     for (auto& [node, m] : mig_) {
       if (m.dirty) todo.push_back({node, m.want});
       m.dirty = false;
+      if (m.uncordon) uncordon.emplace_back(node, node_meta_[node].resource_version);
+      m.uncordon = false;
     }
     lock.unlock();
+    for (const auto& [node, rv] : uncordon) {
+      // At the version seen: a node changed meanwhile is judged again from its next event.
+      const nlohmann::json patch = {
+          {"metadata", {{"resourceVersion", rv}, {"annotations", {{std::string(kCordonAnnotation), nullptr}}}}},
+          {"spec", {{"unschedulable", nullptr}}}};
+      absl::StatusOr<std::string> done =
+          client_->Send("PATCH", "/api/v1/nodes/" + node, patch.dump(), "application/merge-patch+json");
+      if (done.ok()) {
+        ++writes_;
+        log::Info("cluster {}: node {} uncordoned, its MIG change done", name_, node);
+      } else {
+        log::Warn("cluster {}: node {} not uncordoned yet: {}", name_, node, done.status().ToString());
+      }
+    }
     for (const auto& [node, want] : todo) {
       absl::StatusOr<std::string> config = WriteMigConfig(node, want);
       std::lock_guard<std::mutex> relock(mu_);

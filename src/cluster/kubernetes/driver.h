@@ -39,6 +39,9 @@
 
 namespace gpuaas::cluster::kubernetes {
 
+// The annotation gpuaas puts on a node it cordoned for a MIG change.
+inline constexpr std::string_view kCordonAnnotation = "gpuaas.io/cordoned-for-mig";
+
 struct DriverOptions {
   std::string display_name;  // empty: the cluster's name
   std::string region;
@@ -75,6 +78,9 @@ class KubernetesDriver final : public ClusterDriver {
   bool Watch(std::function<void()> on_change) override;
   absl::Status ApplyMigLayout(const std::string& node, const std::string& gpu_uuid, bool mig_enabled,
                               const std::vector<ObservedMigInstance>& instances) override;
+  // A node that runs GPU pods is cordoned (annotated kCordonAnnotation) and the change refused
+  // with FailedPrecondition until they finish; the node is uncordoned once the MIG manager is
+  // done with it (a node cordoned by someone else stays as it is).
   // From the node's nvidia.com/mig.config.state label ("success" when unlabelled).
   MigState NodeMigState(const std::string& node) override;
   // The project's namespace (named like the project; created when it holds something) and its
@@ -128,6 +134,7 @@ class KubernetesDriver final : public ClusterDriver {
     std::chrono::steady_clock::time_point asked{};
     bool progressed = false;      // the manager was seen working on `config`
     bool failed = false;          // it failed (or never answered): ask again when told
+    bool uncordon = false;        // the manager is done with a node gpuaas cordoned: give it back
     // What the GPUs hold: the layouts of the last config the manager applied.
     std::map<int, GpuMigSpec> applied;
     std::map<int, std::vector<ObservedMigInstance>> applied_placements;
@@ -145,6 +152,8 @@ class KubernetesDriver final : public ClusterDriver {
   struct NodeMeta {
     std::string resource_version;
     std::string taints;  // spec.taints as JSON text ("[]" when none)
+    bool unschedulable = false;  // spec.unschedulable (cordoned, by anyone)
+    bool cordoned_for_mig = false;  // cordoned by gpuaas for a MIG change (kCordonAnnotation)
   };
   std::map<std::string, NodeMeta> node_meta_ ABSL_GUARDED_BY(mu_);  // GPU nodes by name
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // node -> why
