@@ -323,6 +323,25 @@ class KubernetesDriverTest : public ::testing::Test {
     return r != nullptr && r->status == model::ConditionStatus::kTrue;
   }
   int64_t Gpus(const std::string& cluster) { return static_cast<int64_t>(All<model::GpuCapacity>(cluster).size()); }
+  // Project vision and its pool train of `gpus` whole H200s in cluster lab (of `fleet` in all),
+  // approved unless told otherwise; the service that made them.
+  std::unique_ptr<service::PoolService> VisionPool(int64_t gpus, int64_t fleet, bool approve = true) {
+    auto pools = std::make_unique<service::PoolService>(
+        *store_, RealClock::Get(), [fleet] { return std::map<std::string, int64_t>{{"H200-SXM-141GB", fleet}}; });
+    model::Project project;
+    project.metadata.name = "vision";
+    EXPECT_TRUE(pools->CreateProject(project, "ops").ok());
+    model::GpuPool pool;
+    pool.metadata.name = "train";
+    pool.metadata.ns = "vision";
+    pool.spec.cluster = "lab";
+    pool.spec.items = {{"H200-SXM-141GB", "full", gpus}};
+    EXPECT_TRUE(pools->CreatePool(pool, "alice").ok());
+    if (approve) {
+      EXPECT_TRUE(pools->Approve("vision", "train", true, "ok", "ops").ok());
+    }
+    return pools;
+  }
   // The store's revision once the controllers are done writing (health writes its verdicts
   // after the inventory's writes): unchanged for 300 ms.
   int64_t Settled() {
@@ -650,19 +669,10 @@ TEST_F(KubernetesDriverTest, AProjectsNamespaceQuotaIsWhatItsPoolsHold) {
   drivers_.push_back(Driver("lab", api));
   StartControlPlane();
   ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; }));
-  service::PoolService pools(*store_, RealClock::Get(), [] { return std::map<std::string, int64_t>{{"H200-SXM-141GB", 8}}; });
-  model::Project project;
-  project.metadata.name = "vision";
-  ASSERT_TRUE(pools.CreateProject(project, "ops").ok());
-  model::GpuPool pool;
-  pool.metadata.name = "train";
-  pool.metadata.ns = "vision";
-  pool.spec.cluster = "lab";
-  pool.spec.items = {{"H200-SXM-141GB", "full", 3}};
-  ASSERT_TRUE(pools.CreatePool(pool, "alice").ok());
+  std::unique_ptr<service::PoolService> pools = VisionPool(3, 8, /*approve=*/false);
   EXPECT_TRUE(Eventually([&] { return !api.writes().empty(); }, std::chrono::milliseconds(500)) == false)
       << "a pool not yet approved holds nothing: no namespace, no quota";
-  ASSERT_TRUE(pools.Approve("vision", "train", true, "ok", "ops").ok());
+  ASSERT_TRUE(pools->Approve("vision", "train", true, "ok", "ops").ok());
 
   // The namespace, then its quota: 3 whole GPUs, and none of any other GPU resource.
   const std::string quotas = "/api/v1/namespaces/vision/resourcequotas";
@@ -678,7 +688,7 @@ TEST_F(KubernetesDriverTest, AProjectsNamespaceQuotaIsWhatItsPoolsHold) {
   EXPECT_EQ(w[1].path, quotas);
 
   // Released: the quota goes back to none, in one write; the namespace stays (its pods' history).
-  ASSERT_TRUE(pools.Release("vision", "train", "alice").ok());
+  ASSERT_TRUE(pools->Release("vision", "train", "alice").ok());
   ASSERT_TRUE(Eventually([&] {
     const std::string now = api.Get(quotas, "gpuaas-pools");
     return !now.empty() && json::parse(now)["spec"]["hard"]["requests.nvidia.com/gpu"] == "0";
@@ -705,17 +715,7 @@ TEST_F(KubernetesDriverTest, NodesAPoolHoldsWholeAreLabelledAndTaintedForIt) {
   drivers_.push_back(Driver("lab", api));
   StartControlPlane();
   ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 4; }));
-  service::PoolService pools(*store_, RealClock::Get(), [] { return std::map<std::string, int64_t>{{"H200-SXM-141GB", 4}}; });
-  model::Project project;
-  project.metadata.name = "vision";
-  ASSERT_TRUE(pools.CreateProject(project, "ops").ok());
-  model::GpuPool pool;
-  pool.metadata.name = "train";
-  pool.metadata.ns = "vision";
-  pool.spec.cluster = "lab";
-  pool.spec.items = {{"H200-SXM-141GB", "full", 3}};
-  ASSERT_TRUE(pools.CreatePool(pool, "alice").ok());
-  ASSERT_TRUE(pools.Approve("vision", "train", true, "ok", "ops").ok());
+  std::unique_ptr<service::PoolService> pools = VisionPool(3, 4);
 
   // Three GPUs: one node whole, one GPU of the other.
   auto node_writes = [&] {
@@ -747,7 +747,7 @@ TEST_F(KubernetesDriverTest, NodesAPoolHoldsWholeAreLabelledAndTaintedForIt) {
   }));
 
   // Released: the node is everyone's again, its own taint kept.
-  ASSERT_TRUE(pools.Release("vision", "train", "alice").ok());
+  ASSERT_TRUE(pools->Release("vision", "train", "alice").ok());
   ASSERT_TRUE(Eventually([&] { return node_writes().size() == 2; })) << node_writes().size();
   Settled();
   EXPECT_EQ(node_writes().size(), 2u);
@@ -825,23 +825,13 @@ TEST_F(KubernetesDriverTest, ClustersRegisteredAtRunTimeAreFollowedAndForgotten)
   EXPECT_EQ((*listed)[0].registered_by, "ops");
 
   // Pools holding its devices keep it.
-  service::PoolService pools(*store_, RealClock::Get(), [] { return std::map<std::string, int64_t>{{"H200-SXM-141GB", 8}}; });
-  model::Project project;
-  project.metadata.name = "vision";
-  ASSERT_TRUE(pools.CreateProject(project, "ops").ok());
-  model::GpuPool pool;
-  pool.metadata.name = "train";
-  pool.metadata.ns = "vision";
-  pool.spec.cluster = "lab";
-  pool.spec.items = {{"H200-SXM-141GB", "full", 2}};
-  ASSERT_TRUE(pools.CreatePool(pool, "alice").ok());
-  ASSERT_TRUE(pools.Approve("vision", "train", true, "ok", "ops").ok());
+  std::unique_ptr<service::PoolService> pools = VisionPool(2, 8);
   ASSERT_TRUE(Eventually([&] { return !api.Get("/api/v1/namespaces/vision/resourcequotas", "gpuaas-pools").empty(); }))
       << "the registered cluster enforces the pool's quota";
   absl::Status kept = clusters.Unregister("lab", "ops");
   ASSERT_TRUE(absl::IsFailedPrecondition(kept)) << kept;
   EXPECT_NE(kept.message().find("vision/train"), std::string_view::npos) << kept;
-  ASSERT_TRUE(pools.Release("vision", "train", "alice").ok());
+  ASSERT_TRUE(pools->Release("vision", "train", "alice").ok());
   ASSERT_TRUE(Eventually([&] { return clusters.Unregister("lab", "ops").ok(); }));
 
   // Gone: the inventory of the cluster is deleted and nobody asks its API server anything more.

@@ -1154,6 +1154,8 @@ absl::Status ApiServer::Start() {
   o.max_connections = s.options.max_connections;
   o.max_connections_per_address = s.options.max_connections_per_address;
   o.head_timeout_s = s.options.head_timeout_s;
+  o.tls_cert_file = s.options.tls_cert_file;
+  o.tls_key_file = s.options.tls_key_file;
   s.http = std::make_unique<internal::HttpServer>(
       o, [&s](const HttpRequest& req) { return s.Dispatch(req); },
       [&s](const HttpRequest& head) { return s.CheckHead(head); });

@@ -56,6 +56,9 @@ struct ServerOptions {
   // Appends more metrics to /metrics (the controllers'); called on an I/O thread, must be
   // thread-safe. Optional.
   std::function<void(std::string&)> more_metrics;
+  // HTTPS with this certificate (chain, PEM file) and its key; both empty: plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // Clusters registered while the server runs (/api/v1/clusters, operators only). Null: those
   // routes answer 501 saying so. Not owned.
   service::ClusterService* clusters = nullptr;

@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
   server->add_option("--kubernetes", sf.kubernetes,
                      "manage a Kubernetes cluster: NAME=KUBECONFIG[#CONTEXT], or NAME=in-cluster inside a pod "
                      "(repeatable)");
+  server->add_option("--tls-cert", sf.tls_cert, "serve the API over HTTPS with this certificate (chain, PEM file)");
+  server->add_option("--tls-key", sf.tls_key, "the TLS certificate's key (PEM file)");
   server->add_option("--webhook-listen", sf.webhook_listen,
                      "serve the pod admission webhook (HTTPS) on HOST:PORT (docs/kubernetes.md)");
   server->add_option("--webhook-tls-cert", sf.webhook_cert, "the webhook's serving certificate (PEM file)");

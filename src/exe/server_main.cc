@@ -146,9 +146,14 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   }
   std::string host = flags.listen.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (!IsLoopback(host) && !flags.allow_remote) {
+  const bool tls = !flags.tls_cert.empty() || !flags.tls_key.empty();
+  if (tls && (flags.tls_cert.empty() || flags.tls_key.empty())) {
+    std::cerr << "--tls-cert and --tls-key go together\n";
+    return 2;
+  }
+  if (!IsLoopback(host) && !flags.allow_remote && !tls) {
     std::cerr << "refusing to listen on " << flags.listen
-              << ": the API has no TLS yet, so it serves loopback only; pass "
+              << " over plain HTTP: give the API a certificate (--tls-cert, --tls-key), or pass "
                  "--allow-insecure-remote to listen there anyway\n";
     return 2;
   }
@@ -284,6 +289,8 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
       });
   api::ServerOptions opts;
   opts.clusters = &clusters;
+  opts.tls_cert_file = flags.tls_cert;
+  opts.tls_key_file = flags.tls_key;
   opts.host = host;
   opts.port = static_cast<int>(*port);
   opts.threads = flags.threads > 0 ? flags.threads
@@ -380,8 +387,8 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     }
   }
   server.SetReady(true);
-  log::Info("gpuaas {} serving http://{}:{} (store {}, {} simulated and {} Kubernetes cluster(s), revision {}{})",
-            version, host, server.port(), flags.db, simulated_clusters, kubernetes.size(), db.Revision(),
+  log::Info("gpuaas {} serving {}://{}:{} (store {}, {} simulated and {} Kubernetes cluster(s), revision {}{})",
+            version, tls ? "https" : "http", host, server.port(), flags.db, simulated_clusters, kubernetes.size(), db.Revision(),
             flags.web_root.empty() ? "; no dashboard: --web DIR serves it" : "; dashboard at /");
 
   int sig = 0;

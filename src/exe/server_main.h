@@ -26,6 +26,9 @@ struct ServerFlags {
   std::string web_root;  // the dashboard's built files (web/dist); empty: no dashboard
   // Kubernetes clusters to manage: "NAME=KUBECONFIG[#CONTEXT]" or "NAME=in-cluster".
   std::vector<std::string> kubernetes;
+  // The API over HTTPS: its certificate (chain) and key, PEM files.
+  std::string tls_cert;
+  std::string tls_key;
   // The admission webhook (HTTPS): where it listens, and its certificate and key (PEM files).
   std::string webhook_listen;
   std::string webhook_cert;

@@ -10,6 +10,8 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <type_traits>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -166,23 +168,37 @@ absl::Status ReadHead(const http::request<http::string_body>& msg, HttpRequest& 
   return ParseRequestTarget(std::string_view(msg.target().data(), msg.target().size()), req);
 }
 
-class Session : public std::enable_shared_from_this<Session> {
+// What the server keeps of each connection, whatever its transport.
+class SessionBase {
  public:
+  virtual ~SessionBase() = default;
   // True while a streamed response still has something to send.
-  bool Streaming() {
+  virtual bool Streaming() = 0;
+  // Closes the socket outright (the server stops; its I/O threads no longer run).
+  virtual void Abort() = 0;
+};
+
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// One connection: `Stream` is beast::tcp_stream (HTTP) or TlsStream (HTTPS, the handshake first).
+template <class Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+ public:
+  bool Streaming() override {
     std::lock_guard<std::mutex> lock(out_mu_);
     return streaming_ && !gone_;
   }
-  // Closes the socket outright (the server stops; its I/O threads no longer run).
-  void Abort() {
+  void Abort() override {
     beast::error_code ec;
-    stream_.socket().close(ec);
+    Tcp().socket().close(ec);
   }
 
-  Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
+  Session(Stream stream, const HttpServerOptions& options, const HttpHandler& handler,
           const HeadCheck& check, asio::thread_pool& workers, std::shared_ptr<ConnectionGate> gate,
           std::string address)
-      : stream_(std::move(socket)),
+      : stream_(std::move(stream)),
         options_(options),
         handler_(handler),
         check_(check),
@@ -192,11 +208,21 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session() { gate_->Leave(address_); }
 
   void Start() {
-    asio::dispatch(stream_.get_executor(),
-                   beast::bind_front_handler(&Session::Read, shared_from_this()));
+    if constexpr (kTls) {
+      // The handshake within the head's time: a client that opens and says nothing is cut off.
+      Tcp().expires_after(std::chrono::seconds(options_.head_timeout_s));
+      stream_.async_handshake(asio::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+        if (ec) return self->Close();
+        self->Read();
+      });
+    } else {
+      asio::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::Read, this->shared_from_this()));
+    }
   }
 
  private:
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+
   // The head first, within head_timeout_s (a client that dribbles its headers is cut off), then
   // the body, the whole request within idle_timeout_s. A body is read only once the head has
   // passed the check (the caller may send it).
@@ -204,12 +230,12 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    stream_.expires_after(std::chrono::seconds(options_.head_timeout_s));
+    Tcp().expires_after(std::chrono::seconds(options_.head_timeout_s));
     http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                               if (ec) return self->OnRead(ec, n);
                               if (self->Refused()) return;
-                              self->stream_.expires_after(std::chrono::seconds(self->options_.idle_timeout_s));
+                              self->Tcp().expires_after(std::chrono::seconds(self->options_.idle_timeout_s));
                               http::async_read(self->stream_, self->buffer_, *self->parser_,
                                                beast::bind_front_handler(&Session::OnRead, self));
                             });
@@ -276,7 +302,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (req.method == "GET" || req.method == "HEAD") {
       return Write(Handle(req), head, keep_alive, version);
     }
-    asio::post(workers_, [self = shared_from_this(), req = std::move(req), head, keep_alive, version]() mutable {
+    asio::post(workers_, [self = this->shared_from_this(), req = std::move(req), head, keep_alive, version]() mutable {
       HttpResponse resp = self->Handle(req);
       asio::post(self->stream_.get_executor(), [self, resp = std::move(resp), head, keep_alive, version]() mutable {
         self->Write(std::move(resp), head, keep_alive, version);
@@ -301,7 +327,7 @@ class Session : public std::enable_shared_from_this<Session> {
       // A client that does not read: let it go rather than hold its backlog; it resumes with
       // the last resourceVersion it saw.
       gone_ = true;
-      asio::post(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
+      asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->Close(); });
       return false;
     }
     out_bytes_ += chunk.size();
@@ -320,7 +346,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void KickLocked() {
     if (writing_) return;
     writing_ = true;
-    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->WriteNextChunk(); });
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->WriteNextChunk(); });
   }
 
   void WriteNextChunk() {
@@ -343,7 +369,7 @@ class Session : public std::enable_shared_from_this<Session> {
         out_bytes_ -= current_.size();
       }
     }
-    auto done = [self = shared_from_this(), last](beast::error_code ec, size_t) {
+    auto done = [self = this->shared_from_this(), last](beast::error_code ec, size_t) {
       if (ec || last) {
         {
           std::lock_guard<std::mutex> lock(self->out_mu_);
@@ -363,7 +389,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Sends the head of a streamed response, then hands the stream its sink.
   void StartStream(HttpResponse r, unsigned version) {
-    stream_.expires_never();  // a watch stays open for as long as it lasts
+    Tcp().expires_never();  // a watch stays open for as long as it lasts
     {
       std::lock_guard<std::mutex> lock(out_mu_);
       streaming_ = true;
@@ -379,7 +405,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*head);
     http::async_write_header(
         stream_, *serializer,
-        [self = shared_from_this(), head, serializer, producer = std::move(r.stream)](beast::error_code ec, size_t) {
+        [self = this->shared_from_this(), head, serializer, producer = std::move(r.stream)](beast::error_code ec, size_t) {
           if (ec) return self->Close();
           producer->Open(std::make_shared<Sink>(self));
           self->AwaitClientClose();
@@ -388,7 +414,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A client that closes its end ends the stream; anything it sends is ignored.
   void AwaitClientClose() {
-    stream_.async_read_some(asio::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+    stream_.async_read_some(asio::buffer(discard_), [self = this->shared_from_this()](beast::error_code ec, size_t) {
       if (!ec) return self->AwaitClientClose();
       {
         std::lock_guard<std::mutex> lock(self->out_mu_);
@@ -427,7 +453,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!head) res_.body() = std::move(r.body);
     res_.content_length(length);
     http::async_write(stream_, res_,
-                      [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+                      [self = this->shared_from_this(), keep_alive](beast::error_code ec, size_t) {
                         if (ec || !keep_alive) return self->Close();
                         self->Read();
                       });
@@ -435,7 +461,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
     if (linger_) Linger();
   }
 
@@ -444,16 +470,16 @@ class Session : public std::enable_shared_from_this<Session> {
   // the answer. Nothing is kept.
   void Linger() {
     linger_ = false;
-    stream_.expires_after(std::chrono::seconds(5));
+    Tcp().expires_after(std::chrono::seconds(5));
     DropInput();
   }
   void DropInput() {
-    stream_.async_read_some(asio::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+    stream_.async_read_some(asio::buffer(discard_), [self = this->shared_from_this()](beast::error_code ec, size_t) {
       if (!ec) self->DropInput();
     });
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::mutex out_mu_;
   std::deque<std::string> out_;  // guarded by out_mu_
@@ -488,6 +514,18 @@ struct HttpServer::Impl {
         gate(std::make_shared<ConnectionGate>(options)),
         retry(io) {}
 
+  template <class Stream>
+  void Serve(Stream stream, std::string address) {
+    auto session = std::make_shared<Session<Stream>>(std::move(stream), options, handler, check, workers, gate,
+                                                     std::move(address));
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu);
+      std::erase_if(sessions, [](const std::weak_ptr<SessionBase>& w) { return w.expired(); });
+      sessions.push_back(session);
+    }
+    session->Start();
+  }
+
   void Accept() {
     // At the connection cap, wait for one to close: new clients queue in the kernel's backlog.
     if (gate->PauseIfFull([this] { asio::post(io, [this] { Accept(); }); })) return;
@@ -511,14 +549,11 @@ struct HttpServer::Impl {
       const tcp::endpoint peer = socket.remote_endpoint(ignored);
       std::string address = ignored ? std::string("?") : peer.address().to_string();
       if (gate->Enter(address)) {
-        auto session = std::make_shared<Session>(std::move(socket), options, handler, check, workers, gate,
-                                                 std::move(address));
-        {
-          std::lock_guard<std::mutex> lock(sessions_mu);
-          std::erase_if(sessions, [](const std::weak_ptr<Session>& w) { return w.expired(); });
-          sessions.push_back(session);
+        if (tls) {
+          Serve(TlsStream(beast::tcp_stream(std::move(socket)), *tls), std::move(address));
+        } else {
+          Serve(beast::tcp_stream(std::move(socket)), std::move(address));
         }
-        session->Start();
       } else {
         socket.close(ignored);  // this address holds its share of connections already
       }
@@ -535,12 +570,13 @@ struct HttpServer::Impl {
   std::shared_ptr<ConnectionGate> gate;
   asio::steady_timer retry;  // the accept loop's back-off
   int64_t accept_errors = 0;
+  std::optional<asio::ssl::context> tls;  // HTTPS when the options name a certificate
   std::mutex sessions_mu;
-  std::vector<std::weak_ptr<Session>> sessions;  // guarded by sessions_mu
+  std::vector<std::weak_ptr<SessionBase>> sessions;  // guarded by sessions_mu
 
-  std::vector<std::shared_ptr<Session>> Live() {
+  std::vector<std::shared_ptr<SessionBase>> Live() {
     std::lock_guard<std::mutex> lock(sessions_mu);
-    std::vector<std::shared_ptr<Session>> out;
+    std::vector<std::shared_ptr<SessionBase>> out;
     for (const auto& w : sessions) {
       if (auto s = w.lock()) out.push_back(std::move(s));
     }
@@ -558,6 +594,23 @@ HttpServer::~HttpServer() { Stop(); }
 absl::Status HttpServer::Start() {
   Impl& s = *impl_;
   beast::error_code ec;
+  if (!s.options.tls_cert_file.empty() || !s.options.tls_key_file.empty()) {
+    if (s.options.tls_cert_file.empty() || s.options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("TLS needs both a certificate and its key");
+    }
+    s.tls.emplace(asio::ssl::context::tls_server);
+    s.tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                       asio::ssl::context::single_dh_use);
+    s.tls->use_certificate_chain_file(s.options.tls_cert_file, ec);
+    if (ec) return absl::InvalidArgumentError(fmt::format("TLS certificate {}: {}", s.options.tls_cert_file, ec.message()));
+    s.tls->use_private_key_file(s.options.tls_key_file, asio::ssl::context::pem, ec);
+    if (ec) return absl::InvalidArgumentError(fmt::format("TLS key {}: {}", s.options.tls_key_file, ec.message()));
+    if (SSL_CTX_check_private_key(s.tls->native_handle()) != 1) {
+      return absl::InvalidArgumentError(
+          fmt::format("TLS key {} is not the key of certificate {}", s.options.tls_key_file, s.options.tls_cert_file));
+    }
+  }
   auto addr = asio::ip::make_address(s.options.host == "localhost" ? "127.0.0.1" : s.options.host, ec);
   if (ec) return absl::InvalidArgumentError(fmt::format("\"{}\" is not an IP address", s.options.host));
   tcp::endpoint ep(addr, static_cast<unsigned short>(s.options.port));
@@ -594,7 +647,7 @@ void HttpServer::Stop() {
   // Streams that were ended (watches) get up to two seconds to send their last chunk.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (std::chrono::steady_clock::now() < deadline) {
-    std::vector<std::shared_ptr<Session>> live = s.Live();
+    std::vector<std::shared_ptr<SessionBase>> live = s.Live();
     if (std::none_of(live.begin(), live.end(), [](const auto& x) { return x->Streaming(); })) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -1,4 +1,4 @@
-// An HTTP/1.1 server on Boost.Beast: keep-alive, a fixed pool of I/O threads (event-driven, so a
+// An HTTP/1.1 server on Boost.Beast, over TCP or TLS (OpenSSL): keep-alive, a fixed pool of I/O threads (event-driven, so a
 // connection costs no thread while idle), request size limits. Protocol errors it detects
 // itself (malformed request 400, body too large 413, header too large 431) are answered with
 // problem+json and the connection is closed. Only src/api may include this.
@@ -28,6 +28,9 @@ struct HttpServerOptions {
   // is closed at once, so one client cannot take every slot.
   int max_connections = 10000;
   int max_connections_per_address = 1000;
+  // HTTPS with this certificate (chain, PEM) and key; both empty: plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // Called on an I/O thread for every complete request; must not block for long.
