@@ -737,7 +737,8 @@ TEST_F(KubernetesDriverTest, NodesAPoolHoldsWholeAreLabelledAndTaintedForIt) {
             json::parse(R"([{"key": "maintenance", "value": "planned", "effect": "PreferNoSchedule"},
                             {"key": "gpuaas.io/pool", "value": "vision.train", "effect": "NoSchedule"}])"));
   EXPECT_FALSE(json::parse(api.Get(kNodes, shared))["metadata"]["labels"].contains("gpuaas.io/pool"));
-  EXPECT_EQ(cp_->fencing().enforced("lab"), (std::map<std::string, std::string>{{whole, "vision.train"}}));
+  EXPECT_EQ(cp_->fencing().enforced("lab"),
+            (std::map<std::string, cluster::ClusterDriver::NodeOwner>{{whole, {"vision.train", 0}}}));
   // The node's label shows in its NodeCapacity.
   ASSERT_TRUE(Eventually([&] {
     for (const model::NodeCapacity& n : All<model::NodeCapacity>("lab")) {
@@ -758,6 +759,44 @@ TEST_F(KubernetesDriverTest, NodesAPoolHoldsWholeAreLabelledAndTaintedForIt) {
   // Told again with nothing changed, the driver writes nothing.
   EXPECT_TRUE(drivers_[0]->EnforceNodeOwners({}).ok());
   EXPECT_EQ(node_writes().size(), 2u);
+
+  // A pool that shares its GPUs by time, holding a node whole: the device plugin's ConfigMap gets
+  // a time-slicing config (written before the node points at it), the node its label.
+  model::GpuPool serve;
+  serve.metadata.name = "serve";
+  serve.metadata.ns = "vision";
+  serve.spec.cluster = "lab";
+  serve.spec.items = {{"H200-SXM-141GB", "full", 4}};
+  serve.spec.time_slicing_replicas = 4;
+  ASSERT_TRUE(pools->CreatePool(serve, "alice").ok());
+  ASSERT_TRUE(pools->Approve("vision", "serve", true, "ok", "ops").ok());
+  const std::string configs = "/api/v1/namespaces/gpu-operator/configmaps";
+  ASSERT_TRUE(Eventually([&] { return node_writes().size() == 4; })) << node_writes().size();
+  const json cm = json::parse(api.Get(configs, "gpuaas-device-plugin-config"));
+  const std::string ts = cm["data"]["gpuaas-time-slicing-4"];
+  EXPECT_NE(ts.find("timeSlicing"), std::string::npos) << ts;
+  EXPECT_NE(ts.find("replicas: 4"), std::string::npos) << ts;
+  EXPECT_NE(ts.find("name: nvidia.com/gpu"), std::string::npos) << ts;
+  std::vector<FakeKubeApiServer::Write> all = api.writes();
+  size_t config_at = all.size(), first_node_at = all.size();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].path == configs && config_at == all.size()) config_at = i;
+    if (all[i].path.starts_with("/api/v1/nodes/") && i > 0 && node_writes().size() > 2 && first_node_at == all.size() &&
+        all[i].body.find("device-plugin.config") != std::string::npos) {
+      first_node_at = i;
+    }
+  }
+  EXPECT_LT(config_at, first_node_at) << "the config before the label that names it";
+  for (const std::string n : {"h200-a", "h200-b"}) {
+    node = json::parse(api.Get(kNodes, n));
+    EXPECT_EQ(node["metadata"]["labels"]["nvidia.com/device-plugin.config"], "gpuaas-time-slicing-4") << n;
+    EXPECT_EQ(node["metadata"]["labels"]["gpuaas.io/pool"], "vision.serve") << n;
+  }
+  // Released, the nodes lose the label; the config stays for whoever else uses it.
+  ASSERT_TRUE(pools->Release("vision", "serve", "alice").ok());
+  ASSERT_TRUE(Eventually([&] {
+    return !json::parse(api.Get(kNodes, "h200-a"))["metadata"]["labels"].contains("nvidia.com/device-plugin.config");
+  }));
 }
 
 // A cluster registered while the control plane runs is followed at once, its credentials never

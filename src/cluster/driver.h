@@ -104,12 +104,18 @@ class ClusterDriver {
     return absl::OkStatus();
   }
 
-  // Makes the cluster keep nodes a pool holds whole for that pool: `owners` (node -> the pool's
-  // model::NodePoolValue) is the complete set; those nodes get the label and NoSchedule taint
-  // `gpuaas.io/pool=<value>`, and every other node loses gpuaas's label and taint (its other
-  // taints are kept). Idempotent: writes only what differs. Drivers without nodes of their own
-  // (simulated) accept and keep nothing. Thread-safe.
-  virtual absl::Status EnforceNodeOwners(const std::map<std::string, std::string>& owners) {
+  // Makes the cluster keep nodes a pool holds whole for that pool: `owners` (node -> owner) is
+  // the complete set; those nodes get the label and NoSchedule taint `gpuaas.io/pool=<pool>`, and
+  // when the pool shares its GPUs by time, the device plugin's time-slicing config for that many
+  // slices. Every other node loses what gpuaas set (its other taints and configs are kept).
+  // Idempotent: writes only what differs. Drivers without nodes of their own (simulated) accept
+  // and keep nothing. Thread-safe.
+  struct NodeOwner {
+    std::string pool;         // model::NodePoolValue
+    int64_t time_slices = 0;  // 0 or 1: none
+    friend bool operator==(const NodeOwner&, const NodeOwner&) = default;
+  };
+  virtual absl::Status EnforceNodeOwners(const std::map<std::string, NodeOwner>& owners) {
     (void)owners;
     return absl::OkStatus();
   }

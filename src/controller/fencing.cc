@@ -40,8 +40,10 @@ absl::StatusOr<runtime::Result> FencingController::Reconcile(const std::string& 
   for (const auto& n : nodes_.List()) {
     if (n->spec.cluster == cluster) gpus[n->metadata.name] = n->status.physical_gpus;
   }
-  std::map<std::string, std::map<std::string, std::string>> all = model::WholeNodeOwners(pools, gpus);
-  const std::map<std::string, std::string> owners = all[cluster];
+  std::map<std::string, cluster::ClusterDriver::NodeOwner> owners;
+  // Held by name: iterating a temporary's member would outlive it.
+  std::map<std::string, std::map<std::string, model::WholeNodeOwner>> all = model::WholeNodeOwners(pools, gpus);
+  for (const auto& [node, o] : all[cluster]) owners[node] = {o.pool, o.time_slices};
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = enforced_.find(cluster);
@@ -54,10 +56,10 @@ absl::StatusOr<runtime::Result> FencingController::Reconcile(const std::string& 
   return runtime::Result::Done();
 }
 
-std::map<std::string, std::string> FencingController::enforced(const std::string& cluster) const {
+std::map<std::string, cluster::ClusterDriver::NodeOwner> FencingController::enforced(const std::string& cluster) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = enforced_.find(cluster);
-  return it == enforced_.end() ? std::map<std::string, std::string>{} : it->second;
+  return it == enforced_.end() ? std::map<std::string, cluster::ClusterDriver::NodeOwner>{} : it->second;
 }
 
 }  // namespace gpuaas::controller

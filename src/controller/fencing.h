@@ -23,15 +23,15 @@ class FencingController final : public runtime::Reconciler {
  public:
   FencingController(runtime::Manager& manager, cluster::Registry& registry);
   absl::StatusOr<runtime::Result> Reconcile(const std::string& cluster) override;
-  // What was last enforced on `cluster` (node -> pool value), for tests and the log.
-  std::map<std::string, std::string> enforced(const std::string& cluster) const;
+  // What was last enforced on `cluster` (node -> owner), for tests and the log.
+  std::map<std::string, cluster::ClusterDriver::NodeOwner> enforced(const std::string& cluster) const;
 
  private:
   cluster::Registry& registry_;
   runtime::Informer<model::GpuPool>& pools_;
   runtime::Informer<model::NodeCapacity>& nodes_;
   mutable std::mutex mu_;
-  std::map<std::string, std::map<std::string, std::string>> enforced_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, cluster::ClusterDriver::NodeOwner>> enforced_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuaas::controller

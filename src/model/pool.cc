@@ -124,7 +124,7 @@ std::string NodePoolValue(const GpuPool& pool) {
   return fmt::format("{}-{:012x}", v.substr(0, 50), h & 0xffffffffffffull);
 }
 
-std::map<std::string, std::map<std::string, std::string>> WholeNodeOwners(
+std::map<std::string, std::map<std::string, WholeNodeOwner>> WholeNodeOwners(
     std::span<const GpuPool> pools, const std::map<std::string, int64_t>& gpus_by_node) {
   // NodeCapacity name -> pool index -> GPUs it has devices on.
   std::map<std::string, std::map<size_t, std::set<std::string>>> on_node;
@@ -136,7 +136,7 @@ std::map<std::string, std::map<std::string, std::string>> WholeNodeOwners(
       cluster_of[d.node] = d.cluster;
     }
   }
-  std::map<std::string, std::map<std::string, std::string>> out;
+  std::map<std::string, std::map<std::string, WholeNodeOwner>> out;
   for (const auto& [node, by_pool] : on_node) {
     if (by_pool.size() != 1) continue;  // shared with another pool
     auto gpus = gpus_by_node.find(node);
@@ -144,7 +144,8 @@ std::map<std::string, std::map<std::string, std::string>> WholeNodeOwners(
     if (gpus == gpus_by_node.end() || gpus->second <= 0 || static_cast<int64_t>(held.size()) != gpus->second) continue;
     const std::string& cluster = cluster_of[node];
     const std::string prefix = cluster + ".";
-    out[cluster][node.starts_with(prefix) ? node.substr(prefix.size()) : node] = NodePoolValue(pools[index]);
+    out[cluster][node.starts_with(prefix) ? node.substr(prefix.size()) : node] =
+        WholeNodeOwner{NodePoolValue(pools[index]), pools[index].spec.time_slicing_replicas};
   }
   return out;
 }

@@ -229,10 +229,17 @@ inline constexpr std::string_view kNodePoolKey = "gpuaas.io/pool";
 // The label and taint value naming `pool`: "<project>.<pool>", shortened with a stable hash to
 // the 63 characters a label value may have.
 std::string NodePoolValue(const GpuPool& pool);
+// A node one pool holds whole: the pool's NodePoolValue, and the time slices it shares each GPU
+// into (spec.sharing.timeSlicing.replicas; 0 or 1: none).
+struct WholeNodeOwner {
+  std::string pool;
+  int64_t time_slices = 0;
+  friend bool operator==(const WholeNodeOwner&, const WholeNodeOwner&) = default;
+};
 // The nodes one live pool holds whole (a device on every GPU of the node, per `gpus_by_node`,
 // NodeCapacity name -> GPUs, and no other pool's device there), by cluster: the node's
-// Kubernetes name -> NodePoolValue of the pool.
-std::map<std::string, std::map<std::string, std::string>> WholeNodeOwners(
+// Kubernetes name -> its owner.
+std::map<std::string, std::map<std::string, WholeNodeOwner>> WholeNodeOwners(
     std::span<const GpuPool> pools, const std::map<std::string, int64_t>& gpus_by_node);
 
 // True once a release was asked for: its runs end, then its devices go back to the fleet.

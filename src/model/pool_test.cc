@@ -155,10 +155,11 @@ TEST(NodeOwners, NodesOnePoolHoldsWholeAreItsAlone) {
   other.metadata = {"other", "nlp", "", 0, 0, {}, {}, {}};
   other.status.allocation = {{"east", "east.n3", "GPU-6", "1g.18gb", 0, ""}};
   const std::map<std::string, int64_t> gpus = {{"east.n1", 2}, {"east.n2", 2}, {"east.n3", 2}, {"east.n4", 1}};
+  serve.spec.time_slicing_replicas = 4;
   std::vector<GpuPool> pools = {train, serve, other};
   EXPECT_EQ(WholeNodeOwners(pools, gpus),
-            (std::map<std::string, std::map<std::string, std::string>>{
-                {"east", {{"n1", "vision.train"}, {"n4", "nlp.serve"}}}}));
+            (std::map<std::string, std::map<std::string, WholeNodeOwner>>{
+                {"east", {{"n1", {"vision.train", 0}}, {"n4", {"nlp.serve", 4}}}}}));
   // Released, the pool owns nothing.
   SetCondition(pools[0].status.conditions, {std::string(kReleased), ConditionStatus::kTrue, "Released", "", {}, 0});
   EXPECT_EQ(WholeNodeOwners(pools, gpus).at("east").count("n1"), 0u);

@@ -1,6 +1,7 @@
 #include "cluster/kubernetes/driver.h"
 
 #include <algorithm>
+#include <set>
 
 #include "catalog/catalog.h"
 #include "cluster/kubernetes/nodes.h"
@@ -603,30 +604,93 @@ std::map<std::string, std::string> KubernetesDriver::refused_nodes() const {
   return refused_;
 }
 
-absl::Status KubernetesDriver::EnforceNodeOwners(const std::map<std::string, std::string>& owners) {
+namespace {
+
+constexpr std::string_view kDevicePluginConfigLabel = "nvidia.com/device-plugin.config";
+constexpr std::string_view kTimeSlicingPrefix = "gpuaas-time-slicing-";
+
+}  // namespace
+
+absl::Status KubernetesDriver::EnsureTimeSlicingConfigs(const std::set<int64_t>& slices) {
+  if (slices.empty()) return absl::OkStatus();
+  const std::string base = fmt::format("/api/v1/namespaces/{}/configmaps", options_.mig_config_namespace);
+  absl::Status last;
+  for (int attempt = 0; attempt < 4; ++attempt) {  // conflicts: read again and retry
+    absl::StatusOr<std::string> got = client_->Get(base + "/" + options_.device_plugin_config_map);
+    nlohmann::json cm;
+    if (got.ok()) {
+      cm = nlohmann::json::parse(*got, nullptr, false);
+      if (!cm.is_object()) return absl::UnavailableError("the device plugin's ConfigMap is not JSON");
+    } else if (!absl::IsNotFound(got.status())) {
+      return got.status();
+    }
+    bool missing = !got.ok();
+    if (!cm.contains("data") || !cm["data"].is_object()) cm["data"] = nlohmann::json::object();
+    for (int64_t n : slices) {
+      const std::string key = fmt::format("{}{}", kTimeSlicingPrefix, n);
+      if (cm["data"].contains(key)) continue;
+      cm["data"][key] = TimeSlicingConfig(n);
+      missing = true;
+    }
+    if (!missing) return absl::OkStatus();  // every config there already
+    absl::StatusOr<std::string> written;
+    if (got.ok()) {
+      written = client_->Send("PUT", base + "/" + options_.device_plugin_config_map, cm.dump());
+    } else {
+      cm["apiVersion"] = "v1";
+      cm["kind"] = "ConfigMap";
+      cm["metadata"] = {{"name", options_.device_plugin_config_map}, {"namespace", options_.mig_config_namespace}};
+      written = client_->Send("POST", base, cm.dump());
+    }
+    if (written.ok()) {
+      ++writes_;
+      return absl::OkStatus();
+    }
+    last = written.status();
+    if (!absl::IsAborted(last)) return last;
+  }
+  return last;
+}
+
+absl::Status KubernetesDriver::EnforceNodeOwners(const std::map<std::string, NodeOwner>& owners) {
   using nlohmann::json;
   const std::string key(model::kNodePoolKey);
+  const std::string plugin(kDevicePluginConfigLabel);
   std::vector<std::pair<std::string, json>> patches;  // node -> merge patch
+  std::set<int64_t> slices;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [name, node] : nodes_) {
       auto o = owners.find(name);
-      const std::string want = o == owners.end() ? "" : o->second;
+      const std::string want = o == owners.end() ? "" : o->second.pool;
+      const int64_t n = o == owners.end() ? 0 : o->second.time_slices;
       const std::string have = Label(node, key);
+      // The plugin config gpuaas set, or none; another one (the operator's) is left alone.
+      const std::string config = Label(node, plugin);
+      const bool ours = config.starts_with(kTimeSlicingPrefix);
+      const std::string want_config = n > 1 ? fmt::format("{}{}", kTimeSlicingPrefix, n) : (ours ? "" : config);
+      if (n > 1) slices.insert(n);
       const NodeMeta& meta = node_meta_[name];
       json taints = json::parse(meta.taints, nullptr, false);
       if (!taints.is_array()) taints = json::array();
       json keep = json::array();
-      json ours = json::array();
-      for (const json& t : taints) (t.is_object() && t.value("key", "") == key ? ours : keep).push_back(t);
+      json mine_now = json::array();
+      for (const json& t : taints) (t.is_object() && t.value("key", "") == key ? mine_now : keep).push_back(t);
       const json mine = {{"key", key}, {"value", want}, {"effect", "NoSchedule"}};
-      const bool taint_right = want.empty() ? ours.empty() : (ours.size() == 1 && ours[0] == mine);
-      if (have == want && taint_right) continue;
+      const bool taint_right = want.empty() ? mine_now.empty() : (mine_now.size() == 1 && mine_now[0] == mine);
+      if (have == want && taint_right && config == want_config) continue;
       if (!want.empty()) keep.push_back(mine);
-      json patch = {{"metadata", {{"resourceVersion", meta.resource_version}, {"labels", {{key, want.empty() ? json() : json(want)}}}}},
+      json labels = {{key, want.empty() ? json() : json(want)}};
+      if (config != want_config) labels[plugin] = want_config.empty() ? json() : json(want_config);
+      json patch = {{"metadata", {{"resourceVersion", meta.resource_version}, {"labels", labels}}},
                     {"spec", {{"taints", keep}}}};
       patches.emplace_back(name, std::move(patch));
     }
+  }
+  // The configs first: a node labelled for one the plugin cannot find would lose its devices.
+  if (absl::Status s = EnsureTimeSlicingConfigs(slices); !s.ok()) {
+    log::Warn("cluster {}: time-slicing configs not written: {}", name_, s.ToString());
+    return s;
   }
   absl::Status first;
   for (const auto& [name, patch] : patches) {

@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +52,9 @@ struct DriverOptions {
   // its per-node configs into, key config.yaml.
   std::string mig_config_namespace = "gpu-operator";
   std::string mig_config_map = "gpuaas-mig-parted-config";
+  // The device plugin's config (the GPU Operator's devicePlugin.config.name), in the same
+  // namespace: gpuaas adds its time-slicing configs to it, keeping the operator's.
+  std::string device_plugin_config_map = "gpuaas-device-plugin-config";
   // A node whose MIG manager stays pending this long after gpuaas asked (gpu-operator #2833: a
   // GPU client that will not stop) is reported failed.
   std::chrono::milliseconds mig_pending_timeout{std::chrono::minutes(10)};
@@ -92,7 +96,9 @@ class KubernetesDriver final : public ClusterDriver {
   // Label and taint `gpuaas.io/pool` on the nodes a pool holds whole: one merge patch a node that
   // differs, at the node's resourceVersion (a node changed meanwhile answers 409: Aborted, asked
   // again later), keeping the node's other taints.
-  absl::Status EnforceNodeOwners(const std::map<std::string, std::string>& owners) override;
+  // A time-sliced pool's nodes get `nvidia.com/device-plugin.config=gpuaas-time-slicing-<n>`,
+  // the config written first into the device plugin's ConfigMap (DriverOptions).
+  absl::Status EnforceNodeOwners(const std::map<std::string, NodeOwner>& owners) override;
 
   // Writes made to the API server (ConfigMap and label), for tests and metrics.
   int64_t writes() const { return writes_.load(); }
@@ -121,6 +127,8 @@ class KubernetesDriver final : public ClusterDriver {
   bool PutNode(const std::string& json) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed();
   void WriteMigConfigs();  // the writer thread
+  // The device plugin's ConfigMap holds a time-slicing config for each count in `slices`.
+  absl::Status EnsureTimeSlicingConfigs(const std::set<int64_t>& slices);
   // One node's config into the ConfigMap and its label; the config's name.
   absl::StatusOr<std::string> WriteMigConfig(const std::string& node, const std::map<int, GpuMigSpec>& want);
 

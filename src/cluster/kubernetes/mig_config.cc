@@ -94,4 +94,16 @@ absl::StatusOr<std::map<int, GpuMigSpec>> ReadMigConfig(std::string_view yaml, c
   }
 }
 
+std::string TimeSlicingConfig(int64_t replicas) {
+  YAML::Node resource;
+  resource["name"] = "nvidia.com/gpu";
+  resource["replicas"] = replicas;
+  YAML::Node doc;
+  doc["version"] = "v1";
+  doc["sharing"]["timeSlicing"]["resources"].push_back(resource);
+  YAML::Emitter out;
+  out << doc;
+  return std::string(out.c_str()) + "\n";
+}
+
 }  // namespace gpuaas::cluster::kubernetes

@@ -29,6 +29,12 @@ struct GpuMigSpec {
 absl::StatusOr<std::string> MergeMigConfig(std::string_view existing, const std::string& name,
                                            const std::string& replaces_prefix, const std::map<int, GpuMigSpec>& gpus);
 
+// The NVIDIA device plugin's config (v1) sharing each whole GPU into `replicas` time slices, the
+// value of one key of the plugin's ConfigMap (a node's `nvidia.com/device-plugin.config` label
+// names the key): `version: v1`, `sharing.timeSlicing.resources: [{name: nvidia.com/gpu,
+// replicas: N}]` (../shared/reference/mig-facts.md).
+std::string TimeSlicingConfig(int64_t replicas);
+
 // Config `name` of a config.yaml, back as GPU index -> spec (a `devices: all` entry applies to
 // indices 0..gpus-1). NotFound when the document has no such config.
 absl::StatusOr<std::map<int, GpuMigSpec>> ReadMigConfig(std::string_view yaml, const std::string& name, int gpus);
