@@ -508,7 +508,7 @@ TEST_F(KubernetesDriverTest, MigLayoutsGoThroughTheMigManagersConfigMapAndLabel)
   labels["nvidia.com/mig.config.state"] = "success";
   api.Put(kNodes, "Node", NodeJson("h200-a", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}}));
   cluster::kubernetes::DriverOptions o = FastOptions();
-  o.mig_pending_timeout = std::chrono::milliseconds(1500);
+  o.mig_pending_timeout = std::chrono::milliseconds(4000);  // well past a loaded machine's delays
   o.mig_write_delay = std::chrono::milliseconds(500);
   ClientConfig c;
   c.server = api.url();
@@ -592,7 +592,12 @@ TEST_F(KubernetesDriverTest, MigLayoutsGoThroughTheMigManagersConfigMapAndLabel)
 
   // A node with GPU pods is not reconfigured: the MIG manager would stop them.
   api.Put("/api/v1/pods", "Pod", PodJson("train", "h200-a", "Running", {{"nvidia.com/gpu", "1"}}));
-  ASSERT_TRUE(Eventually([&] { return drivers_[0]->pod_stats().resource_version == api.resource_version(); }));
+  // Seen once the pods' version reaches the pod's (other writes may move the server's on).
+  const int64_t pod_rv = std::stoll(api.resource_version());
+  ASSERT_TRUE(Eventually([&] {
+    const std::string rv = drivers_[0]->pod_stats().resource_version;
+    return !rv.empty() && std::stoll(rv) >= pod_rv;
+  }));
   absl::Status refused = drivers_[0]->ApplyMigLayout("h200-a", cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", 5),
                                                      false, {});
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;

@@ -153,7 +153,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   }
   if (!IsLoopback(host) && !flags.allow_remote && !tls) {
     std::cerr << "refusing to listen on " << flags.listen
-              << " over plain HTTP: give the API a certificate (--tls-cert, --tls-key), or pass "
+              << ": plain HTTP serves loopback only; give the API a certificate (--tls-cert, --tls-key), or pass "
                  "--allow-insecure-remote to listen there anyway\n";
     return 2;
   }
