@@ -81,6 +81,15 @@ json H200Labels(int gpus) {
           {"nvidia.com/gpu.memory", "143771"}, {"nvidia.com/mig.capable", "true"}};
 }
 
+// Eight H200s with the MIG manager idle: mixed strategy, MIG off, its last config applied.
+json MigReadyH200Labels() {
+  json labels = H200Labels(8);
+  labels["nvidia.com/mig.strategy"] = "mixed";
+  labels["nvidia.com/mig.config"] = "all-disabled";
+  labels["nvidia.com/mig.config.state"] = "success";
+  return labels;
+}
+
 std::string H200Node(const std::string& name, int gpus) {
   return NodeJson(name, H200Labels(gpus), {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", std::to_string(gpus)}});
 }
@@ -502,10 +511,7 @@ void PlayMigManager(FakeKubeApiServer& api, const std::string& node, const std::
 TEST_F(KubernetesDriverTest, MigLayoutsGoThroughTheMigManagersConfigMapAndLabel) {
   FakeKubeApiServer api("t0ken");
   api.Start();
-  json labels = H200Labels(8);
-  labels["nvidia.com/mig.strategy"] = "mixed";
-  labels["nvidia.com/mig.config"] = "all-disabled";
-  labels["nvidia.com/mig.config.state"] = "success";
+  const json labels = MigReadyH200Labels();
   api.Put(kNodes, "Node", NodeJson("h200-a", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}}));
   cluster::kubernetes::DriverOptions o = FastOptions();
   o.mig_pending_timeout = std::chrono::milliseconds(4000);  // well past a loaded machine's delays
@@ -610,10 +616,7 @@ TEST_F(KubernetesDriverTest, MigLayoutsGoThroughTheMigManagersConfigMapAndLabel)
 TEST_F(KubernetesDriverTest, ANodeWithGpuPodsIsCordonedAndChangedOnceTheyFinish) {
   FakeKubeApiServer api("t0ken");
   api.Start();
-  json labels = H200Labels(8);
-  labels["nvidia.com/mig.strategy"] = "mixed";
-  labels["nvidia.com/mig.config"] = "all-disabled";
-  labels["nvidia.com/mig.config.state"] = "success";
+  const json labels = MigReadyH200Labels();
   api.Put(kNodes, "Node", NodeJson("h200-a", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}}));
   json held = json::parse(NodeJson("h200-b", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}}));
   held["spec"]["unschedulable"] = true;  // an operator's cordon
@@ -956,10 +959,7 @@ TEST_F(KubernetesDriverTest, TheDeployedRbacAllowsEveryRequestTheDriverMakes) {
   FakeKubeApiServer api("t0ken");
   api.ServeDra(true);
   api.Start();
-  json labels = H200Labels(8);
-  labels["nvidia.com/mig.strategy"] = "mixed";
-  labels["nvidia.com/mig.config"] = "all-disabled";
-  labels["nvidia.com/mig.config.state"] = "success";
+  const json labels = MigReadyH200Labels();
   api.Put(kNodes, "Node", NodeJson("h200-a", labels, {{"cpu", "224"}, {"memory", "2Ti"}, {"nvidia.com/gpu", "8"}}));
   cluster::kubernetes::DriverOptions o = FastOptions();
   o.mig_write_delay = std::chrono::milliseconds(100);
