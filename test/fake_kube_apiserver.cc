@@ -314,8 +314,8 @@ void FakeKubeApiServer::Start() {
                 });
   // DRA's ResourceSlices, where the server is told to serve them (Kubernetes 1.34 and later); a
   // server that does not answers 404, as an older API server does.
-  m.server->Get(R"(/apis/resource\.k8s\.io/v1/resourceslices)", [&m, collection](const httplib::Request& req,
-                                                                                httplib::Response& res) {
+  m.server->Get(R"(/apis/resource\.k8s\.io/v1/(resourceslices|resourceclaims))", [&m, collection](const httplib::Request& req,
+                                                                                                httplib::Response& res) {
     bool dra;
     {
       std::lock_guard<std::mutex> lock(m.mu);
@@ -325,7 +325,7 @@ void FakeKubeApiServer::Start() {
       std::lock_guard<std::mutex> lock(m.mu);
       return m.Fail(res, 404, "the server could not find the requested resource");
     }
-    collection(std::string(kResourceSlicesPath), req, res);
+    collection("/apis/resource.k8s.io/v1/" + req.matches[1].str(), req, res);
   });
   // One object: /api/v1/nodes/NAME, /api/v1/namespaces/NS/configmaps/NAME.
   const std::string object = R"((/api/v1/(?:namespaces/[a-z0-9-]+/)?[a-z]+)/([a-z0-9.-]+))";

@@ -34,9 +34,10 @@ class FakeKubeApiServer {
   // only to clients whose certificate that CA signed.
   void UseTls(const std::string& cert_pem, const std::string& key_pem, const std::string& client_ca_pem = "");
 
-  // Serves `resource.k8s.io/v1` ResourceSlices at kResourceSlicesPath (Put them there); off, that
-  // path answers 404 as an API server before 1.34 does.
+  // Serves `resource.k8s.io/v1` ResourceSlices and ResourceClaims at these paths (Put them
+  // there); off, they answer 404 as an API server before 1.34 does.
   static constexpr std::string_view kResourceSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
+  static constexpr std::string_view kResourceClaimsPath = "/apis/resource.k8s.io/v1/resourceclaims";
   void ServeDra(bool on);
 
   // The bearer token requests must carry from now on (a rotated service account token).

@@ -1151,6 +1151,122 @@ TEST_F(KubernetesDriverTest, ResourceSlicesNameTheGpusWhereTheDraDriverRuns) {
   EXPECT_EQ(drivers_[0]->slice_stats().lists, 1);
 }
 
+// A project's GPU pod is a run of the pool holding its devices: a Profile in the project's
+// namespace naming the pod and its devices, from when it was seen, ended when the pod finishes.
+// Where the API server does not say which devices a pod holds, the project's own come first; a
+// pod whose DRA claim was allocated a device holds exactly that one.
+TEST_F(KubernetesDriverTest, GpuPodsAreRunsOfThePoolsHoldingTheirDevices) {
+  constexpr char kPods[] = "/api/v1/pods";
+  FakeKubeApiServer api("t0ken");
+  api.ServeDra(true);
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-a", 8));
+  api.Put(kNodes, "Node", H200Node("h200-d", 2));
+  const std::string g0 = "GPU-0d000000-0000-0000-0000-000000000000", g1 = "GPU-0d000000-0000-0000-0000-000000000001";
+  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice",
+          Slice("h200-d-gpu.nvidia.com-x", "h200-d", 1, 1,
+                json::array({SliceDevice("gpu-0", "gpu", g0), SliceDevice("gpu-1", "gpu", g1)})));
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 10; })) << Gpus("lab");
+  // Another project's pod first, on GPUs no pool holds: it makes no run.
+  api.Put(kPods, "Pod",
+          json{{"metadata", {{"name", "stray"}, {"namespace", "web"}}},
+               {"spec", {{"nodeName", "h200-a"}, {"containers", {{{"name", "m"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}},
+               {"status", {{"phase", "Running"}}}}
+              .dump());
+  auto pods_on = [&](const std::string& uuid) {
+    for (const model::GpuCapacity& g : All<model::GpuCapacity>("lab")) {
+      if (g.spec.uuid == uuid) return g.status.pods;
+    }
+    return std::vector<std::string>{};
+  };
+  ASSERT_TRUE(Eventually([&] { return pods_on(cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", 0)) ==
+                                      std::vector<std::string>{"web/stray"}; }));
+  std::unique_ptr<service::PoolService> pools = VisionPool(3, 10);
+  std::set<std::string> pooled;
+  ASSERT_TRUE(Eventually([&] {
+    pooled.clear();
+    for (const model::GpuPool& p : All<model::GpuPool>()) {
+      for (const model::AllocatedDevice& d : p.status.allocation) pooled.insert(d.gpu_uuid);
+    }
+    return pooled.size() == 3;
+  }));
+  api.Put(kPods, "Pod", PodJson("train-0", "h200-a", "Running", {{"nvidia.com/gpu", "2"}}));
+  auto runs = [&] {
+    std::vector<model::Profile> out;
+    for (model::Profile& p : All<model::Profile>()) {
+      if (p.metadata.labels.contains("gpuaas.io/cluster")) out.push_back(std::move(p));
+    }
+    return out;
+  };
+  ASSERT_TRUE(Eventually([&] { return runs().size() == 1; })) << runs().size();
+  model::Profile run = runs()[0];
+  EXPECT_EQ(run.metadata.ns, "vision");
+  EXPECT_EQ(run.spec.pod, "vision/train-0");
+  EXPECT_EQ(run.spec.pool, "train");
+  EXPECT_EQ(run.metadata.labels.at("gpuaas.io/cluster"), "lab");
+  EXPECT_FALSE(run.spec.end);
+  ASSERT_EQ(run.spec.devices.size(), 2u);
+  for (const model::WorkloadDevice& d : run.spec.devices) {
+    EXPECT_TRUE(pooled.contains(d.gpu_uuid)) << d.gpu_uuid << " is not the pool's";
+    EXPECT_TRUE(d.instance_uuid.empty());
+  }
+  // The GPUs name their pods.
+  std::map<std::string, std::vector<std::string>> holders;
+  for (const model::GpuCapacity& g : All<model::GpuCapacity>("lab")) {
+    if (!g.status.pods.empty()) holders[g.spec.uuid] = g.status.pods;
+  }
+  EXPECT_EQ(holders.size(), 3u) << "train-0's two and stray's one";
+  EXPECT_EQ(drivers_[0]->writes(), 2) << "the namespace and its quota, nothing for the runs";
+
+  // A DRA claim allocated gpu-1 of h200-d: the pod holds exactly that GPU.
+  api.Put(FakeKubeApiServer::kResourceClaimsPath.data(), "ResourceClaim",
+          json{{"apiVersion", "resource.k8s.io/v1"},
+               {"kind", "ResourceClaim"},
+               {"metadata", {{"name", "claimer-gpu-x7k2p"}, {"namespace", "vision"}}},
+               {"status",
+                {{"allocation",
+                  {{"devices",
+                    {{"results", json::array({{{"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", "h200-d"},
+                                               {"device", "gpu-1"}}})}}}}}}}}
+              .dump());
+  api.Put(kPods, "Pod",
+          json{{"metadata", {{"name", "claimer"}, {"namespace", "vision"}}},
+               {"spec", {{"nodeName", "h200-d"}, {"containers", json::array({{{"name", "m"}}})}}},
+               {"status",
+                {{"phase", "Running"},
+                 {"resourceClaimStatuses", json::array({{{"name", "gpu"}, {"resourceClaimName", "claimer-gpu-x7k2p"}}})}}}}
+              .dump());
+  ASSERT_TRUE(Eventually([&] { return pods_on(g1) == std::vector<std::string>{"vision/claimer"}; }));
+  EXPECT_TRUE(pods_on(g0).empty()) << "the claim names gpu-1, not the first free GPU";
+
+  // Finished: the run ends (and is kept); the pod's GPUs are free again.
+  api.Put(kPods, "Pod", PodJson("train-0", "h200-a", "Succeeded", {{"nvidia.com/gpu", "2"}}));
+  ASSERT_TRUE(Eventually([&] {
+    const std::vector<model::Profile> r = runs();
+    return r.size() == 1 && r[0].spec.end.has_value();
+  }));
+  EXPECT_GE(*runs()[0].spec.end, run.spec.start);
+  EXPECT_EQ(cp_->pod_runs().stats().started, 1);
+  EXPECT_EQ(cp_->pod_runs().stats().ended, 1);
+  EXPECT_EQ(cp_->pod_runs().stats().unpooled, 2) << "stray, and claimer on a GPU no pool holds";
+
+  // A pod of another project on a device of vision's pool is not vision's run.
+  model::GpuCapacity g;
+  g.spec = {"lab", "lab.h200-a", "GPU-p", 0, "H200-SXM-141GB", "NVIDIA-H200", 1, false};
+  g.status.pods = {"web/intruder"};
+  model::GpuPool p;
+  p.metadata.ns = "vision";
+  p.metadata.name = "train";
+  p.status.allocation = {{"lab", "lab.h200-a", "GPU-p", "full", 0, ""}};
+  std::vector<std::string> unpooled;
+  EXPECT_TRUE(controller::PodRuns({&g}, {&p}, &unpooled).empty());
+  EXPECT_EQ(unpooled, std::vector<std::string>{"web/intruder"});
+  g.status.pods = {"vision/mine"};
+  ASSERT_EQ(controller::PodRuns({&g}, {&p}, nullptr).size(), 1u);
+}
+
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {
   FakeKubeApiServer api("t0ken");
   api.Start();

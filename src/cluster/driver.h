@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,7 @@ struct ObservedMigInstance {
   int size = 0;         // placement size (memory slices)
   std::string uuid;     // "MIG-..."
   bool in_use = false;  // a pod holds it
+  std::vector<std::string> pods = {};  // the pods holding it ("namespace/name"), where known
   friend bool operator==(const ObservedMigInstance&, const ObservedMigInstance&) = default;
 };
 
@@ -32,6 +34,7 @@ struct ObservedGpu {
   bool mig_enabled = false;
   std::vector<ObservedMigInstance> mig_instances;
   bool in_use = false;  // a pod holds the whole GPU
+  std::vector<std::string> pods = {};  // the pods holding the whole GPU ("namespace/name"), where known
   bool healthy = true;
   friend bool operator==(const ObservedGpu&, const ObservedGpu&) = default;
 };
@@ -102,6 +105,14 @@ class ClusterDriver {
     (void)project;
     (void)devices;
     return absl::OkStatus();
+  }
+
+  // Which devices (whole GPUs' and MIG instances' UUIDs) the pools of `project` hold in this
+  // cluster, all of them (empty: none). A driver that cannot tell which device a pod holds
+  // places the project's pods on these first. In memory only; thread-safe.
+  virtual void SetProjectDevices(const std::string& project, const std::set<std::string>& uuids) {
+    (void)project;
+    (void)uuids;
   }
 
   // Makes the cluster keep nodes a pool holds whole for that pool: `owners` (node -> owner) is

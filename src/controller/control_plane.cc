@@ -9,7 +9,8 @@ std::vector<std::string> ControlPlaneKinds() {
   return {std::string(model::Cluster::kKind),   std::string(model::NodeCapacity::kKind),
           std::string(model::GpuCapacity::kKind), std::string(model::SpecAndCount::kKind),
           std::string(model::GpuPool::kKind),   std::string(model::MigLayout::kKind),
-          std::string(model::Workload::kKind),  std::string(model::ClusterRegistration::kKind)};
+          std::string(model::Workload::kKind),  std::string(model::ClusterRegistration::kKind),
+          std::string(model::Profile::kKind)};
 }
 
 ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
@@ -22,6 +23,7 @@ ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const
       pools_(store, manager_),
       miglayouts_(store, manager_, registry_, options.mig_poll),
       workloads_(store, manager_),
+      pod_runs_(store, manager_, registry_),
       rollups_(store, hub, manager_, options.rollup_flush),
       metering_(store, hub, manager_),
       quotas_(manager_, registry_),

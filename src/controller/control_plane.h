@@ -5,7 +5,8 @@
 //                Overheating conditions; tells the hub the known GPUs
 //   pools      - GpuPool status (allocation, conditions but Approved); creates MigLayouts
 //   miglayouts - MigLayout status; asks drivers for layouts
-//   workloads  - Workload status and Profiles
+//   workloads  - Workload status and Profiles of Workloads
+//   podruns    - Profiles of cluster pods (labelled gpuaas.io/cluster)
 //   rollups    - persisted telemetry rollups
 //   metering   - final invoices of closed months; meters of pools approved before metering
 //   quotas     - nothing in the store: each cluster holds each project to its pools' devices
@@ -28,6 +29,7 @@
 #include "controller/health.h"
 #include "controller/inventory.h"
 #include "controller/metering.h"
+#include "controller/pod_runs.h"
 #include "controller/pools.h"
 #include "controller/provisioning.h"
 #include "controller/quotas.h"
@@ -73,6 +75,7 @@ class ControlPlane {
   PoolController& pools() { return pools_; }
   MigLayoutController& miglayouts() { return miglayouts_; }
   WorkloadController& workloads() { return workloads_; }
+  PodRunController& pod_runs() { return pod_runs_; }
   MeteringController& metering() { return metering_; }
   QuotaController& quotas() { return quotas_; }
   ClusterConnectionController& connections() { return connections_; }
@@ -92,6 +95,7 @@ class ControlPlane {
   PoolController pools_;
   MigLayoutController miglayouts_;
   WorkloadController workloads_;
+  PodRunController pod_runs_;
   RollupWriter rollups_;
   MeteringController metering_;
   QuotaController quotas_;

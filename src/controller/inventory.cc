@@ -168,7 +168,7 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
         node.status.mig_enabled_gpus += 1;
         for (const cluster::ObservedMigInstance& mi : og.mig_instances) {
           g.status.mig_instances.push_back(
-              {mi.profile, mi.start, mi.size, mi.uuid, mi.in_use});
+              {mi.profile, mi.start, mi.size, mi.uuid, mi.in_use, mi.pods});
           auto& d = devices[mi.profile];
           d.first += 1;
           d.second += mi.in_use ? 1 : 0;
@@ -179,6 +179,7 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
                   });
       } else {
         g.status.allocated = og.in_use;
+        g.status.pods = og.pods;
         auto& d = devices[std::string(catalog::kFullProfile)];
         d.first += 1;
         d.second += og.in_use ? 1 : 0;

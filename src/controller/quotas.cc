@@ -1,7 +1,9 @@
 #include "controller/quotas.h"
 
+#include <set>
 #include <vector>
 
+#include "catalog/catalog.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "fmt/format.h"
@@ -30,8 +32,17 @@ absl::StatusOr<runtime::Result> QuotaController::Reconcile(const std::string& pr
   std::vector<model::GpuPool> pools;
   for (const auto& p : pools_.ByIndex("project", project)) pools.push_back(*p);
   const std::map<std::string, std::map<std::string, int64_t>> want = model::DevicesByCluster(pools);
+  std::map<std::string, std::set<std::string>> uuids;  // cluster -> the devices the pools hold there
+  for (const model::GpuPool& p : pools) {
+    if (!model::PoolIsLive(p)) continue;
+    for (const model::AllocatedDevice& d : p.status.allocation) {
+      const std::string& uuid = d.profile == catalog::kFullProfile ? d.gpu_uuid : d.instance_uuid;
+      if (!uuid.empty()) uuids[d.cluster].insert(uuid);
+    }
+  }
   absl::Status first_error;
   for (const auto& [cluster, driver] : registry_.All()) {
+    driver->SetProjectDevices(project, uuids[cluster]);  // in memory: told every time
     auto w = want.find(cluster);
     const std::map<std::string, int64_t> devices = w == want.end() ? std::map<std::string, int64_t>{} : w->second;
     {

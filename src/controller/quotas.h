@@ -2,8 +2,9 @@
 // there (model::DevicesByCluster), through ClusterDriver::EnforceProjectQuota (on Kubernetes a
 // namespace per project and a ResourceQuota over the GPU resources). The key is a project; it is
 // queued when any of its pools changes. A cluster is told when the project holds something there,
-// or held something there before (so that a released pool's quota goes back to none). It writes
-// nothing to the store.
+// or held something there before (so that a released pool's quota goes back to none). Each
+// cluster is also told which devices the project's pools hold there (SetProjectDevices). It
+// writes nothing to the store.
 #ifndef GPUAAS_CONTROLLER_QUOTAS_H_
 #define GPUAAS_CONTROLLER_QUOTAS_H_
 

@@ -99,6 +99,17 @@ class In {
     }
     return out;
   }
+  std::vector<std::string> StrList(std::string_view key) const {
+    std::vector<std::string> out;
+    const json* v = Find(key);
+    if (v == nullptr) return out;
+    if (!v->is_array()) Fail(Join(path_, key), "expected an array of strings");
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) Fail(fmt::format("{}[{}]", Join(path_, key), i), "expected a string");
+      out.push_back((*v)[i].get<std::string>());
+    }
+    return out;
+  }
   ResourceList Resources(std::string_view key) const {
     ResourceList out;
     const json* v = Find(key);
@@ -400,9 +411,11 @@ std::string Encode(const GpuCapacity& g) {
                    {"placement", {{"start", m.start}, {"size", m.size}}},
                    {"uuid", m.uuid},
                    {"allocated", m.allocated}});
+      if (!m.pods.empty()) a.back()["pods"] = m.pods;
     }
     st["migInstances"] = std::move(a);
   }
+  if (!g.status.pods.empty()) st["pods"] = g.status.pods;
   if (!g.status.conditions.empty()) st["conditions"] = EncodeConditions(g.status.conditions);
   j["status"] = std::move(st);
   return j.dump();
@@ -429,6 +442,7 @@ absl::StatusOr<GpuCapacity> Decode(std::string_view text) {
       g.status.mig_mode = st.Enum("migMode", kMigMode, MigMode::kDisabled);
       g.status.health = st.Enum("health", kHealth, Health::kUnknown);
       g.status.allocated = st.Bool("allocated", false);
+      g.status.pods = st.StrList("pods");
       st.Each("migInstances", [&](const In& m) {
         MigInstance inst;
         inst.profile = m.Str("profile", true);
@@ -437,6 +451,7 @@ absl::StatusOr<GpuCapacity> Decode(std::string_view text) {
         inst.size = p.Int("size", true, 1);
         inst.uuid = m.Str("uuid");
         inst.allocated = m.Bool("allocated", false);
+        inst.pods = m.StrList("pods");
         g.status.mig_instances.push_back(std::move(inst));
       });
       g.status.conditions = DecodeConditions(st);

@@ -103,6 +103,7 @@ struct MigInstance {
   int64_t size = 0;     // placement size, in memory slices
   std::string uuid;     // "MIG-..."
   bool allocated = false;
+  std::vector<std::string> pods = {};  // the pods holding it ("namespace/name"), where the cluster says
   friend bool operator==(const MigInstance&, const MigInstance&) = default;
 };
 
@@ -126,6 +127,7 @@ struct GpuCapacity {
     MigMode mig_mode = MigMode::kDisabled;
     std::vector<MigInstance> mig_instances;  // sorted by start
     bool allocated = false;                  // the whole GPU (MIG disabled) is in use
+    std::vector<std::string> pods = {};      // the pods holding the whole GPU ("namespace/name")
     Health health = Health::kUnknown;
     std::vector<Condition> conditions;
     friend bool operator==(const Status&, const Status&) = default;

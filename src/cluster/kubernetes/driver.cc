@@ -51,20 +51,24 @@ std::string Label(const ObservedNode& node, const std::string& key) {
 
 absl::StatusOr<std::unique_ptr<KubernetesDriver>> KubernetesDriver::Make(std::string name, const ClientConfig& config,
                                                                          DriverOptions options) {
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Make(config, options.timeouts);
-  if (!client.ok()) return client.status();
-  absl::StatusOr<std::unique_ptr<Client>> pods_client = Client::Make(config, options.timeouts);
-  if (!pods_client.ok()) return pods_client.status();
-  absl::StatusOr<std::unique_ptr<Client>> slices_client = Client::Make(config, options.timeouts);
-  if (!slices_client.ok()) return slices_client.status();
-  return std::unique_ptr<KubernetesDriver>(new KubernetesDriver(std::move(name), std::move(options), std::move(*client),
-                                                                std::move(*pods_client), std::move(*slices_client)));
+  // One client for writes and the nodes' watch, and one for each other watch.
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Make(config, options.timeouts);
+    if (!c.ok()) return c.status();
+    clients.push_back(std::move(*c));
+  }
+  return std::unique_ptr<KubernetesDriver>(new KubernetesDriver(std::move(name), std::move(options), std::move(clients[0]),
+                                                                std::move(clients[1]), std::move(clients[2]),
+                                                                std::move(clients[3])));
 }
 
 KubernetesDriver::KubernetesDriver(std::string name, DriverOptions options, std::unique_ptr<Client> client,
-                                   std::unique_ptr<Client> pods_client, std::unique_ptr<Client> slices_client)
+                                   std::unique_ptr<Client> pods_client, std::unique_ptr<Client> slices_client,
+                                   std::unique_ptr<Client> claims_client)
     : name_(std::move(name)), options_(std::move(options)), client_(std::move(client)),
-      pods_client_(std::move(pods_client)), slices_client_(std::move(slices_client)) {
+      pods_client_(std::move(pods_client)), slices_client_(std::move(slices_client)),
+      claims_client_(std::move(claims_client)) {
   nodes_reflector_ = std::make_unique<Reflector>(
       *client_, "/api/v1/nodes", [this](const ListResult& l) { ReplaceNodes(l); },
       [this](const WatchEvent& e) { ApplyNode(e); }, [this] { Changed(); }, options_.backoff);
@@ -74,6 +78,9 @@ KubernetesDriver::KubernetesDriver(std::string name, DriverOptions options, std:
   slices_reflector_ = std::make_unique<Reflector>(
       *slices_client_, std::string(kResourceSlices), [this](const ListResult& l) { ReplaceSlices(l); },
       [this](const WatchEvent& e) { ApplySlice(e); }, [this] { Changed(); }, options_.backoff);
+  claims_reflector_ = std::make_unique<Reflector>(
+      *claims_client_, std::string(kResourceClaims), [this](const ListResult& l) { ReplaceClaims(l); },
+      [this](const WatchEvent& e) { ApplyClaim(e); }, [this] { Changed(); }, options_.backoff);
 }
 
 KubernetesDriver::~KubernetesDriver() { Stop(); }
@@ -82,6 +89,7 @@ void KubernetesDriver::Start() {
   nodes_reflector_->Start();
   pods_reflector_->Start();
   slices_reflector_->Start();
+  claims_reflector_->Start();
   mig_writer_ = std::thread([this] { WriteMigConfigs(); });
 }
 
@@ -95,13 +103,14 @@ void KubernetesDriver::Stop() {
   nodes_reflector_->Stop();
   pods_reflector_->Stop();
   slices_reflector_->Stop();
+  claims_reflector_->Stop();
 }
 
 bool KubernetesDriver::PutPod(const std::string& json, bool deleted) {
   absl::StatusOr<PodGpus> pod = ReadPod(json);
   if (!pod.ok()) return false;
   auto it = pods_.find(pod->key);
-  if (deleted || !pod->active || pod->devices.empty()) {
+  if (deleted || !pod->Holds()) {
     if (it == pods_.end()) return false;
     pods_.erase(it);
     return true;
@@ -216,9 +225,43 @@ bool KubernetesDriver::SlicesChanged() {
   all.reserve(slices_.size());
   for (const auto& [name, slice] : slices_) all.push_back(slice);
   std::map<std::string, std::vector<ObservedGpu>> gpus = GpusFromSlices(all);
+  slice_uuids_ = DeviceUuids(all);
   if (gpus == slice_gpus_) return false;
   slice_gpus_ = std::move(gpus);
   return true;
+}
+
+bool KubernetesDriver::PutClaim(const std::string& json, bool deleted) {
+  absl::StatusOr<ResourceClaim> c = ReadResourceClaim(json);
+  if (!c.ok()) {
+    log::Warn("cluster {}: ResourceClaim {} ignored: {}", name_, NameOf(json), c.status().ToString());
+    return false;
+  }
+  std::erase_if(c->devices, [](const ClaimDevice& d) { return d.driver != kNvidiaDraDriver; });
+  auto it = claims_.find(c->key);
+  if (deleted || c->devices.empty()) {
+    if (it == claims_.end()) return false;
+    claims_.erase(it);
+    return true;
+  }
+  if (it != claims_.end() && it->second == *c) return false;
+  claims_[c->key] = std::move(*c);
+  return true;
+}
+
+void KubernetesDriver::ReplaceClaims(const ListResult& list) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claims_.clear();
+  for (const std::string& item : list.items) PutClaim(item, false);
+}
+
+void KubernetesDriver::ApplyClaim(const WatchEvent& event) {
+  bool changed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    changed = PutClaim(event.object, event.type == "DELETED");
+  }
+  if (changed) Changed();
 }
 
 void KubernetesDriver::ReplaceSlices(const ListResult& list) {
@@ -272,10 +315,12 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
   }
   // ResourceSlices where the API server serves them (Kubernetes 1.34 and later); a cluster that
   // does not (404), or does not let gpuaas read them (403), has its GPUs from labels alone.
-  if (const ReflectorStats s = slices_reflector_->stats();
-      !s.synced && s.last_code != absl::StatusCode::kNotFound && s.last_code != absl::StatusCode::kPermissionDenied) {
-    return absl::UnavailableError(s.last_error.empty() ? "resourceslices not listed yet"
-                                                       : fmt::format("resourceslices not listed yet: {}", s.last_error));
+  for (const auto& [what, s] : {std::pair{"resourceslices", slices_reflector_->stats()},
+                                std::pair{"resourceclaims", claims_reflector_->stats()}}) {
+    if (!s.synced && s.last_code != absl::StatusCode::kNotFound && s.last_code != absl::StatusCode::kPermissionDenied) {
+      return absl::UnavailableError(s.last_error.empty() ? fmt::format("{} not listed yet", what)
+                                                         : fmt::format("{} not listed yet: {}", what, s.last_error));
+    }
   }
   ObservedCluster c;
   c.name = name_;
@@ -283,10 +328,19 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
   c.region = options_.region;
   c.driver = "kubernetes";
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, std::map<std::string, int64_t>> held;  // node -> resource -> devices
+  std::map<std::string, std::vector<const PodGpus*>> held;  // node -> its GPU pods
+  HeldDevices exact;  // pod -> the devices its DRA claims were given
   for (const auto& [key, pod] : pods_) {
-    for (const auto& [resource, n] : pod.devices) held[pod.node][resource] += n;
+    held[pod.node].push_back(&pod);
+    for (const std::string& claim : pod.claims) {
+      auto cl = claims_.find(claim);
+      if (cl == claims_.end()) continue;
+      for (const ClaimDevice& d : cl->second.devices) {
+        if (auto u = slice_uuids_.find(d.pool + "/" + d.device); u != slice_uuids_.end()) exact[key].push_back(u->second);
+      }
+    }
   }
+  std::erase_if(sticky_, [this](const auto& kv) { return !pods_.contains(kv.first); });
   c.nodes.reserve(nodes_.size());
   for (const auto& [n, node] : nodes_) {
     c.nodes.push_back(node);
@@ -323,9 +377,28 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
         }
       }
     }
-    if (auto h = held.find(n); h != held.end()) MarkInUse(h->second, out);
+    if (auto h = held.find(n); h != held.end()) MarkHeld(h->second, exact, device_projects_, sticky_, out);
   }
   return c;
+}
+
+void KubernetesDriver::SetProjectDevices(const std::string& project, const std::set<std::string>& uuids) {
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(device_projects_, [&](const auto& kv) {
+      const bool drop = kv.second == project && !uuids.contains(kv.first);
+      changed = changed || drop;
+      return drop;
+    });
+    for (const std::string& u : uuids) {
+      auto [it, added] = device_projects_.try_emplace(u, project);
+      if (!added && it->second != project) it->second = project, added = true;
+      changed = changed || added;
+    }
+    changed = changed && !pods_.empty();  // only where a guess could move
+  }
+  if (changed) Changed();
 }
 
 bool KubernetesDriver::Watch(std::function<void()> on_change) {

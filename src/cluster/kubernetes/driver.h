@@ -14,7 +14,8 @@
 // device counts are the wanted ones, Observe shows the placements asked for (labels carry
 // counts), until the counts change again.
 //
-// Not yet: pods as Profiles, ResourceSlices. docs/kubernetes.md keeps the list.
+// Pods: each device in use names the pods holding it, exactly where DRA claims were allocated
+// the devices of ResourceSlices, else by a guess that stays while the pod runs (nodes.h).
 #ifndef GPUAAS_CLUSTER_KUBERNETES_DRIVER_H_
 #define GPUAAS_CLUSTER_KUBERNETES_DRIVER_H_
 
@@ -92,6 +93,8 @@ class KubernetesDriver final : public ClusterDriver {
   // may advertise (nvidia.com/gpu and every catalogue MIG profile), the pools' devices or 0.
   // Written only where it differs from what the API server has.
   absl::Status EnforceProjectQuota(const std::string& project, const std::map<std::string, int64_t>& devices) override;
+  // Pods of the project's namespace are guessed onto these devices first (nodes.h, MarkHeld).
+  void SetProjectDevices(const std::string& project, const std::set<std::string>& uuids) override;
 
   // Label and taint `gpuaas.io/pool` on the nodes a pool holds whole: one merge patch a node that
   // differs, at the node's resourceVersion (a node changed meanwhile answers 409: Aborted, asked
@@ -105,18 +108,24 @@ class KubernetesDriver final : public ClusterDriver {
   ReflectorStats node_stats() const { return nodes_reflector_->stats(); }
   ReflectorStats pod_stats() const { return pods_reflector_->stats(); }
   ReflectorStats slice_stats() const { return slices_reflector_->stats(); }
+  ReflectorStats claim_stats() const { return claims_reflector_->stats(); }
   // Nodes whose GPU labels were refused (by name, with the reason); they are left out.
   std::map<std::string, std::string> refused_nodes() const;
 
  private:
   KubernetesDriver(std::string name, DriverOptions options, std::unique_ptr<Client> client,
-                   std::unique_ptr<Client> pods_client, std::unique_ptr<Client> slices_client);
+                   std::unique_ptr<Client> pods_client, std::unique_ptr<Client> slices_client,
+                   std::unique_ptr<Client> claims_client);
   void ReplaceNodes(const ListResult& list);
   void ApplyNode(const WatchEvent& event);
   void ReplacePods(const ListResult& list);
   void ApplyPod(const WatchEvent& event);
   void ReplaceSlices(const ListResult& list);
   void ApplySlice(const WatchEvent& event);
+  void ReplaceClaims(const ListResult& list);
+  void ApplyClaim(const WatchEvent& event);
+  // Keeps (or forgets) one claim's gpu.nvidia.com devices; true when they changed.
+  bool PutClaim(const std::string& json, bool deleted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Recomputes slice_gpus_ from slices_; true when it changed.
   bool SlicesChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A node's GPUs: from its DRA pool where one is complete, else from its labels.
@@ -152,9 +161,11 @@ class KubernetesDriver final : public ClusterDriver {
   std::unique_ptr<Client> client_;
   std::unique_ptr<Client> pods_client_;  // a watch at a time per client: the pods have their own
   std::unique_ptr<Client> slices_client_;  // and the ResourceSlices theirs
+  std::unique_ptr<Client> claims_client_;  // and the ResourceClaims theirs
   std::unique_ptr<Reflector> nodes_reflector_;
   std::unique_ptr<Reflector> pods_reflector_;
   std::unique_ptr<Reflector> slices_reflector_;
+  std::unique_ptr<Reflector> claims_reflector_;
   mutable std::mutex mu_;
   std::map<std::string, ObservedNode> nodes_ ABSL_GUARDED_BY(mu_);   // GPU nodes by name
   struct NodeMeta {
@@ -168,6 +179,10 @@ class KubernetesDriver final : public ClusterDriver {
   std::map<std::string, PodGpus> pods_ ABSL_GUARDED_BY(mu_);         // active pods with GPU devices
   std::map<std::string, ResourceSlice> slices_ ABSL_GUARDED_BY(mu_);  // by name
   std::map<std::string, std::vector<ObservedGpu>> slice_gpus_ ABSL_GUARDED_BY(mu_);  // by node
+  std::map<std::string, std::string> slice_uuids_ ABSL_GUARDED_BY(mu_);  // "pool/device" -> UUID
+  std::map<std::string, ResourceClaim> claims_ ABSL_GUARDED_BY(mu_);  // allocated gpu.nvidia.com claims
+  HeldDevices sticky_ ABSL_GUARDED_BY(mu_);  // the devices guessed for counted pods
+  std::map<std::string, std::string> device_projects_ ABSL_GUARDED_BY(mu_);  // UUID -> project (SetProjectDevices)
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, NodeMig> mig_ ABSL_GUARDED_BY(mu_);  // by node
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -95,6 +95,13 @@ absl::StatusOr<PodGpus> ReadPod(std::string_view pod_json) {
   out.node = spec.is_object() ? spec.value("nodeName", "") : "";
   const std::string phase = status.is_object() ? status.value("phase", "") : "";
   out.active = !out.node.empty() && phase != "Succeeded" && phase != "Failed";
+  // DRA claims, by the names the API server gave them (a template's claim is generated).
+  if (status.is_object() && status.contains("resourceClaimStatuses") && status["resourceClaimStatuses"].is_array()) {
+    for (const json& c : status["resourceClaimStatuses"]) {
+      if (!c.is_object() || !c.contains("resourceClaimName") || !c["resourceClaimName"].is_string()) continue;
+      out.claims.push_back(fmt::format("{}/{}", meta.value("namespace", ""), c["resourceClaimName"].get<std::string>()));
+    }
+  }
   if (!spec.is_object() || !spec.contains("containers") || !spec["containers"].is_array()) return out;
   for (const json& c : spec["containers"]) {
     if (!c.is_object()) continue;
@@ -110,30 +117,102 @@ absl::StatusOr<PodGpus> ReadPod(std::string_view pod_json) {
   return out;
 }
 
-void MarkInUse(const std::map<std::string, int64_t>& held, ObservedNode& node) {
-  for (const auto& [resource, count] : held) {
-    int64_t left = count;
-    if (resource == "nvidia.com/gpu") {
-      for (ObservedGpu& g : node.gpus) {
-        if (left == 0) break;
-        if (!g.mig_enabled && !g.in_use) {
-          g.in_use = true;
-          --left;
-        }
-      }
+namespace {
+
+// One device of a node, whole GPU or MIG instance, as MarkHeld walks them.
+struct Slot {
+  std::string uuid;
+  std::string resource;  // "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
+  bool* in_use;
+  std::vector<std::string>* pods;
+};
+
+std::vector<Slot> Slots(ObservedNode& node) {
+  std::vector<Slot> out;
+  for (ObservedGpu& g : node.gpus) {
+    if (!g.mig_enabled) {
+      out.push_back({g.uuid, "nvidia.com/gpu", &g.in_use, &g.pods});
       continue;
     }
-    if (!resource.starts_with("nvidia.com/mig-")) continue;
-    for (ObservedGpu& g : node.gpus) {
-      for (ObservedMigInstance& mi : g.mig_instances) {
-        if (left == 0) break;
-        if (catalog::ResourceName(mi.profile) == resource && !mi.in_use) {
-          mi.in_use = true;
-          --left;
+    for (ObservedMigInstance& mi : g.mig_instances) {
+      out.push_back({mi.uuid, catalog::ResourceName(mi.profile), &mi.in_use, &mi.pods});
+    }
+  }
+  return out;
+}
+
+void Hold(Slot& s, const std::string& pod, std::vector<std::string>& held) {
+  *s.in_use = true;
+  s.pods->push_back(pod);
+  held.push_back(s.uuid);
+}
+
+}  // namespace
+
+void MarkHeld(const std::vector<const PodGpus*>& pods, const HeldDevices& exact,
+              const std::map<std::string, std::string>& owners, HeldDevices& sticky, ObservedNode& node) {
+  std::vector<Slot> slots = Slots(node);
+  std::map<std::string, Slot*> by_uuid;
+  for (Slot& s : slots) by_uuid[s.uuid] = &s;
+  HeldDevices now;
+  // Exact devices first: what the API server names cannot be anyone else's.
+  for (const PodGpus* p : pods) {
+    auto e = exact.find(p->key);
+    if (e == exact.end()) continue;
+    for (const std::string& uuid : e->second) {
+      auto s = by_uuid.find(uuid);
+      if (s != by_uuid.end()) Hold(*s->second, p->key, now[p->key]);
+    }
+  }
+  // Counted devices: the last guess where it still holds, then new ones.
+  std::vector<std::map<std::string, int64_t>> left;
+  left.reserve(pods.size());
+  for (const PodGpus* p : pods) {
+    std::map<std::string, int64_t> want = p->devices;
+    if (auto st = sticky.find(p->key); st != sticky.end()) {
+      for (const std::string& uuid : st->second) {
+        auto s = by_uuid.find(uuid);
+        if (s == by_uuid.end() || *s->second->in_use) continue;
+        auto w = want.find(s->second->resource);
+        if (w == want.end() || w->second == 0) continue;
+        Hold(*s->second, p->key, now[p->key]);
+        --w->second;
+      }
+    }
+    left.push_back(std::move(want));
+  }
+  // 0: the pod's project holds the device; 1: no project does; 2: another does.
+  auto rank = [&owners](const Slot& s, std::string_view project) {
+    auto o = owners.find(s.uuid);
+    return o == owners.end() ? 1 : o->second == project ? 0 : 2;
+  };
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const std::string& key = pods[i]->key;
+    const std::string_view project = std::string_view(key).substr(0, key.find('/'));
+    for (auto& [resource, count] : left[i]) {
+      for (int want_rank = 0; want_rank < 3; ++want_rank) {
+        for (Slot& s : slots) {
+          if (count == 0) break;
+          if (s.resource == resource && !*s.in_use && rank(s, project) == want_rank) {
+            Hold(s, key, now[key]);
+            --count;
+          }
         }
+      }
+      while (count > 0) {  // shared by time: the device with the fewest other pods
+        Slot* best = nullptr;
+        for (Slot& s : slots) {
+          if (s.resource != resource || std::find(s.pods->begin(), s.pods->end(), key) != s.pods->end()) continue;
+          if (best == nullptr || s.pods->size() < best->pods->size()) best = &s;
+        }
+        if (best == nullptr) break;  // asks for more than the node has
+        Hold(*best, key, now[key]);
+        --count;
       }
     }
   }
+  for (const PodGpus* p : pods) sticky.erase(p->key);
+  for (auto& [key, uuids] : now) sticky[key] = std::move(uuids);
 }
 
 std::string DerivedGpuUuid(std::string_view cluster, std::string_view node, int index) {

@@ -37,23 +37,36 @@ std::string MetadataField(std::string_view object_json, std::string_view key);
 absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json);
 
 // What a pod holds of a node's GPUs: the nvidia.com/ resources of its containers (extended
-// resources are asked for in limits), while it is bound to a node and not finished.
+// resources are asked for in limits), and its DRA claims, while it is bound to a node and not
+// finished.
 struct PodGpus {
   std::string key;   // namespace/name
   std::string node;  // spec.nodeName; empty while unscheduled
   bool active = false;  // bound and neither Succeeded nor Failed
   std::map<std::string, int64_t> devices;  // "nvidia.com/gpu", "nvidia.com/mig-3g.71gb" -> count
+  std::vector<std::string> claims = {};    // "namespace/claim", of status.resourceClaimStatuses
+  bool Holds() const { return active && (!devices.empty() || !claims.empty()); }
   friend bool operator==(const PodGpus&, const PodGpus&) = default;
 };
 
 // A Pod's JSON (text). InvalidArgument for JSON that is not a Pod.
 absl::StatusOr<PodGpus> ReadPod(std::string_view pod_json);
 
-// Marks the devices `held` (resource -> count, as PodGpus sums them over a node's pods) as in
-// use on `node`: whole GPUs for nvidia.com/gpu, instances of the profile for nvidia.com/mig-*.
-// Which device a pod holds the API does not say (the node agent's PodResources does): the first
-// free ones in index and placement order are marked.
-void MarkInUse(const std::map<std::string, int64_t>& held, ObservedNode& node);
+// Device UUIDs (a whole GPU's "GPU-…", a MIG instance's "MIG-…") by pod key.
+using HeldDevices = std::map<std::string, std::vector<std::string>>;
+
+// Marks the devices the pods of `node` hold as in use, each naming its pods:
+//  1. `exact`: the devices a pod's DRA claims were allocated (the API server names them);
+//  2. a pod's counted devices (PodGpus::devices) where `sticky` put them at the last call, when
+//     still there, of the resource and free: which device a counted pod holds the API does not
+//     say (the node agent's PodResources does), and a guess must not move while the pod runs;
+//  3. the rest on the first free devices in index and placement order, those that `owners`
+//     (UUID -> project) gives the pod's project (its namespace) first, then those of no project,
+//     then others; with none free (the device plugin shares GPUs by time), on the device with
+//     the fewest other pods.
+// `sticky` is replaced by what each of these pods holds now (pods of other nodes are kept).
+void MarkHeld(const std::vector<const PodGpus*>& pods, const HeldDevices& exact,
+              const std::map<std::string, std::string>& owners, HeldDevices& sticky, ObservedNode& node);
 
 // The GPU UUID given to GPU `index` of `node` when nothing names the device itself.
 std::string DerivedGpuUuid(std::string_view cluster, std::string_view node, int index);

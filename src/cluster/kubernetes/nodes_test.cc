@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "catalog/catalog.h"
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -124,21 +125,91 @@ TEST(KubernetesPods, DevicesOfBoundUnfinishedPodsAreMarkedInUse) {
   json unbound = pod;
   unbound["spec"].erase("nodeName");
   EXPECT_FALSE(ReadPod(unbound.dump())->active);
+  // A pod of DRA claims names them in its status (the claim of a template has a generated name).
+  json claimed = {{"metadata", {{"name", "q"}, {"namespace", "vision"}}},
+                  {"spec", {{"nodeName", "n1"}, {"resourceClaims", json::array({{{"name", "gpu"}, {"resourceClaimTemplateName", "one-gpu"}}})}}},
+                  {"status",
+                   {{"phase", "Running"},
+                    {"resourceClaimStatuses", json::array({{{"name", "gpu"}, {"resourceClaimName", "q-gpu-7x2kd"}},
+                                                           {{"name", "none"}, {"resourceClaimName", nullptr}}})}}}};
+  absl::StatusOr<PodGpus> q = ReadPod(claimed.dump());
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->claims, std::vector<std::string>{"vision/q-gpu-7x2kd"});
+  EXPECT_TRUE(q->Holds());
+  EXPECT_TRUE(q->devices.empty());
   EXPECT_TRUE(absl::IsInvalidArgument(ReadPod("{}").status()));
 
   ObservedNode node = *ReadNode("lab", Node("mig-node", H100AllBalancedLabels()).dump());
   ObservedGpu full;  // and one whole GPU beside the MIG one
   full.uuid = "GPU-x";
   node.gpus.push_back(full);
-  MarkInUse({{"nvidia.com/gpu", 1}, {"nvidia.com/mig-1g.10gb", 2}, {"nvidia.com/mig-3g.40gb", 5}}, node);
-  EXPECT_TRUE(node.gpus[1].in_use);
+  PodGpus a{"ml/a", "mig-node", true, {{"nvidia.com/gpu", 1}, {"nvidia.com/mig-1g.10gb", 2}}};
+  PodGpus b{"ml/b", "mig-node", true, {{"nvidia.com/mig-3g.40gb", 5}}};
+  HeldDevices sticky;
+  ObservedNode marked = node;
+  MarkHeld({&a, &b}, {}, {}, sticky, marked);
+  EXPECT_TRUE(marked.gpus[1].in_use);
+  EXPECT_EQ(marked.gpus[1].pods, std::vector<std::string>{"ml/a"});
   int small = 0, large = 0;
-  for (const ObservedMigInstance& mi : node.gpus[0].mig_instances) {
+  for (const ObservedMigInstance& mi : marked.gpus[0].mig_instances) {
     small += mi.in_use && mi.profile == "1g.10gb" ? 1 : 0;
     large += mi.in_use && mi.profile == "3g.40gb" ? 1 : 0;
+    if (mi.in_use) {
+      EXPECT_EQ(mi.pods, std::vector<std::string>{mi.profile == "1g.10gb" ? "ml/a" : "ml/b"});
+    }
   }
   EXPECT_EQ(small, 2);
-  EXPECT_EQ(large, 1) << "no more than the node has";
+  EXPECT_EQ(large, 1) << "no more than the node has, and a pod does not share a device with itself";
+  ASSERT_EQ(sticky["ml/a"].size(), 3u);
+  EXPECT_EQ(sticky["ml/b"].size(), 1u);
+
+  // A guess stays while the pod runs: with a gone, b keeps its instance, and c (asking for the
+  // same profile as a did) gets the first free ones, not b's.
+  const std::vector<std::string> a_had = sticky["ml/a"];
+  PodGpus c{"ml/c", "mig-node", true, {{"nvidia.com/mig-1g.10gb", 1}}};
+  PodGpus b1{"ml/b", "mig-node", true, {{"nvidia.com/mig-3g.40gb", 1}}};
+  ObservedNode again = node;
+  sticky.erase("ml/a");
+  const std::vector<std::string> b_had = sticky["ml/b"];
+  MarkHeld({&c, &b1}, {}, {}, sticky, again);
+  EXPECT_EQ(sticky["ml/b"], b_had);
+  ASSERT_EQ(sticky["ml/c"].size(), 1u);
+  EXPECT_EQ(sticky["ml/c"][0], a_had[1]) << "the first free 1g.10gb";
+
+  // Exact devices (DRA claims) come first: the instance a claim names is the pod's, and a
+  // counted pod is placed around it.
+  const std::string named = node.gpus[0].mig_instances[0].uuid;  // a 1g.10gb
+  PodGpus d{"ml/d", "mig-node", true, {}, {"ml/claim"}};
+  HeldDevices sticky2;
+  ObservedNode exact = node;
+  MarkHeld({&c, &d}, {{"ml/d", {named}}}, {}, sticky2, exact);
+  EXPECT_EQ(sticky2["ml/d"], std::vector<std::string>{named});
+  EXPECT_NE(sticky2["ml/c"][0], named);
+
+  // Shared by time: more pods than GPUs spread over the GPUs, the least shared first.
+  ObservedNode ts = *ReadNode("lab", Node("full", {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                                                   {"nvidia.com/gpu.count", "2"},
+                                                   {"nvidia.com/gpu.memory", "81559"}})
+                                      .dump());
+  std::vector<PodGpus> sharers;
+  for (int i = 0; i < 4; ++i) sharers.push_back({fmt::format("ml/s{}", i), "full", true, {{"nvidia.com/gpu", 1}}});
+  HeldDevices sticky3;
+  MarkHeld({&sharers[0], &sharers[1], &sharers[2], &sharers[3]}, {}, {}, sticky3, ts);
+  EXPECT_EQ(ts.gpus[0].pods, (std::vector<std::string>{"ml/s0", "ml/s2"}));
+  EXPECT_EQ(ts.gpus[1].pods, (std::vector<std::string>{"ml/s1", "ml/s3"}));
+
+  // A project's pods go to the devices its pools hold, then to devices no pool holds, and only
+  // then to another project's.
+  ObservedNode owned = *ReadNode("lab", Node("full", {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                                                      {"nvidia.com/gpu.count", "3"},
+                                                      {"nvidia.com/gpu.memory", "81559"}})
+                                         .dump());
+  const std::map<std::string, std::string> owners = {{owned.gpus[0].uuid, "other"}, {owned.gpus[2].uuid, "ml"}};
+  PodGpus two{"ml/two", "full", true, {{"nvidia.com/gpu", 2}}};
+  HeldDevices sticky4;
+  MarkHeld({&two}, {}, owners, sticky4, owned);
+  EXPECT_EQ(sticky4["ml/two"], (std::vector<std::string>{owned.gpus[2].uuid, owned.gpus[1].uuid}));
+  EXPECT_FALSE(owned.gpus[0].in_use);
 }
 
 TEST(KubernetesNodes, NodesWithoutGpusAndObjectsThatAreNotNodes) {

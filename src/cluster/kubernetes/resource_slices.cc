@@ -98,14 +98,18 @@ absl::StatusOr<ResourceSlice> ReadResourceSlice(std::string_view text) {
   return s;
 }
 
-std::map<std::string, std::vector<ObservedGpu>> GpusFromSlices(const std::vector<ResourceSlice>& slices) {
-  // Complete pools of the NVIDIA driver: the newest generation, with every slice of it seen.
-  struct Pool {
-    int64_t generation = -1;
-    int64_t want = 0;
-    std::string node;
-    std::vector<const ResourceSlice*> slices;
-  };
+namespace {
+
+struct Pool {
+  int64_t generation = -1;
+  int64_t want = 0;
+  std::string node;
+  std::vector<const ResourceSlice*> slices;
+};
+
+// Complete pools of the NVIDIA driver, by name: the newest generation, with every slice of it
+// seen, on a node.
+std::map<std::string, Pool> CompletePools(const std::vector<ResourceSlice>& slices) {
   std::map<std::string, Pool> pools;
   for (const ResourceSlice& s : slices) {
     if (s.driver != kNvidiaDraDriver) continue;
@@ -113,9 +117,63 @@ std::map<std::string, std::vector<ObservedGpu>> GpusFromSlices(const std::vector
     if (s.generation > p.generation) p = Pool{s.generation, s.slice_count, s.node, {}};
     if (s.generation == p.generation) p.slices.push_back(&s);
   }
+  std::erase_if(pools, [](const auto& kv) {
+    return static_cast<int64_t>(kv.second.slices.size()) != kv.second.want || kv.second.node.empty();
+  });
+  return pools;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> DeviceUuids(const std::vector<ResourceSlice>& slices) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, pool] : CompletePools(slices)) {
+    for (const ResourceSlice* s : pool.slices) {
+      for (const SliceDevice& d : s->devices) {
+        if (!d.partition && !d.uuid.empty()) out[name + "/" + d.name] = d.uuid;
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ResourceClaim> ReadResourceClaim(std::string_view text) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("metadata") || !j["metadata"].is_object()) {
+    return absl::InvalidArgumentError("not a ResourceClaim: no metadata");
+  }
+  ResourceClaim c;
+  c.key = fmt::format("{}/{}", MetadataField(text, "namespace"), MetadataField(text, "name"));
+  const json* results = nullptr;
+  if (j.contains("status") && j["status"].is_object()) {
+    const json& st = j["status"];
+    if (st.contains("allocation") && st["allocation"].is_object() && st["allocation"].contains("devices") &&
+        st["allocation"]["devices"].is_object() && st["allocation"]["devices"].contains("results")) {
+      results = &st["allocation"]["devices"]["results"];
+    }
+  }
+  if (results == nullptr || results->is_null()) return c;
+  if (!results->is_array()) {
+    return absl::InvalidArgumentError(fmt::format("ResourceClaim {}: status.allocation.devices.results is not a list", c.key));
+  }
+  for (const json& r : *results) {
+    if (!r.is_object()) continue;
+    ClaimDevice d;
+    for (auto [field, key] : {std::pair{&d.driver, "driver"}, std::pair{&d.pool, "pool"}, std::pair{&d.device, "device"}}) {
+      if (r.contains(key) && r[key].is_string()) *field = r[key].get<std::string>();
+    }
+    if (d.driver.empty() || d.pool.empty() || d.device.empty()) {
+      return absl::InvalidArgumentError(
+          fmt::format("ResourceClaim {}: an allocation result needs driver, pool and device", c.key));
+    }
+    c.devices.push_back(std::move(d));
+  }
+  return c;
+}
+
+std::map<std::string, std::vector<ObservedGpu>> GpusFromSlices(const std::vector<ResourceSlice>& slices) {
   std::map<std::string, std::vector<ObservedGpu>> out;
-  for (const auto& [name, pool] : pools) {
-    if (static_cast<int64_t>(pool.slices.size()) != pool.want || pool.node.empty()) continue;
+  for (const auto& [name, pool] : CompletePools(slices)) {
     std::map<std::string, std::pair<int, ObservedGpu>> gpus;  // uuid -> (minor, GPU)
     std::vector<const SliceDevice*> migs;
     for (const ResourceSlice* s : pool.slices) {

@@ -60,6 +60,28 @@ absl::StatusOr<ResourceSlice> ReadResourceSlice(std::string_view json);
 // placement.
 std::map<std::string, std::vector<ObservedGpu>> GpusFromSlices(const std::vector<ResourceSlice>& slices);
 
+// A ResourceClaim's allocation: the devices the scheduler gave it (status.allocation.devices.
+// results), each named by driver, pool and device as in the ResourceSlices. A claim not (yet)
+// allocated has none.
+inline constexpr std::string_view kResourceClaims = "/apis/resource.k8s.io/v1/resourceclaims";
+struct ClaimDevice {
+  std::string driver;
+  std::string pool;
+  std::string device;
+  friend bool operator==(const ClaimDevice&, const ClaimDevice&) = default;
+};
+struct ResourceClaim {
+  std::string key;  // namespace/name
+  std::vector<ClaimDevice> devices;
+  friend bool operator==(const ResourceClaim&, const ResourceClaim&) = default;
+};
+// A ResourceClaim's JSON (text). InvalidArgument for JSON that is not a ResourceClaim.
+absl::StatusOr<ResourceClaim> ReadResourceClaim(std::string_view json);
+
+// The UUID each device of the complete gpu.nvidia.com pools goes by in the inventory, by
+// "pool/device": a GPU's own, a MIG device's instance UUID.
+std::map<std::string, std::string> DeviceUuids(const std::vector<ResourceSlice>& slices);
+
 }  // namespace gpuaas::cluster::kubernetes
 
 #endif  // GPUAAS_CLUSTER_KUBERNETES_RESOURCE_SLICES_H_
