@@ -135,5 +135,97 @@ TEST(Kubectl, SignsInWithATokenOverTls) {
   fs::remove_all(dir);
 }
 
+// Registered as an aggregated APIService, the server is called by kube-apiserver's front proxy:
+// a client certificate from the requestheader CA and the user in X-Remote-User/X-Remote-Group.
+// The aggregator's availability check (GET /apis/gpuaas.io/v1 as system:kube-aggregator) gets
+// 200; groups give roles; the same headers without the proxy's certificate are worth nothing,
+// and a certificate from another authority is refused at the handshake.
+TEST(AggregationLayer, FrontProxyCallersAreTheUsersItVouchesFor) {
+  char tmpl[] = "/tmp/gpuaas-aggregated-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const TestPki pki = MakeTestPki();
+  const TestPki front = MakeTestPki("front-proxy-client");
+  const TestPki stranger = MakeTestPki("front-proxy-client");  // the same name, another authority
+  std::ofstream(dir + "/tls.crt") << pki.server.cert_pem;
+  std::ofstream(dir + "/tls.key") << pki.server.key_pem;
+  std::ofstream(dir + "/ca.crt") << pki.ca.cert_pem;
+  std::ofstream(dir + "/front-ca.crt") << front.ca.cert_pem;
+  std::ofstream(dir + "/front.crt") << front.client.cert_pem;
+  std::ofstream(dir + "/front.key") << front.client.key_pem;
+  std::ofstream(dir + "/stranger.crt") << stranger.client.cert_pem;
+  std::ofstream(dir + "/stranger.key") << stranger.client.key_pem;
+  std::ofstream(dir + "/tokens") << "operator-t0ken-0123456789,olive,operator\n";
+  const std::string base = Bin() + " server --listen 127.0.0.1:0 --demo --db sqlite::memory: --token-auth-file " + dir +
+                           "/tokens --requestheader-client-ca-file " + dir + "/front-ca.crt";
+  // Without HTTPS the flag is refused: the certificate is checked in the handshake.
+  RunResult refused = RunShell(base);
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("needs HTTPS"), std::string::npos) << refused.out;
+
+  Background server;
+  ASSERT_TRUE(server.Start(base + " --requestheader-allowed-names front-proxy-client,aggregator --tls-cert " + dir +
+                               "/tls.crt --tls-key " + dir + "/tls.key",
+                           dir + "/server.log", R"(serving https://127\.0\.0\.1:(\d+))"))
+      << server.Log();
+  const int port = std::stoi(server.match());
+  auto call = [&](const std::string& cert, const std::string& path, const httplib::Headers& headers) {
+    std::unique_ptr<httplib::SSLClient> c =
+        cert.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", port)
+                     : std::make_unique<httplib::SSLClient>("127.0.0.1", port, dir + "/" + cert + ".crt",
+                                                            dir + "/" + cert + ".key");
+    c->set_ca_cert_path(dir + "/ca.crt");
+    c->set_connection_timeout(5);
+    c->set_read_timeout(5);
+    return c->Get(path, headers);
+  };
+  const auto started = std::chrono::steady_clock::now();
+  auto res = call("front", "/apis/gpuaas.io/v1", {{"X-Remote-User", "system:kube-aggregator"}});
+  ASSERT_TRUE(res) << httplib::to_string(res.error()) << server.Log();
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5)) << "the aggregator waits 5 s";
+  EXPECT_NE(res->body.find("APIResourceList"), std::string::npos);
+  // OpenAPI, which the aggregator also asks for: answered, never a server error.
+  for (const char* path : {"/openapi/v2", "/openapi/v3"}) {
+    res = call("front", path, {{"X-Remote-User", "system:kube-aggregator"}});
+    ASSERT_TRUE(res);
+    EXPECT_TRUE(res->status == 200 || res->status == 404) << path << " " << res->status;
+  }
+
+  // Groups give roles: operators may list registered clusters, a project's member may not, and
+  // sees its own project's pools only.
+  res = call("front", "/api/v1/clusters", {{"X-Remote-User", "olga"}, {"X-Remote-Group", "system:authenticated"},
+                                           {"X-Remote-Group", "gpuaas:operators"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  res = call("front", "/api/v1/clusters", {{"X-Remote-User", "mia"}, {"X-Remote-Group", "gpuaas:project:demo"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 403) << res->body;
+  EXPECT_NE(res->body.find("mia"), std::string::npos) << res->body;
+  res = call("front", "/apis/gpuaas.io/v1/namespaces/demo/gpupools", {{"X-Remote-User", "mia"}, {"X-Remote-Group", "gpuaas:project:demo"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  res = call("front", "/apis/gpuaas.io/v1/namespaces/demo/gpupools", {{"X-Remote-User", "nobody"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404) << "a user of no project sees no project's objects: " << res->body;
+
+  // The headers alone are nothing: no certificate, no user.
+  res = call("", "/apis/gpuaas.io/v1", {{"X-Remote-User", "admin"}, {"X-Remote-Group", "system:masters"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401) << res->body;
+  // The proxy's certificate without a user falls back to tokens: none given, 401.
+  res = call("front", "/apis/gpuaas.io/v1", {});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401) << res->body;
+  // A token still works beside the front proxy.
+  res = call("", "/api/v1/clusters", {{"Authorization", "Bearer operator-t0ken-0123456789"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  // Another authority's certificate, even with the right name, does not get through.
+  res = call("stranger", "/apis/gpuaas.io/v1", {{"X-Remote-User", "admin"}, {"X-Remote-Group", "system:masters"}});
+  EXPECT_TRUE(!res || res->status == 401);
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace gpuaas::testing

@@ -215,4 +215,19 @@ absl::Status Authenticator::Revoke(const std::string& id) {
   return absl::OkStatus();
 }
 
+std::optional<Principal> FrontProxyPrincipal(std::string_view user, const std::vector<std::string>& groups) {
+  if (user.empty()) return std::nullopt;
+  Principal p{std::string(user), Role::kMember, "", "", {}};
+  for (const std::string& g : groups) {
+    if (g == kOperatorGroup || g == "system:masters") return Principal{std::string(user), Role::kOperator, "", "", {}};
+  }
+  for (const std::string& g : groups) {
+    if (g.starts_with(kProjectGroupPrefix) && g.size() > kProjectGroupPrefix.size()) {
+      p.project = g.substr(kProjectGroupPrefix.size());
+      break;
+    }
+  }
+  return p;
+}
+
 }  // namespace gpuaas::api

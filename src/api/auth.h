@@ -48,6 +48,16 @@ struct TokenInfo {
 
 inline constexpr std::string_view kTokenKind = "Token";
 
+// Groups of the aggregation layer's X-Remote-Group that carry gpuaas roles.
+inline constexpr std::string_view kOperatorGroup = "gpuaas:operators";
+inline constexpr std::string_view kProjectGroupPrefix = "gpuaas:project:";
+
+// The caller the front proxy vouches for: `user` (nullopt when empty) as an operator when one of
+// `groups` is kOperatorGroup or system:masters, else a member of the project of its first
+// kProjectGroupPrefix group, else a member of no project (discovery and fleet reads; no
+// project's objects).
+std::optional<Principal> FrontProxyPrincipal(std::string_view user, const std::vector<std::string>& groups);
+
 class Authenticator {
  public:
   Authenticator(store::Store& store, store::ObjectCache& cache, const Clock& clock)

@@ -19,12 +19,17 @@ struct HttpRequest {
   std::multimap<std::string, std::string> query;  // percent-decoded
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // The common name of the client certificate the connection presented, when the server's
+  // client CA verified it (HTTPS with a client CA); empty otherwise.
+  std::string client_cn;
 
   bool HasParam(std::string_view key) const { return query.find(std::string(key)) != query.end(); }
   // The first value of `key`, or "" when absent.
   std::string Param(std::string_view key) const;
   // The first header named `name` (case-insensitive), or "".
   std::string Header(std::string_view name) const;
+  // Every header named `name` (case-insensitive), in order.
+  std::vector<std::string> Headers(std::string_view name) const;
 };
 
 // Where a streamed response (a watch) writes: chunks go out in order, as the connection

@@ -259,6 +259,16 @@ struct ApiServer::Impl {
   // authentication (tests, --insecure-no-auth).
   std::optional<Principal> Identify(const HttpRequest& req) const {
     if (auth == nullptr) return Principal{"anonymous", Role::kOperator, "", "", {}};
+    // Through the aggregation layer: the front proxy's certificate vouches for the headers.
+    // Anyone else's X-Remote-* headers are not looked at.
+    if (!req.client_cn.empty() && !options.front_proxy_ca_file.empty() &&
+        (options.front_proxy_names.empty() ||
+         std::find(options.front_proxy_names.begin(), options.front_proxy_names.end(), req.client_cn) !=
+             options.front_proxy_names.end())) {
+      if (std::optional<Principal> p = FrontProxyPrincipal(req.Header("X-Remote-User"), req.Headers("X-Remote-Group"))) {
+        return p;
+      }
+    }
     const std::string h = req.Header("Authorization");
     if (h.size() < 8 || !StartsWithIgnoreCase(h, "Bearer ")) return std::nullopt;
     return auth->Authenticate(Trim(std::string_view(h).substr(7)));
@@ -1156,6 +1166,7 @@ absl::Status ApiServer::Start() {
   o.head_timeout_s = s.options.head_timeout_s;
   o.tls_cert_file = s.options.tls_cert_file;
   o.tls_key_file = s.options.tls_key_file;
+  o.client_ca_file = s.options.front_proxy_ca_file;
   s.http = std::make_unique<internal::HttpServer>(
       o, [&s](const HttpRequest& req) { return s.Dispatch(req); },
       [&s](const HttpRequest& head) { return s.CheckHead(head); });

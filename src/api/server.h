@@ -59,6 +59,13 @@ struct ServerOptions {
   // HTTPS with this certificate (chain, PEM file) and its key; both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // Behind Kubernetes' aggregation layer (an APIService): a caller whose client certificate this
+  // CA signed (kube-apiserver's --requestheader-client-ca-file) and whose common name is one of
+  // `front_proxy_names` (empty: any) is the user its X-Remote-User header names, with the roles
+  // of its X-Remote-Group headers (FrontProxyPrincipal, auth.h). HTTPS only; other callers still
+  // need a token, and their X-Remote-* headers are ignored.
+  std::string front_proxy_ca_file;
+  std::vector<std::string> front_proxy_names;
   // Clusters registered while the server runs (/api/v1/clusters, operators only). Null: those
   // routes answer 501 saying so. Not owned.
   service::ClusterService* clusters = nullptr;

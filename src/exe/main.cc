@@ -61,6 +61,13 @@ int main(int argc, char** argv) {
                      "(repeatable)");
   server->add_option("--tls-cert", sf.tls_cert, "serve the API over HTTPS with this certificate (chain, PEM file)");
   server->add_option("--tls-key", sf.tls_key, "the TLS certificate's key (PEM file)");
+  server->add_option("--requestheader-client-ca-file", sf.requestheader_client_ca,
+                     "as an aggregated APIService: trust X-Remote-User/X-Remote-Group from clients whose certificate "
+                     "this CA signed (kube-apiserver's front proxy; needs --tls-cert)");
+  server->add_option("--requestheader-allowed-names", sf.requestheader_allowed_names,
+                     "the front proxy certificate's common names to accept (comma-separated; default: any the CA "
+                     "signed)")
+      ->delimiter(',');
   server->add_option("--webhook-listen", sf.webhook_listen,
                      "serve the pod admission webhook (HTTPS) on HOST:PORT (docs/kubernetes.md)");
   server->add_option("--webhook-tls-cert", sf.webhook_cert, "the webhook's serving certificate (PEM file)");

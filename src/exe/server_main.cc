@@ -151,6 +151,11 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     std::cerr << "--tls-cert and --tls-key go together\n";
     return 2;
   }
+  if (!flags.requestheader_client_ca.empty() && !tls) {
+    std::cerr << "--requestheader-client-ca-file needs HTTPS: the front proxy's certificate is checked in the TLS "
+                 "handshake (give --tls-cert and --tls-key)\n";
+    return 2;
+  }
   if (!IsLoopback(host) && !flags.allow_remote && !tls) {
     std::cerr << "refusing to listen on " << flags.listen
               << ": plain HTTP serves loopback only; give the API a certificate (--tls-cert, --tls-key), or pass "
@@ -291,6 +296,8 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   opts.clusters = &clusters;
   opts.tls_cert_file = flags.tls_cert;
   opts.tls_key_file = flags.tls_key;
+  opts.front_proxy_ca_file = flags.requestheader_client_ca;
+  opts.front_proxy_names = flags.requestheader_allowed_names;
   opts.host = host;
   opts.port = static_cast<int>(*port);
   opts.threads = flags.threads > 0 ? flags.threads

@@ -29,6 +29,10 @@ struct ServerFlags {
   // The API over HTTPS: its certificate (chain) and key, PEM files.
   std::string tls_cert;
   std::string tls_key;
+  // Behind the aggregation layer: the front proxy's client CA (PEM) and the common names it may
+  // present (empty: any the CA signed).
+  std::string requestheader_client_ca;
+  std::vector<std::string> requestheader_allowed_names;
   // The admission webhook (HTTPS): where it listens, and its certificate and key (PEM files).
   std::string webhook_listen;
   std::string webhook_cert;

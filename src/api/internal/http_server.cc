@@ -40,6 +40,18 @@ std::string HttpRequest::Header(std::string_view name) const {
   return "";
 }
 
+std::vector<std::string> HttpRequest::Headers(std::string_view name) const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : headers) {
+    if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        })) {
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
 bool PercentDecode(std::string_view in, bool plus_is_space, std::string& out) {
   out.clear();
   out.reserve(in.size());
@@ -180,6 +192,20 @@ class SessionBase {
 
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
+// The common name of the peer's certificate when the handshake verified it; "" otherwise.
+std::string VerifiedClientName(SSL* ssl) {
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr) return "";
+  std::string cn;
+  if (SSL_get_verify_result(ssl) == X509_V_OK) {
+    char buf[256];
+    const int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, buf, sizeof buf);
+    if (n > 0) cn.assign(buf, static_cast<size_t>(n));
+  }
+  X509_free(cert);
+  return cn;
+}
+
 // One connection: `Stream` is beast::tcp_stream (HTTP) or TlsStream (HTTPS, the handshake first).
 template <class Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
@@ -213,6 +239,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       Tcp().expires_after(std::chrono::seconds(options_.head_timeout_s));
       stream_.async_handshake(asio::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
         if (ec) return self->Close();
+        self->client_cn_ = VerifiedClientName(self->stream_.native_handle());
         self->Read();
       });
     } else {
@@ -248,6 +275,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (!check_ || !body) return false;
     const http::request<http::string_body>& msg = parser_->get();
     HttpRequest req;
+    req.client_cn = client_cn_;
     std::optional<HttpResponse> refusal;
     if (absl::Status target = ReadHead(msg, req); !target.ok()) {
       refusal = ErrorResponse(target);  // answered before its body, like any other refusal
@@ -290,6 +318,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
     http::request<http::string_body>& msg = parser_->get();
     HttpRequest req;
+    req.client_cn = client_cn_;
     const absl::Status target = ReadHead(msg, req);
     req.body = std::move(msg.body());
     const bool keep_alive = msg.keep_alive();
@@ -499,6 +528,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   asio::thread_pool& workers_;
   std::shared_ptr<ConnectionGate> gate_;
   std::string address_;  // the client's IP address
+  std::string client_cn_;  // its verified certificate's common name (HTTPS with a client CA)
 };
 
 }  // namespace
@@ -594,6 +624,9 @@ HttpServer::~HttpServer() { Stop(); }
 absl::Status HttpServer::Start() {
   Impl& s = *impl_;
   beast::error_code ec;
+  if (!s.options.client_ca_file.empty() && s.options.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError("a client CA needs HTTPS (a certificate and key)");
+  }
   if (!s.options.tls_cert_file.empty() || !s.options.tls_key_file.empty()) {
     if (s.options.tls_cert_file.empty() || s.options.tls_key_file.empty()) {
       return absl::InvalidArgumentError("TLS needs both a certificate and its key");
@@ -609,6 +642,16 @@ absl::Status HttpServer::Start() {
     if (SSL_CTX_check_private_key(s.tls->native_handle()) != 1) {
       return absl::InvalidArgumentError(
           fmt::format("TLS key {} is not the key of certificate {}", s.options.tls_key_file, s.options.tls_cert_file));
+    }
+    if (!s.options.client_ca_file.empty()) {
+      // Asked for, not required: the front proxy presents one, token callers none.
+      s.tls->load_verify_file(s.options.client_ca_file, ec);
+      if (ec) return absl::InvalidArgumentError(fmt::format("client CA {}: {}", s.options.client_ca_file, ec.message()));
+      s.tls->set_verify_mode(asio::ssl::verify_peer);
+      // The CA names sent in the CertificateRequest, so that a client picks the matching certificate.
+      if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(s.options.client_ca_file.c_str())) {
+        SSL_CTX_set_client_CA_list(s.tls->native_handle(), names);
+      }
     }
   }
   auto addr = asio::ip::make_address(s.options.host == "localhost" ? "127.0.0.1" : s.options.host, ec);

@@ -31,6 +31,10 @@ struct HttpServerOptions {
   // HTTPS with this certificate (chain, PEM) and key; both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // With HTTPS: clients may present a certificate, which this CA (PEM file) must have signed
+  // (a client presenting another is refused at the handshake); its common name reaches the
+  // handler as HttpRequest::client_cn. Clients without one are served as before.
+  std::string client_ca_file;
 };
 
 // Called on an I/O thread for every complete request; must not block for long.
