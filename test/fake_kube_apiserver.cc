@@ -147,6 +147,7 @@ struct FakeKubeApiServer::Impl {
     if (path.ends_with("/nodes")) return "Node";
     if (path.ends_with("/pods")) return "Pod";
     if (path.ends_with("/resourceslices")) return "ResourceSlice";
+    if (path.ends_with("/devicetaintrules")) return "DeviceTaintRule";
     return "Object";
   }
 
@@ -202,6 +203,20 @@ struct FakeKubeApiServer::Impl {
     if (collections[path].count(body["metadata"]["name"].get<std::string>())) return Fail(res, 409, "already exists");
     res.status = 201;
     res.set_content(Store(path, body, KindOf(path)).dump(), "application/json");
+  }
+
+  void Remove(const httplib::Request& req, httplib::Response& res) {
+    const std::string path = req.matches[1].str(), name = req.matches[2].str();
+    std::lock_guard<std::mutex> lock(mu);
+    if (TakeFault(req, res)) return;
+    writes.push_back({req.method, req.path, req.body});
+    auto it = collections[path].find(name);
+    if (it == collections[path].end()) return Fail(res, 404, KindOf(path) + " \"" + name + "\" not found");
+    json obj = it->second;
+    collections[path].erase(it);
+    obj["metadata"]["resourceVersion"] = std::to_string(++rv);
+    Record(rv, path, "DELETED", obj);
+    res.set_content(obj.dump(), "application/json");
   }
 
   void Watch(const std::string& path, const httplib::Request& req, httplib::Response& res) {
@@ -327,6 +342,24 @@ void FakeKubeApiServer::Start() {
     }
     collection("/apis/resource.k8s.io/v1/" + req.matches[1].str(), req, res);
   });
+  // DRA's DeviceTaintRules (resource.k8s.io/v1beta2, cluster-scoped), where DRA is served.
+  const std::string rules = R"((/apis/resource\.k8s\.io/v1beta2/devicetaintrules))";
+  auto dra_only = [&m](httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.dra) return false;
+    m.Fail(res, 404, "the server could not find the requested resource");
+    return true;
+  };
+  m.server->Get(rules, [&m, dra_only](const httplib::Request& req, httplib::Response& res) {
+    if (!dra_only(res)) m.List(std::string(kDeviceTaintRulesPath), req, res);
+  });
+  m.server->Post(rules, [&m, dra_only](const httplib::Request& req, httplib::Response& res) {
+    if (!dra_only(res)) m.Create(req, res);
+  });
+  m.server->Delete(R"((/apis/resource\.k8s\.io/v1beta2/devicetaintrules)/([a-z0-9.-]+))",
+                   [&m, dra_only](const httplib::Request& req, httplib::Response& res) {
+                     if (!dra_only(res)) m.Remove(req, res);
+                   });
   // One object: /api/v1/nodes/NAME, /api/v1/namespaces/NS/configmaps/NAME.
   const std::string object = R"((/api/v1/(?:namespaces/[a-z0-9-]+/)?[a-z]+)/([a-z0-9.-]+))";
   m.server->Get(object, [&m](const httplib::Request& req, httplib::Response& res) { m.One(req, res); });

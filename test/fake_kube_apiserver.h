@@ -38,6 +38,8 @@ class FakeKubeApiServer {
   // there); off, they answer 404 as an API server before 1.34 does.
   static constexpr std::string_view kResourceSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
   static constexpr std::string_view kResourceClaimsPath = "/apis/resource.k8s.io/v1/resourceclaims";
+  // And DeviceTaintRules (v1beta2), which may also be created and deleted.
+  static constexpr std::string_view kDeviceTaintRulesPath = "/apis/resource.k8s.io/v1beta2/devicetaintrules";
   void ServeDra(bool on);
 
   // The bearer token requests must carry from now on (a rotated service account token).
@@ -71,7 +73,7 @@ class FakeKubeApiServer {
   // BOOKMARK events every `ms` on watches that ask for them (0: none).
   void SetBookmarkInterval(int ms);
 
-  // A write it took (POST, PUT, PATCH), in order.
+  // A write it took (POST, PUT, PATCH, DELETE), in order.
   struct Write {
     std::string method;
     std::string path;

@@ -238,6 +238,23 @@ TEST(KubernetesE2e, TheAdmissionWebhookSteersAProjectsGpuPodsOverTls) {
   EXPECT_FALSE(answer["response"]["allowed"].get<bool>()) << r->body;
   EXPECT_NE(answer["response"]["status"]["message"].get<std::string>().find("holds no nvidia.com/mig-3g.71gb"),
             std::string::npos);
+  // ResourceClaims (DRA) have their own routes: a claim tolerating every taint is refused there.
+  const json claim = {{"metadata", {{"name", "c"}, {"namespace", "demo"}}},
+                      {"spec",
+                       {{"devices",
+                         {{"requests", json::array({{{"name", "gpu"},
+                                                     {"exactly",
+                                                      {{"deviceClassName", "gpu.nvidia.com"},
+                                                       {"tolerations", json::array({{{"operator", "Exists"}}})}}}}})}}}}}};
+  const json claim_review = {{"apiVersion", "admission.k8s.io/v1"},
+                             {"kind", "AdmissionReview"},
+                             {"request", {{"uid", "u-2"}, {"namespace", "demo"}, {"operation", "CREATE"}, {"object", claim}}}};
+  r = hook.Post("/admission/" + cluster + "/validate-claims", claim_review.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  answer = json::parse(r->body);
+  EXPECT_FALSE(answer["response"]["allowed"].get<bool>()) << r->body;
+  EXPECT_EQ(answer["response"]["uid"], "u-2");
   r = hook.Post("/admission/nowhere/mutate-pods", review("nvidia.com/gpu"), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);

@@ -4,10 +4,13 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/escaping.h"
+#include "cluster/kubernetes/admission.h"
 #include "cluster/kubernetes/client.h"
 #include "cluster/kubernetes/client_config.h"
 #include "cluster/kubernetes/driver.h"
@@ -33,9 +36,12 @@
 namespace gpuaas {
 namespace {
 
+using cluster::kubernetes::AdmissionMode;
 using cluster::kubernetes::Client;
 using cluster::kubernetes::ClientConfig;
 using cluster::kubernetes::KubernetesDriver;
+using cluster::kubernetes::ReviewClaim;
+using cluster::kubernetes::UuidSelector;
 using nlohmann::json;
 using testing::FakeKubeApiServer;
 
@@ -897,6 +903,41 @@ TEST_F(KubernetesDriverTest, ClustersRegisteredAtRunTimeAreFollowedAndForgotten)
   ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 8; })) << Gpus("lab");
 }
 
+// A ResourceSlice of NVIDIA's DRA driver (resource.k8s.io/v1) in the shape the driver publishes
+// (dra-driver-nvidia-gpu #719 shows one from AKS): typed attributes, capacity quantities, MIG
+// devices with their memory slices.
+json SliceDevice(const std::string& name, const std::string& type, const std::string& uuid,
+                 const std::string& parent = "", const std::string& profile = "", int start = 0, int size = 0) {
+  json d = {{"name", name},
+            {"attributes",
+             {{"type", {{"string", type}}},
+              {"uuid", {{"string", uuid}}},
+              {"productName", {{"string", "NVIDIA H200"}}},
+              {"architecture", {{"string", "Hopper"}}},
+              {"driverVersion", {{"version", "580.95.5"}}},
+              {"cudaComputeCapability", {{"version", "9.0.0"}}}}},
+            {"capacity", {{"memory", {{"value", type == "gpu" ? "143771Mi" : "35Gi"}}}}}};
+  if (type == "mig") {
+    d["attributes"]["parentUUID"] = {{"string", parent}};
+    d["attributes"]["profile"] = {{"string", profile}};
+    for (int i = start; i < start + size; ++i) d["capacity"]["memorySlice" + std::to_string(i)] = {{"value", "1"}};
+  }
+  return d;
+}
+
+std::string Slice(const std::string& name, const std::string& node, int64_t generation, int64_t count,
+                  const json& devices, const std::string& driver = "gpu.nvidia.com") {
+  return json{{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "ResourceSlice"},
+              {"metadata", {{"name", name}}},
+              {"spec",
+               {{"driver", driver},
+                {"nodeName", node},
+                {"pool", {{"name", node}, {"generation", generation}, {"resourceSliceCount", count}}},
+                {"devices", devices}}}}
+      .dump();
+}
+
 // deploy/server.yaml's RBAC, read as the API server would apply it, against every request the
 // driver makes while it lists, watches, changes MIG layouts and fences a project: each is allowed,
 // and no rule is left that no request needed (least privilege).
@@ -952,6 +993,7 @@ std::array<std::string, 5> RbacAttributes(const FakeKubeApiServer::Request& r) {
   if (r.method == "POST") verb = "create";
   if (r.method == "PUT") verb = "update";
   if (r.method == "PATCH") verb = "patch";
+  if (r.method == "DELETE") verb = "delete";
   return {group, ns, resource, name, verb};
 }
 
@@ -979,6 +1021,13 @@ TEST_F(KubernetesDriverTest, TheDeployedRbacAllowsEveryRequestTheDriverMakes) {
   ASSERT_TRUE(Eventually([&] { return api.writes().size() == 4; }));
   ASSERT_TRUE(drivers_[0]->EnforceProjectQuota("vision", {{"nvidia.com/gpu", 2}}).ok());
   ASSERT_TRUE(drivers_[0]->EnforceProjectQuota("vision", {}).ok());
+  // A DRA device tainted for a project, then given back.
+  const std::string dra_gpu = "GPU-0a000000-0000-0000-0000-0000000000aa";
+  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice",
+          Slice("h200-a-gpu.nvidia.com-x", "h200-a", 1, 1, json::array({SliceDevice("gpu-0", "gpu", dra_gpu)})));
+  ASSERT_TRUE(Eventually([&] { return drivers_[0]->slice_stats().resource_version == api.resource_version(); }));
+  ASSERT_TRUE(drivers_[0]->EnforceProjectDevices("vision", {dra_gpu}).ok());
+  ASSERT_TRUE(drivers_[0]->EnforceProjectDevices("vision", {}).ok());
 
   // Every manifest parses, and each object is named.
   for (const auto& f : std::filesystem::directory_iterator("deploy")) {
@@ -1017,40 +1066,6 @@ TEST_F(KubernetesDriverTest, TheDeployedRbacAllowsEveryRequestTheDriverMakes) {
       << "the scenario must exercise every kind of write";
 }
 
-// A ResourceSlice of NVIDIA's DRA driver (resource.k8s.io/v1) in the shape the driver publishes
-// (dra-driver-nvidia-gpu #719 shows one from AKS): typed attributes, capacity quantities, MIG
-// devices with their memory slices.
-json SliceDevice(const std::string& name, const std::string& type, const std::string& uuid,
-                 const std::string& parent = "", const std::string& profile = "", int start = 0, int size = 0) {
-  json d = {{"name", name},
-            {"attributes",
-             {{"type", {{"string", type}}},
-              {"uuid", {{"string", uuid}}},
-              {"productName", {{"string", "NVIDIA H200"}}},
-              {"architecture", {{"string", "Hopper"}}},
-              {"driverVersion", {{"version", "580.95.5"}}},
-              {"cudaComputeCapability", {{"version", "9.0.0"}}}}},
-            {"capacity", {{"memory", {{"value", type == "gpu" ? "143771Mi" : "35Gi"}}}}}};
-  if (type == "mig") {
-    d["attributes"]["parentUUID"] = {{"string", parent}};
-    d["attributes"]["profile"] = {{"string", profile}};
-    for (int i = start; i < start + size; ++i) d["capacity"]["memorySlice" + std::to_string(i)] = {{"value", "1"}};
-  }
-  return d;
-}
-
-std::string Slice(const std::string& name, const std::string& node, int64_t generation, int64_t count,
-                  const json& devices, const std::string& driver = "gpu.nvidia.com") {
-  return json{{"apiVersion", "resource.k8s.io/v1"},
-              {"kind", "ResourceSlice"},
-              {"metadata", {{"name", name}}},
-              {"spec",
-               {{"driver", driver},
-                {"nodeName", node},
-                {"pool", {{"name", node}, {"generation", generation}, {"resourceSliceCount", count}}},
-                {"devices", devices}}}}
-      .dump();
-}
 
 TEST(ResourceSlices, TheDevicesOfCompletePoolsEachGpuOnce) {
   const std::string g0 = "GPU-ddf64803-f421-0e5b-883e-cd752de16db7", g1 = "GPU-13719f71-412c-d11e-b236-a262f530a4fc";
@@ -1265,6 +1280,156 @@ TEST_F(KubernetesDriverTest, GpuPodsAreRunsOfThePoolsHoldingTheirDevices) {
   EXPECT_EQ(unpooled, std::vector<std::string>{"web/intruder"});
   g.status.pods = {"vision/mine"};
   ASSERT_EQ(controller::PodRuns({&g}, {&p}, nullptr).size(), 1u);
+}
+
+// What the scheduler does with a claim, as KEP-5055 says for taints, enough for these tests: a
+// request gets the first device of the pool that its CEL selectors allow (the tests' selectors
+// name UUIDs) and no DeviceTaintRule keeps from it (a NoSchedule taint it does not tolerate),
+// and that no other claim holds. The device's name, or "" when the claim stays unallocated.
+std::string Allocate(const json& claim, const std::vector<std::pair<std::string, std::string>>& devices,
+                     const json& rules, std::set<std::string>& taken) {
+  const json& ask = claim["spec"]["devices"]["requests"][0]["exactly"];
+  std::set<std::string> allowed;  // the UUIDs the selectors name; empty: any
+  for (const json& sel : ask.value("selectors", json::array())) {
+    const std::regex quoted(R"re("((?:GPU|MIG)-[^"]+)")re");
+    const std::string expr = sel["cel"]["expression"];
+    for (auto m = std::sregex_iterator(expr.begin(), expr.end(), quoted); m != std::sregex_iterator(); ++m) {
+      allowed.insert((*m)[1].str());
+    }
+  }
+  for (const auto& [name, uuid] : devices) {
+    if (taken.contains(name) || (!allowed.empty() && !allowed.contains(uuid))) continue;
+    bool kept_off = false;
+    for (const json& rule : rules["items"]) {
+      if (rule["spec"]["deviceSelector"]["device"] != name) continue;
+      const json& taint = rule["spec"]["taint"];
+      bool tolerated = false;
+      for (const json& t : ask.value("tolerations", json::array())) {
+        const std::string op = t.value("operator", "Equal");
+        const bool key = t.value("key", "") == taint["key"] || (t.value("key", "").empty() && op == "Exists");
+        const bool value = op == "Exists" || t.value("value", "") == taint["value"];
+        const bool effect = t.value("effect", "").empty() || t.value("effect", "") == taint["effect"];
+        tolerated = tolerated || (key && value && effect);
+      }
+      kept_off = kept_off || (taint["effect"] == "NoSchedule" && !tolerated);
+    }
+    if (kept_off) continue;
+    taken.insert(name);
+    return name;
+  }
+  return "";
+}
+
+json ClaimReview(const std::string& ns, const json& exactly) {
+  const json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                      {"kind", "ResourceClaim"},
+                      {"metadata", {{"name", "c"}, {"namespace", ns}}},
+                      {"spec", {{"devices", {{"requests", json::array({{{"name", "gpu"}, {"exactly", exactly}}})}}}}}};
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request", {{"uid", "u"}, {"namespace", ns}, {"operation", "CREATE"}, {"object", claim}}}};
+}
+
+// A pool's DRA devices are tainted for its project, one DeviceTaintRule a device; the webhook
+// gives the project's claims the toleration and a selector of its devices, and refuses claims
+// that tolerate another project's taint. With the scheduler's taint rules played by the test,
+// the project's claims get its devices only, and another namespace's claim naming one of them
+// stays unallocated.
+TEST_F(KubernetesDriverTest, APoolsDraDevicesAreTaintedForItsProjectOnly) {
+  FakeKubeApiServer api("t0ken");
+  api.ServeDra(true);
+  api.Start();
+  api.Put(kNodes, "Node", H200Node("h200-d", 2));
+  const std::string g0 = "GPU-0d000000-0000-0000-0000-000000000000", g1 = "GPU-0d000000-0000-0000-0000-000000000001";
+  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice",
+          Slice("h200-d-gpu.nvidia.com-x", "h200-d", 1, 1,
+                json::array({SliceDevice("gpu-0", "gpu", g0), SliceDevice("gpu-1", "gpu", g1)})));
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 2; }));
+  std::unique_ptr<service::PoolService> pools = VisionPool(1, 2);
+  const std::string rules_path(FakeKubeApiServer::kDeviceTaintRulesPath);
+  auto rules = [&] {
+    json out = {{"items", json::array()}};
+    for (const std::string& name : {std::string("gpuaas.vision.h200-d.gpu-0"), std::string("gpuaas.vision.h200-d.gpu-1")}) {
+      if (const std::string r = api.Get(rules_path, name); !r.empty()) out["items"].push_back(json::parse(r));
+    }
+    return out;
+  };
+  ASSERT_TRUE(Eventually([&] { return rules()["items"].size() == 1; })) << rules().dump();
+  std::vector<model::GpuPool> stored = All<model::GpuPool>();
+  ASSERT_EQ(stored.size(), 1u);
+  ASSERT_EQ(stored[0].status.allocation.size(), 1u);
+  const std::string held = stored[0].status.allocation[0].gpu_uuid;
+  const std::string held_name = held == g0 ? "gpu-0" : "gpu-1", free_name = held == g0 ? "gpu-1" : "gpu-0";
+  const json rule = rules()["items"][0];
+  EXPECT_EQ(rule["spec"]["deviceSelector"], (json{{"driver", "gpu.nvidia.com"}, {"pool", "h200-d"}, {"device", held_name}}));
+  EXPECT_EQ(rule["spec"]["taint"], (json{{"key", "gpuaas.io/project"}, {"value", "vision"}, {"effect", "NoSchedule"}}));
+  const std::vector<std::pair<std::string, std::string>> devices = {{"gpu-0", g0}, {"gpu-1", g1}};
+
+  // vision's claim, as the mutating webhook leaves it, gets the pool's GPU, and passes validation.
+  absl::StatusOr<std::string> mutated =
+      ReviewClaim(ClaimReview("vision", {{"deviceClassName", "gpu.nvidia.com"}}).dump(), "lab", stored, AdmissionMode::kMutate);
+  ASSERT_TRUE(mutated.ok()) << mutated.status();
+  const json answer = json::parse(*mutated);
+  ASSERT_TRUE(answer["response"]["allowed"].get<bool>()) << *mutated;
+  std::string patch;
+  ASSERT_TRUE(absl::Base64Unescape(answer["response"]["patch"].get<std::string>(), &patch));
+  json review = ClaimReview("vision", {{"deviceClassName", "gpu.nvidia.com"}});
+  review["request"]["object"] = review["request"]["object"].patch(json::parse(patch));
+  const json& exactly = review["request"]["object"]["spec"]["devices"]["requests"][0]["exactly"];
+  EXPECT_EQ(exactly["selectors"][0]["cel"]["expression"], UuidSelector({held}));
+  EXPECT_EQ(exactly["tolerations"][0]["value"], "vision");
+  const json validated = json::parse(*ReviewClaim(review.dump(), "lab", stored, AdmissionMode::kValidate));
+  EXPECT_TRUE(validated["response"]["allowed"].get<bool>()) << validated.dump();
+  std::set<std::string> taken;
+  EXPECT_EQ(Allocate(review["request"]["object"], devices, rules(), taken), held_name);
+
+  // Another namespace's claim naming the pool's GPU stays unallocated; one naming none gets the free GPU.
+  const json named = {{"deviceClassName", "gpu.nvidia.com"},
+                      {"selectors", json::array({{{"cel", {{"expression", "device.attributes[\"gpu.nvidia.com\"].uuid == \"" + held + "\""}}}}})}};
+  json web = ClaimReview("web", named);
+  const json untouched = json::parse(*ReviewClaim(web.dump(), "lab", stored, AdmissionMode::kMutate));
+  EXPECT_TRUE(untouched["response"]["allowed"].get<bool>());
+  EXPECT_FALSE(untouched["response"].contains("patch")) << "no pools, nothing to steer";
+  taken.clear();
+  EXPECT_EQ(Allocate(web["request"]["object"], devices, rules(), taken), "") << "the taint keeps it off";
+  EXPECT_EQ(Allocate(ClaimReview("web", {{"deviceClassName", "gpu.nvidia.com"}})["request"]["object"], devices, rules(), taken),
+            free_name);
+
+  // Tolerating another project's taint is refused, in any namespace: by key, by Exists, or everything.
+  for (const json& t : {json{{"key", "gpuaas.io/project"}, {"operator", "Equal"}, {"value", "vision"}},
+                        json{{"key", "gpuaas.io/project"}, {"operator", "Exists"}}, json{{"operator", "Exists"}}}) {
+    json sneaky = named;
+    sneaky["tolerations"] = json::array({t});
+    const json refused = json::parse(*ReviewClaim(ClaimReview("web", sneaky).dump(), "lab", stored, AdmissionMode::kValidate));
+    EXPECT_FALSE(refused["response"]["allowed"].get<bool>()) << t.dump();
+    EXPECT_NE(refused["response"]["status"]["message"].get<std::string>().find("gpuaas.io/project"), std::string::npos);
+    // What the webhook refuses, the scheduler would have allocated: the refusal is what fences.
+    taken.clear();
+    EXPECT_EQ(Allocate(ClaimReview("web", sneaky)["request"]["object"], devices, rules(), taken), held_name) << t.dump();
+  }
+  json own = named;
+  own["tolerations"] = json::array({{{"key", "gpuaas.io/project"}, {"operator", "Equal"}, {"value", "web"}}});
+  EXPECT_TRUE(json::parse(*ReviewClaim(ClaimReview("web", own).dump(), "lab", stored, AdmissionMode::kValidate))["response"]["allowed"]
+                  .get<bool>());
+  // vision's claim whose selector was taken away after the webhook set it is refused.
+  json widened = review;
+  widened["request"]["object"]["spec"]["devices"]["requests"][0]["exactly"].erase("selectors");
+  EXPECT_FALSE(json::parse(*ReviewClaim(widened.dump(), "lab", stored, AdmissionMode::kValidate))["response"]["allowed"]
+                   .get<bool>());
+
+  // Released: the rule goes, in one DELETE; enforcing again writes nothing.
+  const size_t before = api.writes().size();
+  ASSERT_TRUE(pools->Release("vision", "train", "alice").ok());
+  ASSERT_TRUE(Eventually([&] { return rules()["items"].empty(); }));
+  Settled();
+  int deletes = 0;
+  for (size_t i = before; i < api.writes().size(); ++i) deletes += api.writes()[i].method == "DELETE" ? 1 : 0;
+  EXPECT_EQ(deletes, 1);
+  const size_t after = api.writes().size();
+  EXPECT_TRUE(drivers_[0]->EnforceProjectDevices("vision", {}).ok());
+  EXPECT_EQ(api.writes().size(), after);
 }
 
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {

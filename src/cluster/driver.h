@@ -107,12 +107,15 @@ class ClusterDriver {
     return absl::OkStatus();
   }
 
-  // Which devices (whole GPUs' and MIG instances' UUIDs) the pools of `project` hold in this
-  // cluster, all of them (empty: none). A driver that cannot tell which device a pod holds
-  // places the project's pods on these first. In memory only; thread-safe.
-  virtual void SetProjectDevices(const std::string& project, const std::set<std::string>& uuids) {
+  // Makes the cluster keep the devices (whole GPUs' and MIG instances' UUIDs) the pools of
+  // `project` hold there, all of them (empty: none), for the project: on Kubernetes with DRA,
+  // device taints that only the project's claims tolerate; and a driver that cannot tell which
+  // device a pod holds places the project's pods on these first. Idempotent: writes only what
+  // differs. Thread-safe.
+  virtual absl::Status EnforceProjectDevices(const std::string& project, const std::set<std::string>& uuids) {
     (void)project;
     (void)uuids;
+    return absl::OkStatus();
   }
 
   // Makes the cluster keep nodes a pool holds whole for that pool: `owners` (node -> owner) is

@@ -22,6 +22,7 @@ QuotaController::QuotaController(runtime::Manager& manager, cluster::Registry& r
       // A cluster no longer managed holds nobody to anything; one added again starts afresh.
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [project, by_cluster] : enforced_) by_cluster.erase(name);
+      for (auto& [project, by_cluster] : devices_enforced_) by_cluster.erase(name);
       return;
     }
     for (const std::string& project : pools_.IndexValues("project")) q.Add(project);
@@ -42,7 +43,23 @@ absl::StatusOr<runtime::Result> QuotaController::Reconcile(const std::string& pr
   }
   absl::Status first_error;
   for (const auto& [cluster, driver] : registry_.All()) {
-    driver->SetProjectDevices(project, uuids[cluster]);  // in memory: told every time
+    const std::set<std::string>& mine = uuids[cluster];
+    bool told;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& done = devices_enforced_[project];
+      auto d = done.find(cluster);
+      told = d != done.end() ? d->second == mine : mine.empty();
+    }
+    if (!told) {
+      if (absl::Status s = driver->EnforceProjectDevices(project, mine); !s.ok()) {
+        log::Warn("project {}: devices on cluster {} not fenced: {}", project, cluster, s.ToString());
+        if (first_error.ok()) first_error = s;
+      } else {
+        std::lock_guard<std::mutex> lock(mu_);
+        devices_enforced_[project][cluster] = mine;
+      }
+    }
     auto w = want.find(cluster);
     const std::map<std::string, int64_t> devices = w == want.end() ? std::map<std::string, int64_t>{} : w->second;
     {

@@ -3,8 +3,8 @@
 // namespace per project and a ResourceQuota over the GPU resources). The key is a project; it is
 // queued when any of its pools changes. A cluster is told when the project holds something there,
 // or held something there before (so that a released pool's quota goes back to none). Each
-// cluster is also told which devices the project's pools hold there (SetProjectDevices). It
-// writes nothing to the store.
+// cluster is also told which devices the project's pools hold there (EnforceProjectDevices),
+// whenever that changes. It writes nothing to the store.
 #ifndef GPUAAS_CONTROLLER_QUOTAS_H_
 #define GPUAAS_CONTROLLER_QUOTAS_H_
 
@@ -38,6 +38,8 @@ class QuotaController final : public runtime::Reconciler {
   mutable std::mutex mu_;
   // project -> cluster -> devices last enforced
   std::map<std::string, std::map<std::string, std::map<std::string, int64_t>>> enforced_ ABSL_GUARDED_BY(mu_);
+  // project -> cluster -> device UUIDs last enforced
+  std::map<std::string, std::map<std::string, std::set<std::string>>> devices_enforced_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuaas::controller

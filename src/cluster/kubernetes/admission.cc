@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "catalog/catalog.h"
 #include "cluster/kubernetes/nodes.h"
+#include "cluster/kubernetes/resource_slices.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "nlohmann/json.hpp"
@@ -218,6 +219,141 @@ absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_
   }
   const json out = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"response", response}};
   return out.dump();
+}
+
+std::string UuidSelector(const std::vector<std::string>& uuids) {
+  std::vector<std::string> quoted;
+  quoted.reserve(uuids.size());
+  for (const std::string& u : uuids) quoted.push_back(json(u).dump());
+  return fmt::format("device.attributes[\"{}\"].uuid in [{}]", kNvidiaDraDriver, fmt::join(quoted, ", "));
+}
+
+namespace {
+
+// Why toleration `t` of a claim in namespace `ns` is not allowed, or "".
+std::string ForeignToleration(const json& t, std::string_view ns) {
+  if (!t.is_object()) return "";
+  if (const std::string effect = t.value("effect", ""); !effect.empty() && effect != "NoSchedule") return "";
+  const std::string key = t.value("key", "");
+  const std::string op = t.value("operator", "Equal");
+  if (key.empty() && op == "Exists") {
+    return fmt::format("a toleration of every taint would take devices kept for other projects ({} taints)",
+                       kProjectTaintKey);
+  }
+  if (key != kProjectTaintKey) return "";
+  if (op == "Exists") return fmt::format("a toleration of every {} taint would take other projects' devices", kProjectTaintKey);
+  const std::string value = t.value("value", "");
+  if (value != ns) {
+    return fmt::format("a claim in namespace \"{}\" may not tolerate {}={}: those devices are project \"{}\"'s",
+                       ns, kProjectTaintKey, value, value);
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReviewClaim(std::string_view review_json, std::string_view cluster,
+                                        std::span<const model::GpuPool> pools, AdmissionMode mode) {
+  const json review = json::parse(review_json, nullptr, false);
+  if (review.is_discarded() || !review.is_object() || review.value("kind", "") != "AdmissionReview" ||
+      !review.contains("request") || !review["request"].is_object()) {
+    return absl::InvalidArgumentError("not an AdmissionReview with a request");
+  }
+  const json& req = review["request"];
+  const std::string ns = req.value("namespace", "");
+  json response = {{"uid", req.value("uid", "")}, {"allowed", true}};
+  const json out_of = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}};
+  auto answer = [&](const std::string& refused) {
+    if (!refused.empty()) {
+      response["allowed"] = false;
+      response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", refused}};
+      response.erase("patch");
+      response.erase("patchType");
+    }
+    json out = out_of;
+    out["response"] = response;
+    return out.dump();
+  };
+  const json* claim = req.contains("object") && req["object"].is_object() ? &req["object"] : nullptr;
+  const json* requests = nullptr;
+  if (claim != nullptr && claim->contains("spec") && (*claim)["spec"].is_object() && (*claim)["spec"].contains("devices") &&
+      (*claim)["spec"]["devices"].is_object() && (*claim)["spec"]["devices"].contains("requests") &&
+      (*claim)["spec"]["devices"]["requests"].is_array()) {
+    requests = &(*claim)["spec"]["devices"]["requests"];
+  }
+  if (requests == nullptr) return answer("");
+  // Each device request, exactly or one of firstAvailable, with its JSON Pointer.
+  std::vector<std::pair<const json*, std::string>> asks;
+  for (size_t i = 0; i < requests->size(); ++i) {
+    const json& r = (*requests)[i];
+    if (!r.is_object()) continue;
+    if (r.contains("exactly") && r["exactly"].is_object()) {
+      asks.emplace_back(&r["exactly"], fmt::format("/spec/devices/requests/{}/exactly", i));
+    }
+    if (r.contains("firstAvailable") && r["firstAvailable"].is_array()) {
+      for (size_t j = 0; j < r["firstAvailable"].size(); ++j) {
+        if (r["firstAvailable"][j].is_object()) {
+          asks.emplace_back(&r["firstAvailable"][j], fmt::format("/spec/devices/requests/{}/firstAvailable/{}", i, j));
+        }
+      }
+    }
+  }
+  for (const auto& [ask, path] : asks) {
+    if (!ask->contains("tolerations") || !(*ask)["tolerations"].is_array()) continue;
+    for (const json& t : (*ask)["tolerations"]) {
+      if (std::string why = ForeignToleration(t, ns); !why.empty()) return answer(why);
+    }
+  }
+  // The project's devices here, by UUID.
+  std::set<std::string> mine;
+  for (const model::GpuPool& p : pools) {
+    if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
+    for (const model::AllocatedDevice& d : p.status.allocation) {
+      if (d.cluster != cluster) continue;
+      const std::string& uuid = d.profile == catalog::kFullProfile ? d.gpu_uuid : d.instance_uuid;
+      if (!uuid.empty()) mine.insert(uuid);
+    }
+  }
+  if (mine.empty()) return answer("");
+  const std::string selector = UuidSelector({mine.begin(), mine.end()});
+  const json toleration = {{"key", kProjectTaintKey}, {"operator", "Equal"}, {"value", ns}, {"effect", "NoSchedule"}};
+  json patch = json::array();
+  for (const auto& [ask, path] : asks) {
+    const std::string cls = ask->value("deviceClassName", "");
+    if (std::find(kNvidiaDeviceClasses.begin(), kNvidiaDeviceClasses.end(), cls) == kNvidiaDeviceClasses.end()) continue;
+    const json none = json::array();
+    const json& selectors = ask->contains("selectors") && (*ask)["selectors"].is_array() ? (*ask)["selectors"] : none;
+    const json ours = {{"cel", {{"expression", selector}}}};
+    const bool selected = std::find(selectors.begin(), selectors.end(), ours) != selectors.end();
+    if (mode == AdmissionMode::kValidate) {
+      if (!selected) {
+        return answer(fmt::format("the claim's {} request is not held to project \"{}\"'s devices in cluster {}; was "
+                                  "it changed after gpuaas set it?",
+                                  cls, ns, cluster));
+      }
+      continue;
+    }
+    if (!selected) {
+      if (ask->contains("selectors") && (*ask)["selectors"].is_array()) {
+        patch.push_back({{"op", "add"}, {"path", path + "/selectors/-"}, {"value", ours}});
+      } else {
+        patch.push_back({{"op", "add"}, {"path", path + "/selectors"}, {"value", json::array({ours})}});
+      }
+    }
+    const json& tolerations = ask->contains("tolerations") && (*ask)["tolerations"].is_array() ? (*ask)["tolerations"] : none;
+    if (std::find(tolerations.begin(), tolerations.end(), toleration) == tolerations.end()) {
+      if (ask->contains("tolerations") && (*ask)["tolerations"].is_array()) {
+        patch.push_back({{"op", "add"}, {"path", path + "/tolerations/-"}, {"value", toleration}});
+      } else {
+        patch.push_back({{"op", "add"}, {"path", path + "/tolerations"}, {"value", json::array({toleration})}});
+      }
+    }
+  }
+  if (!patch.empty()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = absl::Base64Escape(patch.dump());
+  }
+  return answer("");
 }
 
 }  // namespace gpuaas::cluster::kubernetes

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/pool.h"
@@ -31,6 +32,23 @@ enum class AdmissionMode { kMutate, kValidate };
 // not an AdmissionReview v1 with a request.
 absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_view cluster,
                                       std::span<const model::GpuPool> pools, AdmissionMode mode);
+
+// The AdmissionReview answering a review of a ResourceClaim CREATE or UPDATE (DRA), so that a
+// project's exact devices (tainted for it, resource_slices.h) go to its claims only:
+//   - a claim tolerating another project's `gpuaas.io/project` taint (a toleration of that key
+//     with another value or `Exists`, or one of no key that tolerates everything) is refused, in
+//     any namespace;
+//   - in a namespace whose project's live pools hold devices in `cluster`, each request for an
+//     NVIDIA device class (kNvidiaDeviceClasses) is (mutating) given the toleration of the
+//     project's taint and a CEL selector for the UUIDs of those devices; (validating) refused
+//     unless it still has that selector.
+//   - any other claim passes untouched.
+// InvalidArgument for a body that is not an AdmissionReview v1 with a request.
+absl::StatusOr<std::string> ReviewClaim(std::string_view review_json, std::string_view cluster,
+                                        std::span<const model::GpuPool> pools, AdmissionMode mode);
+
+// The CEL selector ReviewClaim gives a project's requests: one of `uuids` (sorted).
+std::string UuidSelector(const std::vector<std::string>& uuids);
 
 }  // namespace gpuaas::cluster::kubernetes
 

@@ -244,7 +244,7 @@ absl::StatusOr<std::string> Client::Get(const std::string& path) {
 
 absl::StatusOr<std::string> Client::Send(const std::string& method, const std::string& path, const std::string& body,
                                           const std::string& content_type) {
-  if (method != "POST" && method != "PUT" && method != "PATCH") {
+  if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") {
     return absl::InvalidArgumentError(fmt::format("{}: not a write method", method));
   }
   if (stopped_) return absl::CancelledError("client stopped");
@@ -254,7 +254,7 @@ absl::StatusOr<std::string> Client::Send(const std::string& method, const std::s
   httplib::Result res = method == "POST"   ? conn->Post(full, body, content_type)
                         : method == "PUT"  ? conn->Put(full, body, content_type)
                         : method == "PATCH" ? conn->Patch(full, body, content_type)
-                                           : httplib::Result(nullptr, httplib::Error::Unknown);
+                                            : conn->Delete(full);
   const std::string what = method + " " + path;
   if (!res) return absl::UnavailableError(fmt::format("{}: {}", what, httplib::to_string(res.error())));
   log::Info("kubernetes {}: {} -> {}", config_.server, what, res->status);

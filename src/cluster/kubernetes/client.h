@@ -60,8 +60,9 @@ class Client {
   // GET `path` (with its query): the body of a 200. Thread-safe.
   absl::StatusOr<std::string> Get(const std::string& path);
 
-  // A write: POST (create), PUT (replace, at the body's metadata.resourceVersion) or PATCH
-  // (`content_type` application/merge-patch+json) of `path` with `body`; the body of a 2xx.
+  // A write: POST (create), PUT (replace, at the body's metadata.resourceVersion), PATCH
+  // (`content_type` application/merge-patch+json) of `path` with `body`, or DELETE of `path`;
+  // the body of a 2xx.
   // Each write is logged. Not retried here: a 409 is the caller's to resolve. Thread-safe.
   absl::StatusOr<std::string> Send(const std::string& method, const std::string& path, const std::string& body,
                                    const std::string& content_type = "application/json");

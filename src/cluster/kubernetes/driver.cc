@@ -382,8 +382,10 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
   return c;
 }
 
-void KubernetesDriver::SetProjectDevices(const std::string& project, const std::set<std::string>& uuids) {
+absl::Status KubernetesDriver::EnforceProjectDevices(const std::string& project, const std::set<std::string>& uuids) {
   bool changed = false;
+  std::set<std::string> want;  // rule names
+  std::map<std::string, std::pair<std::string, std::string>> where;  // rule name -> (pool, device)
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::erase_if(device_projects_, [&](const auto& kv) {
@@ -397,8 +399,54 @@ void KubernetesDriver::SetProjectDevices(const std::string& project, const std::
       changed = changed || added;
     }
     changed = changed && !pods_.empty();  // only where a guess could move
+    for (const auto& [name, uuid] : slice_uuids_) {
+      if (!uuids.contains(uuid)) continue;
+      const size_t slash = name.find('/');
+      const std::string pool = name.substr(0, slash), device = name.substr(slash + 1);
+      const std::string rule = DeviceTaintRuleName(project, pool, device);
+      want.insert(rule);
+      where[rule] = {pool, device};
+    }
   }
   if (changed) Changed();
+  if (!slices_reflector_->stats().synced) return absl::OkStatus();  // no DRA here
+  absl::StatusOr<std::string> listed = client_->Get(std::string(kDeviceTaintRules));
+  if (absl::IsNotFound(listed.status())) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!std::exchange(said_no_device_taints_, true)) {
+      log::Warn("cluster {}: DeviceTaintRules are not served (the DRADeviceTaints feature is off): pools' DRA "
+                "devices are not fenced by device taints",
+                name_);
+    }
+    return absl::OkStatus();
+  }
+  if (!listed.ok()) return listed.status();
+  std::set<std::string> have;
+  const nlohmann::json list = nlohmann::json::parse(*listed, nullptr, false);
+  if (list.is_object() && list.contains("items") && list["items"].is_array()) {
+    for (const nlohmann::json& item : list["items"]) {
+      const nlohmann::json meta = item.is_object() ? item.value("metadata", nlohmann::json::object()) : nlohmann::json::object();
+      const nlohmann::json labels = meta.is_object() ? meta.value("labels", nlohmann::json::object()) : nlohmann::json::object();
+      if (labels.is_object() && labels.value(std::string(kProjectTaintKey), "") == project && meta["name"].is_string()) {
+        have.insert(meta["name"].get<std::string>());
+      }
+    }
+  }
+  for (const std::string& rule : want) {
+    if (have.contains(rule)) continue;
+    const auto& [pool, device] = where[rule];
+    absl::StatusOr<std::string> made = client_->Send("POST", std::string(kDeviceTaintRules), DeviceTaintRule(project, pool, device));
+    if (!made.ok() && !absl::IsAborted(made.status())) return made.status();  // 409: made meanwhile
+    if (made.ok()) ++writes_;
+  }
+  for (const std::string& rule : have) {
+    if (want.contains(rule)) continue;
+    absl::StatusOr<std::string> gone = client_->Send("DELETE", std::string(kDeviceTaintRules) + "/" + rule, "");
+    if (!gone.ok() && !absl::IsNotFound(gone.status())) return gone.status();
+    if (gone.ok()) ++writes_;
+  }
+  if (want != have) log::Info("cluster {}: {} device(s) tainted for project {}", name_, want.size(), project);
+  return absl::OkStatus();
 }
 
 bool KubernetesDriver::Watch(std::function<void()> on_change) {

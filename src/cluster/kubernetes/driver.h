@@ -94,7 +94,11 @@ class KubernetesDriver final : public ClusterDriver {
   // Written only where it differs from what the API server has.
   absl::Status EnforceProjectQuota(const std::string& project, const std::map<std::string, int64_t>& devices) override;
   // Pods of the project's namespace are guessed onto these devices first (nodes.h, MarkHeld).
-  void SetProjectDevices(const std::string& project, const std::set<std::string>& uuids) override;
+  // Where the API server serves ResourceSlices and DeviceTaintRules, each of the devices that a
+  // complete gpu.nvidia.com pool names gets a DeviceTaintRule (resource_slices.h), created when
+  // missing; the project's rules for other devices are deleted. Without DeviceTaintRules (404:
+  // the DRADeviceTaints feature is off) nothing is written, and the log says so once.
+  absl::Status EnforceProjectDevices(const std::string& project, const std::set<std::string>& uuids) override;
 
   // Label and taint `gpuaas.io/pool` on the nodes a pool holds whole: one merge patch a node that
   // differs, at the node's resourceVersion (a node changed meanwhile answers 409: Aborted, asked
@@ -182,7 +186,8 @@ class KubernetesDriver final : public ClusterDriver {
   std::map<std::string, std::string> slice_uuids_ ABSL_GUARDED_BY(mu_);  // "pool/device" -> UUID
   std::map<std::string, ResourceClaim> claims_ ABSL_GUARDED_BY(mu_);  // allocated gpu.nvidia.com claims
   HeldDevices sticky_ ABSL_GUARDED_BY(mu_);  // the devices guessed for counted pods
-  std::map<std::string, std::string> device_projects_ ABSL_GUARDED_BY(mu_);  // UUID -> project (SetProjectDevices)
+  std::map<std::string, std::string> device_projects_ ABSL_GUARDED_BY(mu_);  // UUID -> project (EnforceProjectDevices)
+  bool said_no_device_taints_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, NodeMig> mig_ ABSL_GUARDED_BY(mu_);  // by node
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "cluster/kubernetes/nodes.h"
+#include "common/ids.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -211,6 +212,25 @@ std::map<std::string, std::vector<ObservedGpu>> GpusFromSlices(const std::vector
     }
   }
   return out;
+}
+
+std::string DeviceTaintRuleName(std::string_view project, std::string_view pool, std::string_view device) {
+  std::string name = fmt::format("gpuaas.{}.{}.{}", project, pool, device);
+  if (name.size() > 253) name = fmt::format("gpuaas.{}.{}", project, StableUuid(name));
+  return name;
+}
+
+std::string DeviceTaintRule(std::string_view project, std::string_view pool, std::string_view device) {
+  const json rule = {
+      {"apiVersion", "resource.k8s.io/v1beta2"},
+      {"kind", "DeviceTaintRule"},
+      {"metadata",
+       {{"name", DeviceTaintRuleName(project, pool, device)},
+        {"labels", {{std::string(kProjectTaintKey), std::string(project)}, {"app.kubernetes.io/managed-by", "gpuaas"}}}}},
+      {"spec",
+       {{"deviceSelector", {{"driver", std::string(kNvidiaDraDriver)}, {"pool", std::string(pool)}, {"device", std::string(device)}}},
+        {"taint", {{"key", std::string(kProjectTaintKey)}, {"value", std::string(project)}, {"effect", "NoSchedule"}}}}}};
+  return rule.dump();
 }
 
 }  // namespace gpuaas::cluster::kubernetes

@@ -12,6 +12,7 @@
 #ifndef GPUAAS_CLUSTER_KUBERNETES_RESOURCE_SLICES_H_
 #define GPUAAS_CLUSTER_KUBERNETES_RESOURCE_SLICES_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -77,6 +78,18 @@ struct ResourceClaim {
 };
 // A ResourceClaim's JSON (text). InvalidArgument for JSON that is not a ResourceClaim.
 absl::StatusOr<ResourceClaim> ReadResourceClaim(std::string_view json);
+
+// Fencing a pool's exact devices (KEP-5055, device taints; resource.k8s.io/v1beta2 in 1.36):
+// one DeviceTaintRule `gpuaas.io/project=<project>:NoSchedule` per device a project's pools
+// hold, and (admission.h) only that project's claims tolerate it.
+inline constexpr std::string_view kDeviceTaintRules = "/apis/resource.k8s.io/v1beta2/devicetaintrules";
+inline constexpr std::string_view kProjectTaintKey = "gpuaas.io/project";
+// The device classes NVIDIA's DRA driver installs, for whole GPUs and MIG devices.
+inline constexpr std::array<std::string_view, 2> kNvidiaDeviceClasses = {"gpu.nvidia.com", "mig.nvidia.com"};
+
+// The DeviceTaintRule (JSON) keeping device `device` of pool `pool` for `project`, and its name.
+std::string DeviceTaintRuleName(std::string_view project, std::string_view pool, std::string_view device);
+std::string DeviceTaintRule(std::string_view project, std::string_view pool, std::string_view device);
 
 // The UUID each device of the complete gpu.nvidia.com pools goes by in the inventory, by
 // "pool/device": a GPU's own, a MIG device's instance UUID.

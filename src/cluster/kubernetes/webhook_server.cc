@@ -36,18 +36,20 @@ absl::StatusOr<std::unique_ptr<WebhookServer>> WebhookServer::Make(const std::st
     res.status = status;
     res.set_content(nlohmann::json{{"status", status}, {"detail", message}}.dump(), "application/problem+json");
   };
-  m->server->Post(R"(/admission/([a-z0-9][a-z0-9-]*)/(mutate|validate)-pods)",
+  m->server->Post(R"(/admission/([a-z0-9][a-z0-9-]*)/(mutate|validate)-(pods|claims))",
                   [m, problem](const httplib::Request& req, httplib::Response& res) {
                     const std::string cluster = req.matches[1].str();
                     if (!m->known(cluster)) return problem(res, 404, fmt::format("no cluster named {}", cluster));
                     const std::vector<model::GpuPool> now = m->pools();
                     const AdmissionMode mode = req.matches[2].str() == "mutate" ? AdmissionMode::kMutate
                                                                                 : AdmissionMode::kValidate;
-                    absl::StatusOr<std::string> answer = ReviewPod(req.body, cluster, now, mode);
+                    const bool pods = req.matches[3].str() == "pods";
+                    absl::StatusOr<std::string> answer =
+                        pods ? ReviewPod(req.body, cluster, now, mode) : ReviewClaim(req.body, cluster, now, mode);
                     if (!answer.ok()) return problem(res, 400, std::string(answer.status().message()));
                     const nlohmann::json a = nlohmann::json::parse(*answer);
                     if (!a["response"]["allowed"].get<bool>()) {
-                      log::Info("admission {}: pod refused: {}", cluster,
+                      log::Info("admission {}: {} refused: {}", cluster, pods ? "pod" : "resource claim",
                                 a["response"]["status"]["message"].get<std::string>());
                     }
                     res.set_content(*answer, "application/json");

@@ -1,6 +1,7 @@
 // The admission webhook over HTTPS (API servers call webhooks over TLS only), deciding with
-// admission.h: POST /admission/{cluster}/mutate-pods and /admission/{cluster}/validate-pods take
-// an AdmissionReview and answer one. A cluster the server does not manage answers 404, a body
+// admission.h: POST /admission/{cluster}/mutate-pods and /admission/{cluster}/validate-pods
+// (ReviewPod), and .../mutate-claims and .../validate-claims for ResourceClaims (ReviewClaim),
+// take an AdmissionReview and answer one. A cluster the server does not manage answers 404, a body
 // that is not a review 400. cpp-httplib and OpenSSL inside webhook_server.cc.
 #ifndef GPUAAS_CLUSTER_KUBERNETES_WEBHOOK_SERVER_H_
 #define GPUAAS_CLUSTER_KUBERNETES_WEBHOOK_SERVER_H_
