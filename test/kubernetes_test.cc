@@ -1164,6 +1164,26 @@ TEST_F(KubernetesDriverTest, ResourceSlicesNameTheGpusWhereTheDraDriverRuns) {
   }();
   EXPECT_TRUE(drivers_[0]->slice_stats().synced);
   EXPECT_EQ(drivers_[0]->slice_stats().lists, 1);
+
+  // A node without GFD labels whose GPUs the DRA driver publishes is a GPU node all the same,
+  // its model from the slices' productName; it goes when its slices go.
+  api.Put(kNodes, "Node", CpuNode("dra-only"));
+  const std::string g9 = "GPU-0a000000-0000-0000-0000-000000000009";
+  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice",
+          Slice("dra-only-gpu.nvidia.com-x", "dra-only", 1, 1, json::array({SliceDevice("gpu-0", "gpu", g9)})));
+  auto dra_only = [&] {
+    std::vector<model::GpuCapacity> out;
+    for (model::GpuCapacity& g : All<model::GpuCapacity>("lab")) {
+      if (g.spec.node == "lab.dra-only") out.push_back(std::move(g));
+    }
+    return out;
+  };
+  ASSERT_TRUE(Eventually([&] { return dra_only().size() == 1; }));
+  EXPECT_EQ(dra_only()[0].spec.uuid, g9);
+  EXPECT_EQ(dra_only()[0].spec.model, "H200-SXM-141GB");
+  EXPECT_EQ(dra_only()[0].spec.memory_mib, 143771);
+  api.Delete(FakeKubeApiServer::kResourceSlicesPath.data(), "dra-only-gpu.nvidia.com-x");
+  ASSERT_TRUE(Eventually([&] { return dra_only().empty(); }));
 }
 
 // A project's GPU pod is a run of the pool holding its devices: a Profile in the project's

@@ -144,7 +144,13 @@ bool KubernetesDriver::PutNode(const std::string& json) {
     bool changed = nodes_.erase(node) > 0;
     if (absl::IsNotFound(read.status())) {
       refused_.erase(node);
-      return changed;
+      // No GPU labels: kept bare, for when NVIDIA's DRA driver names GPUs there.
+      absl::StatusOr<ObservedNode> bare = ReadBareNode(json);
+      if (!bare.ok()) return changed;
+      auto b = bare_nodes_.find(node);
+      const bool differs = b == bare_nodes_.end() || !(b->second == *bare);
+      bare_nodes_[node] = std::move(*bare);
+      return changed || (differs && slice_gpus_.contains(node));
     }
     const std::string why(read.status().message());
     auto [it, added] = refused_.try_emplace(node, why);
@@ -155,6 +161,7 @@ bool KubernetesDriver::PutNode(const std::string& json) {
     return changed;
   }
   refused_.erase(read->name);
+  bare_nodes_.erase(read->name);
   {
     const nlohmann::json n = nlohmann::json::parse(json, nullptr, false);
     NodeMeta& meta = node_meta_[read->name];
@@ -197,6 +204,7 @@ void KubernetesDriver::ReplaceNodes(const ListResult& list) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     nodes_.clear();
+    bare_nodes_.clear();
     node_meta_.clear();
     refused_.clear();
     for (const std::string& item : list.items) PutNode(item);
@@ -212,7 +220,7 @@ void KubernetesDriver::ApplyNode(const WatchEvent& event) {
       const std::string node = NameOf(event.object);
       refused_.erase(node);
       node_meta_.erase(node);
-      changed = nodes_.erase(node) > 0;
+      changed = nodes_.erase(node) > 0 || (bare_nodes_.erase(node) > 0 && slice_gpus_.contains(node));
     } else {
       changed = PutNode(event.object);
     }
@@ -226,6 +234,12 @@ bool KubernetesDriver::SlicesChanged() {
   for (const auto& [name, slice] : slices_) all.push_back(slice);
   std::map<std::string, std::vector<ObservedGpu>> gpus = GpusFromSlices(all);
   slice_uuids_ = DeviceUuids(all);
+  slice_products_.clear();
+  for (const ResourceSlice& sl : all) {
+    for (const SliceDevice& d : sl.devices) {
+      if (d.type == "gpu" && !d.product.empty() && !sl.node.empty()) slice_products_.emplace(sl.node, d.product);
+    }
+  }
   if (gpus == slice_gpus_) return false;
   slice_gpus_ = std::move(gpus);
   return true;
@@ -377,6 +391,16 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
         }
       }
     }
+    if (auto h = held.find(n); h != held.end()) MarkHeld(h->second, exact, device_projects_, sticky_, out);
+  }
+  // Nodes whose GPUs only the DRA driver names (no GFD labels): the slices are their GPUs.
+  for (const auto& [n, gpus] : slice_gpus_) {
+    auto bare = bare_nodes_.find(n);
+    if (bare == bare_nodes_.end() || nodes_.contains(n)) continue;
+    c.nodes.push_back(bare->second);
+    ObservedNode& out = c.nodes.back();
+    out.gpus = gpus;
+    if (auto p = slice_products_.find(n); p != slice_products_.end()) out.gpu_product = p->second;
     if (auto h = held.find(n); h != held.end()) MarkHeld(h->second, exact, device_projects_, sticky_, out);
   }
   return c;

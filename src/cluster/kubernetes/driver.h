@@ -172,6 +172,7 @@ class KubernetesDriver final : public ClusterDriver {
   std::unique_ptr<Reflector> claims_reflector_;
   mutable std::mutex mu_;
   std::map<std::string, ObservedNode> nodes_ ABSL_GUARDED_BY(mu_);   // GPU nodes by name
+  std::map<std::string, ObservedNode> bare_nodes_ ABSL_GUARDED_BY(mu_);  // nodes without GPU labels
   struct NodeMeta {
     std::string resource_version;
     std::string taints;  // spec.taints as JSON text ("[]" when none)
@@ -184,6 +185,7 @@ class KubernetesDriver final : public ClusterDriver {
   std::map<std::string, ResourceSlice> slices_ ABSL_GUARDED_BY(mu_);  // by name
   std::map<std::string, std::vector<ObservedGpu>> slice_gpus_ ABSL_GUARDED_BY(mu_);  // by node
   std::map<std::string, std::string> slice_uuids_ ABSL_GUARDED_BY(mu_);  // "pool/device" -> UUID
+  std::map<std::string, std::string> slice_products_ ABSL_GUARDED_BY(mu_);  // node -> its GPUs' productName
   std::map<std::string, ResourceClaim> claims_ ABSL_GUARDED_BY(mu_);  // allocated gpu.nvidia.com claims
   HeldDevices sticky_ ABSL_GUARDED_BY(mu_);  // the devices guessed for counted pods
   std::map<std::string, std::string> device_projects_ ABSL_GUARDED_BY(mu_);  // UUID -> project (EnforceProjectDevices)

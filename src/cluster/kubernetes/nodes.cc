@@ -219,20 +219,65 @@ std::string DerivedGpuUuid(std::string_view cluster, std::string_view node, int 
   return "GPU-" + StableUuid(fmt::format("kubernetes/{}/{}/{}", cluster, node, index));
 }
 
-absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json) {
-  const json n = json::parse(node_json, nullptr, false);
-  if (!n.is_object() || !n.contains("metadata") || !n["metadata"].is_object() ||
-      !n["metadata"].contains("name") || !n["metadata"]["name"].is_string()) {
-    return absl::InvalidArgumentError("node: not a Node object (no metadata.name)");
+namespace {
+
+// What gpuaas keeps of any node: the labels of NVIDIA (GFD, the GPU Operator) and topology,
+// schedulability, CPU and memory.
+void ReadNodeBasics(const json& n, const std::map<std::string, std::string>& labels, ObservedNode& out) {
+  // GFD's timestamp changes at every run and says nothing of the GPUs.
+  for (const auto& [k, v] : labels) {
+    if (k == "nvidia.com/gfd.timestamp") continue;
+    if (k.starts_with("nvidia.com/") || k.starts_with("topology.kubernetes.io/") ||
+        k == "kubernetes.io/hostname" || k == "gpuaas.io/pool") {
+      out.labels[k] = v;
+    }
   }
-  ObservedNode out;
-  out.name = n["metadata"]["name"].get<std::string>();
+  const json spec = n.value("spec", json::object());
+  const json status = n.value("status", json::object());
+  bool ready = false;
+  if (status.contains("conditions") && status["conditions"].is_array()) {
+    for (const json& c : status["conditions"]) {
+      if (c.is_object() && c.value("type", "") == "Ready") ready = c.value("status", "") == "True";
+    }
+  }
+  out.schedulable = ready && !(spec.is_object() && spec.value("unschedulable", false));
+  const json capacity = status.value("capacity", json::object());
+  out.cpu_cores = std::max<int64_t>(0, ResourceCount(capacity, "cpu"));
+  out.memory_bytes = std::max<int64_t>(0, ResourceCount(capacity, "memory"));
+}
+
+std::map<std::string, std::string> Labels(const json& n) {
   std::map<std::string, std::string> labels;
   if (n["metadata"].contains("labels") && n["metadata"]["labels"].is_object()) {
     for (const auto& [k, v] : n["metadata"]["labels"].items()) {
       if (v.is_string()) labels[k] = v.get<std::string>();
     }
   }
+  return labels;
+}
+
+bool IsNode(const json& n) {
+  return n.is_object() && n.contains("metadata") && n["metadata"].is_object() && n["metadata"].contains("name") &&
+         n["metadata"]["name"].is_string();
+}
+
+}  // namespace
+
+absl::StatusOr<ObservedNode> ReadBareNode(std::string_view node_json) {
+  const json n = json::parse(node_json, nullptr, false);
+  if (!IsNode(n)) return absl::InvalidArgumentError("node: not a Node object (no metadata.name)");
+  ObservedNode out;
+  out.name = n["metadata"]["name"].get<std::string>();
+  ReadNodeBasics(n, Labels(n), out);
+  return out;
+}
+
+absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json) {
+  const json n = json::parse(node_json, nullptr, false);
+  if (!IsNode(n)) return absl::InvalidArgumentError("node: not a Node object (no metadata.name)");
+  ObservedNode out;
+  out.name = n["metadata"]["name"].get<std::string>();
+  const std::map<std::string, std::string> labels = Labels(n);
   absl::StatusOr<NodeGpus> gpus = ReadNodeLabels(labels);
   if (!gpus.ok() && absl::IsInvalidArgument(gpus.status())) {
     // A product the catalogue does not know (a newer GPU): its GPUs are listed without a model,
@@ -254,30 +299,11 @@ absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view
   if (!gpus.ok()) {
     return absl::Status(gpus.status().code(), fmt::format("node {}: {}", out.name, gpus.status().message()));
   }
-  // What gpuaas keeps of the node's labels: NVIDIA's (GFD, the GPU Operator) and the topology ones.
-  // GFD's timestamp changes at every run and says nothing of the GPUs.
-  for (const auto& [k, v] : labels) {
-    if (k == "nvidia.com/gfd.timestamp") continue;
-    if (k.starts_with("nvidia.com/") || k.starts_with("topology.kubernetes.io/") ||
-        k == "kubernetes.io/hostname" || k == "gpuaas.io/pool") {
-      out.labels[k] = v;
-    }
-  }
   out.gpu_product = gpus->product;
-
-  const json spec = n.value("spec", json::object());
+  ReadNodeBasics(n, labels, out);
   const json status = n.value("status", json::object());
-  bool ready = false;
-  if (status.contains("conditions") && status["conditions"].is_array()) {
-    for (const json& c : status["conditions"]) {
-      if (c.is_object() && c.value("type", "") == "Ready") ready = c.value("status", "") == "True";
-    }
-  }
-  out.schedulable = ready && !(spec.is_object() && spec.value("unschedulable", false));
   const json capacity = status.value("capacity", json::object());
   const json allocatable = status.value("allocatable", json::object());
-  out.cpu_cores = std::max<int64_t>(0, ResourceCount(capacity, "cpu"));
-  out.memory_bytes = std::max<int64_t>(0, ResourceCount(capacity, "memory"));
 
   // Devices the plugin holds back (allocatable below capacity) are unhealthy; which ones the
   // labels do not say, so the last indices are marked.

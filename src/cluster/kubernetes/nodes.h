@@ -36,6 +36,11 @@ std::string MetadataField(std::string_view object_json, std::string_view key);
 // does not know is not refused: its GPUs come without MIG, and the inventory flags the node.
 absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json);
 
+// A Node's JSON (text) without its GPUs: name, schedulability, CPU, memory and the labels
+// gpuaas keeps, for nodes whose GPUs only NVIDIA's DRA driver names (no GFD labels).
+// InvalidArgument for JSON that is not a Node.
+absl::StatusOr<ObservedNode> ReadBareNode(std::string_view node_json);
+
 // What a pod holds of a node's GPUs: the nvidia.com/ resources of its containers (extended
 // resources are asked for in limits), and its DRA claims, while it is bound to a node and not
 // finished.
