@@ -638,7 +638,8 @@ TEST_F(KubernetesDriverTest, ANodeWithGpuPodsIsCordonedAndChangedOnceTheyFinish)
   auto synced = [&] { return d.pod_stats().resource_version == api.resource_version() || d.node_stats().resource_version == api.resource_version(); };
   api.Put("/api/v1/pods", "Pod", PodJson("train", "h200-a", "Running", {{"nvidia.com/gpu", "1"}}));
   api.Put("/api/v1/pods", "Pod", PodJson("serve", "h200-b", "Running", {{"nvidia.com/gpu", "1"}}));
-  ASSERT_TRUE(Eventually([&] { return d.pod_stats().resource_version == api.resource_version(); }));
+  // Both listed: pods caught up says nothing of the nodes' own list.
+  ASSERT_TRUE(Eventually([&] { return d.node_stats().synced && d.pod_stats().resource_version == api.resource_version(); }));
   const std::string gpu = cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", 0);
   const std::vector<cluster::ObservedMigInstance> split = {{"3g.71gb", 4, 4, "", false}};
 
