@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <unordered_map>
 
+#include "allocator/mig_plan.h"
 #include "fmt/format.h"
 
 namespace gpuaas::allocator {
@@ -332,77 +334,162 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
   Overlay work(fleet);
   CycleState state;
   state.request = &req;
-  for (size_t it = 0; it < req.items.size(); ++it) {
+  // One device of item `it` (the `unit`-th) on the best GPU, by the filters and scores; with
+  // `existing_only`, only as a free instance that exists or a new one in free slots. False (and
+  // the failure in `out` unless `existing_only`) when no GPU offers it.
+  auto place = [&](size_t it, int unit, bool existing_only) -> bool {
     const RequestItem& item = req.items[it];
     const GpuModel* m = catalog::FindModel(item.model);
     const MigProfile* p = profiles[it];
-    // Free whole GPUs per node, counted once per item and kept current as units are reserved.
-    state.free_full_on_node.clear();
+    state.left = item.count - unit;
+    std::map<std::string_view, int> rejected;
+    int considered = 0;
+    size_t best_gpu = 0;
+    Option best_option;
+    int64_t best_score = std::numeric_limits<int64_t>::min();
+    bool found = false;
+    for (size_t i = 0; i < work.size(); ++i) {
+      const GpuState& g = work.Get(i);
+      if (g.model != m) continue;
+      ++considered;
+      std::string_view why;
+      for (const auto& f : profile.filters) {
+        why = f->Filter(req, item, g);
+        if (!why.empty()) break;
+      }
+      if (!why.empty()) {
+        ++rejected[why];
+        continue;
+      }
+      std::vector<Option> options = Options(g, item, p);
+      if (existing_only) {
+        // Free slots count as existing room on GPUs in use; an idle GPU's are planned anew.
+        const bool idle = g.Idle();
+        std::erase_if(options, [idle](const Option& o) {
+          return o.action != Action::kUseInstance && (o.action != Action::kCreateInstance || idle);
+        });
+      }
+      if (options.empty()) {
+        ++rejected[NoRoomReason(g, IsFull(item))];
+        continue;
+      }
+      for (const Option& o : options) {
+        int64_t score = 0;
+        for (const auto& sc : profile.scorers) score += sc->Score(state, item, g, o);
+        if (score > best_score) {
+          best_score = score;
+          best_gpu = i;
+          best_option = o;
+          found = true;
+        }
+      }
+    }
+    if (!found) {
+      if (existing_only) return false;
+      std::string detail;
+      for (const auto& [why, n] : rejected) detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", n, why);
+      out.code = Code::kUnschedulable;
+      out.reason = fmt::format("no {} GPU can take {} {}/{} of this pool ({} of {} wanted placed so far); of {}: {}",
+                               m->name, IsFull(item) ? "another whole GPU" : "another", m->name, item.profile, unit,
+                               item.count, Plural(considered, fmt::format("{} GPU", m->name)),
+                               detail.empty() ? "none" : detail);
+      out.plan = {};
+      return false;  // Unreserve: the overlay is dropped with everything reserved on it
+    }
+    Placement placement;
+    placement.item = it;
+    Reserve(work.Mutable(best_gpu), req, item, p, best_option, out.plan, placement);
+    ++state.devices_on_node[placement.node];
+    if (placement.action == Action::kUseGpu) --state.free_full_on_node[placement.node];
+    out.plan.placements.push_back(std::move(placement));
+    return true;
+  };
+
+  std::set<const GpuModel*> mig_planned;
+  for (size_t it = 0; it < req.items.size(); ++it) {
+    const RequestItem& item = req.items[it];
+    const GpuModel* m = catalog::FindModel(item.model);
     if (IsFull(item)) {
+      // Free whole GPUs per node, counted once per item and kept current as units are reserved.
+      state.free_full_on_node.clear();
       for (size_t i = 0; i < work.size(); ++i) {
         const GpuState& g = work.Get(i);
         if (g.model == m && !g.mig_enabled && g.owner.empty() && !g.busy && g.healthy) {
           ++state.free_full_on_node[g.node];
         }
       }
+      for (int unit = 0; unit < item.count; ++unit) {
+        if (!place(it, unit, false)) return out;
+      }
+      continue;
     }
-    for (int unit = 0; unit < item.count; ++unit) {
-      state.left = item.count - unit;
-      std::map<std::string_view, int> rejected;
-      int considered = 0;
-      size_t best_gpu = 0;
-      Option best_option;
+    // Every MIG item of the model at once: first existing instances and free slots (no GPU is
+    // reconfigured for what fits without), then the rest on the fewest idle GPUs (mig_plan.h).
+    if (!mig_planned.insert(m).second) continue;
+    state.free_full_on_node.clear();
+    std::map<const MigProfile*, std::vector<size_t>> rest;  // profile -> the item of each device left
+    for (size_t j = it; j < req.items.size(); ++j) {
+      if (IsFull(req.items[j]) || catalog::FindModel(req.items[j].model) != m) continue;
+      for (int unit = 0; unit < req.items[j].count; ++unit) {
+        if (!place(j, unit, true)) rest[profiles[j]].push_back(j);
+      }
+    }
+    if (rest.empty()) continue;
+    std::map<const MigProfile*, int> demand;
+    for (const auto& [p, owners] : rest) demand[p] = static_cast<int>(owners.size());
+    const std::vector<catalog::Layout> layouts = PackInstances(*m, demand);
+    // Idle GPUs of the model that the filters let through, each offering a new layout.
+    std::vector<size_t> idle;
+    for (size_t i = 0; i < work.size(); ++i) {
+      const GpuState& g = work.Get(i);
+      if (g.model != m || !g.Idle() || !m->mig_capable) continue;
+      bool passes = true;
+      for (const auto& f : profile.filters) passes = passes && f->Filter(req, req.items[rest.begin()->second.front()], g).empty();
+      if (passes) idle.push_back(i);
+    }
+    if (layouts.empty() || idle.size() < layouts.size()) {
+      // Not enough idle GPUs for the plan: device by device, which says what stands in the way.
+      std::map<size_t, int> placed;  // item -> its devices placed so far
+      for (const auto& [p, owners] : rest) {
+        for (size_t j : owners) placed[j] = req.items[j].count;
+      }
+      for (const auto& [p, owners] : rest) {
+        for (size_t j : owners) --placed[j];
+      }
+      for (const auto& [p, owners] : rest) {
+        for (size_t j : owners) {
+          if (!place(j, placed[j]++, false)) return out;
+        }
+      }
+      continue;
+    }
+    for (const catalog::Layout& layout : layouts) {
+      // The GPU next to this pool's devices, then one already in MIG mode (no mode change).
+      size_t best = idle.size();
       int64_t best_score = std::numeric_limits<int64_t>::min();
-      bool found = false;
-      for (size_t i = 0; i < work.size(); ++i) {
-        const GpuState& g = work.Get(i);
-        if (g.model != m) continue;
-        ++considered;
-        std::string_view why;
-        for (const auto& f : profile.filters) {
-          why = f->Filter(req, item, g);
-          if (!why.empty()) break;
-        }
-        if (!why.empty()) {
-          ++rejected[why];
-          continue;
-        }
-        std::vector<Option> options = Options(g, item, p);
-        if (options.empty()) {
-          ++rejected[NoRoomReason(g, IsFull(item))];
-          continue;
-        }
-        for (const Option& o : options) {
-          int64_t score = 0;
-          for (const auto& s : profile.scorers) score += s->Score(state, item, g, o);
-          if (score > best_score) {
-            best_score = score;
-            best_gpu = i;
-            best_option = o;
-            found = true;
-          }
-        }
+      for (size_t k = 0; k < idle.size(); ++k) {
+        const GpuState& g = work.Get(idle[k]);
+        auto n = state.devices_on_node.find(g.node);
+        const int64_t score = (n == state.devices_on_node.end() ? 0 : 1'000 + n->second) * 10 + (g.mig_enabled ? 1 : 0);
+        if (score > best_score) best_score = score, best = k;
       }
-      if (!found) {
-        std::string detail;
-        for (const auto& [why, n] : rejected) {
-          detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", n, why);
-        }
-        out.code = Code::kUnschedulable;
-        out.reason = fmt::format(
-            "no {} GPU can take {} {}/{} of this pool ({} of {} wanted placed so far); of {}: {}",
-            m->name, IsFull(item) ? "another whole GPU" : "another", m->name, item.profile, unit,
-            item.count, Plural(considered, fmt::format("{} GPU", m->name)),
-            detail.empty() ? "none" : detail);
-        out.plan = {};
-        return out;  // Unreserve: the overlay is dropped with everything reserved on it
+      const size_t gpu = idle[best];
+      idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(best));
+      // A GPU in MIG mode with no instances takes the new ones as they are; any other is
+      // reconfigured (its mode changed, or its unused instances destroyed).
+      bool first = !(work.Get(gpu).mig_enabled && work.Get(gpu).instances.empty());
+      for (const catalog::Instance& inst : layout) {
+        std::vector<size_t>& owners = rest[inst.profile];
+        const size_t j = owners.back();
+        owners.pop_back();
+        Placement placement;
+        placement.item = j;
+        Reserve(work.Mutable(gpu), req, req.items[j], inst.profile,
+                {first ? Action::kReconfigure : Action::kCreateInstance, inst.start, 0}, out.plan, placement);
+        first = false;
+        ++state.devices_on_node[placement.node];
+        out.plan.placements.push_back(std::move(placement));
       }
-      Placement placement;
-      placement.item = it;
-      Reserve(work.Mutable(best_gpu), req, item, p, best_option, out.plan, placement);
-      ++state.devices_on_node[placement.node];
-      if (placement.action == Action::kUseGpu) --state.free_full_on_node[placement.node];
-      out.plan.placements.push_back(std::move(placement));
     }
   }
   out.code = Code::kSuccess;

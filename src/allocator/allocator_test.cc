@@ -1,5 +1,7 @@
 #include "allocator/allocator.h"
 
+#include "allocator/mig_plan.h"
+
 #include <random>
 #include <set>
 
@@ -279,6 +281,96 @@ TEST(AllocatorProperty, RandomSequencesKeepTheInvariants) {
   EXPECT_GT(allocations, 500);
   EXPECT_GT(failures, 100);
   EXPECT_GT(reconfigurations, 50);
+}
+
+// A pool's MIG instances on new GPUs take the fewest GPUs whose legal layouts hold them all:
+// 1g.18gb, 1g.35gb, 2 x 2g.35gb and 2 x 4g.71gb fit on two H200s (4g+2g+1g twice), which a
+// device-by-device choice spread over three.
+TEST(Allocator, APoolsNewMigInstancesTakeTheFewestGpus) {
+  FleetSnapshot f;
+  for (int i = 0; i < 8; ++i) f.gpus.push_back(Gpu("n1", i));
+  for (int i = 0; i < 8; ++i) f.gpus.push_back(Gpu("n2", i, "-"));
+  const Request req = Req("p/a", {{"H200-SXM-141GB", "1g.18gb", 1},
+                                  {"H200-SXM-141GB", "1g.35gb", 1},
+                                  {"H200-SXM-141GB", "2g.35gb", 2},
+                                  {"H200-SXM-141GB", "4g.71gb", 2}});
+  Outcome o = Allocate(f, req, Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  EXPECT_EQ(o.plan.gpu_changes.size(), 2u);
+  for (const auto& [uuid, change] : o.plan.gpu_changes) {
+    EXPECT_TRUE(catalog::ValidateLayout(*catalog::FindModel("H200-SXM-141GB"), change.layout).ok()) << uuid;
+    EXPECT_EQ(change.layout.size(), 3u);
+    EXPECT_TRUE(uuid.starts_with("GPU-n2-")) << "GPUs already in MIG mode need no mode change";
+  }
+  ASSERT_EQ(o.plan.placements.size(), 6u);
+  std::map<size_t, int> per_item;
+  for (const Placement& p : o.plan.placements) {
+    ++per_item[p.item];
+    EXPECT_EQ(p.profile, req.items[p.item].profile);
+  }
+  EXPECT_EQ(per_item, (std::map<size_t, int>{{0, 1}, {1, 1}, {2, 2}, {3, 2}}));
+  // Applied, the pool owns exactly its six instances on those two GPUs.
+  ApplyPlan(f, req, o.plan);
+  int owned = 0;
+  for (const GpuState& g : f.gpus) {
+    for (const InstanceState& i : g.instances) owned += i.owner == "p/a" ? 1 : 0;
+  }
+  EXPECT_EQ(owned, 6);
+}
+
+// What exists comes first: a free instance and free slots on a GPU in use are taken before any
+// idle GPU is laid out anew, and a GPU with running work is never reconfigured.
+TEST(Allocator, ExistingRoomComesBeforeNewLayouts) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0, "3g.71gb@0 1g.18gb@4"), Gpu("n1", 1, "-"), Gpu("n1", 2, "7g.141gb@0")};
+  f.gpus[0].instances[0].owner = "other/pool";
+  f.gpus[2].instances[0].busy = true;  // someone's work, not a pool's
+  Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "1g.18gb", 3}, {"H200-SXM-141GB", "3g.71gb", 1}}), Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  int on_first = 0;
+  for (const Placement& p : o.plan.placements) {
+    on_first += p.gpu_uuid == "GPU-n1-0" ? 1 : 0;
+    EXPECT_NE(p.gpu_uuid, "GPU-n1-2");
+  }
+  EXPECT_EQ(on_first, 3) << "the free 1g.18gb and two new ones in GPU 0's free slots";
+  ASSERT_TRUE(o.plan.gpu_changes.count("GPU-n1-0"));
+  EXPECT_FALSE(o.plan.gpu_changes.at("GPU-n1-0").reconfigure);
+  EXPECT_TRUE(o.plan.gpu_changes.count("GPU-n1-1")) << "the 3g.71gb on the idle GPU";
+}
+
+TEST(MigPlan, PacksRandomDemandsLegallyAndExactly) {
+  std::mt19937 rng(7);
+  for (const char* name : {"H200-SXM-141GB", "H100-SXM5-80GB", "A100-SXM4-40GB", "A30-24GB"}) {
+    const catalog::GpuModel& m = *catalog::FindModel(name);
+    for (int c = 0; c < 200; ++c) {
+      std::map<const catalog::MigProfile*, int> demand;
+      const int n = 1 + static_cast<int>(rng() % 16);
+      int slices = 0;
+      for (int k = 0; k < n; ++k) {
+        const catalog::MigProfile* p = &m.profiles[rng() % m.profiles.size()];
+        ++demand[p];
+        slices += p->memory_slices;
+      }
+      const std::vector<catalog::Layout> layouts = PackInstances(m, demand);
+      ASSERT_FALSE(layouts.empty()) << name;
+      std::map<const catalog::MigProfile*, int> got;
+      for (const catalog::Layout& l : layouts) {
+        EXPECT_TRUE(catalog::ValidateLayout(m, l).ok()) << name << ": " << catalog::FormatLayout(l);
+        for (const catalog::Instance& i : l) ++got[i.profile];
+      }
+      EXPECT_EQ(got, demand) << name;
+      // Never more GPUs than one a profile's worth of instances, nor fewer than memory allows.
+      EXPECT_GE(static_cast<int>(layouts.size()), (slices + m.memory_slices - 1) / m.memory_slices) << name;
+    }
+  }
+  const catalog::GpuModel& h200 = *catalog::FindModel("H200-SXM-141GB");
+  EXPECT_TRUE(PackInstances(h200, {}).empty());
+  EXPECT_TRUE(PackInstances(h200, {{&h200.profiles[0], 0}}).empty());
+  const catalog::GpuModel& a100 = *catalog::FindModel("A100-SXM4-40GB");
+  EXPECT_TRUE(PackInstances(h200, {{&a100.profiles[0], 1}}).empty()) << "another model's profile";
+  // Seven 1g.18gb fill one H200; an eighth takes a second.
+  EXPECT_EQ(PackInstances(h200, {{catalog::FindProfile(h200, "1g.18gb"), 7}}).size(), 1u);
+  EXPECT_EQ(PackInstances(h200, {{catalog::FindProfile(h200, "1g.18gb"), 8}}).size(), 2u);
 }
 
 }  // namespace
