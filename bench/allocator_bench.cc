@@ -1,5 +1,7 @@
 // Allocator decisions per second on a 10,000-GPU fleet (H100/H200 mix, a quarter in MIG with part
-// of their instances taken). One decision = one Allocate call for a whole pool request.
+// of their instances taken). One decision = one Allocate call for a whole pool request. Each
+// case runs twice: with the snapshot's index (what the product does) and visiting every GPU
+// (scan, the baseline: the allocator before the index, deciding the same).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -39,10 +41,15 @@ allocator::FleetSnapshot Fleet(int gpus) {
 }
 
 void Run(benchmark::State& state, allocator::Request req) {
-  static const allocator::FleetSnapshot fleet = Fleet(10000);
+  static const allocator::FleetSnapshot fleet = [] {
+    allocator::FleetSnapshot f = Fleet(10000);
+    f.Reindex();
+    return f;
+  }();
   const allocator::Profile& profile = *allocator::ProfileByName("default");
+  const bool scan = state.range(0) == 1;
   for (auto _ : state) {
-    allocator::Outcome o = allocator::Allocate(fleet, req, profile);
+    allocator::Outcome o = allocator::Allocate(fleet, req, profile, scan);
     if (o.code != allocator::Code::kSuccess) state.SkipWithError(o.reason.c_str());
     benchmark::DoNotOptimize(o);
   }
@@ -53,16 +60,26 @@ void Run(benchmark::State& state, allocator::Request req) {
 void BM_Allocate_OneMigInstance(benchmark::State& state) {
   Run(state, {"p/a", "", {{"H200-SXM-141GB", "3g.71gb", 1}}});
 }
-BENCHMARK(BM_Allocate_OneMigInstance)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Allocate_OneMigInstance)->Unit(benchmark::kMicrosecond)->ArgName("scan")->Arg(0)->Arg(1);
 
 void BM_Allocate_MixedPool(benchmark::State& state) {
   Run(state, {"p/a", "", {{"H200-SXM-141GB", "full", 2}, {"H200-SXM-141GB", "3g.71gb", 4}}});
 }
-BENCHMARK(BM_Allocate_MixedPool)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Allocate_MixedPool)->Unit(benchmark::kMicrosecond)->ArgName("scan")->Arg(0)->Arg(1);
 
 void BM_Allocate_EightFullGpus(benchmark::State& state) {
   Run(state, {"p/a", "", {{"H100-SXM5-80GB", "full", 8}}});
 }
-BENCHMARK(BM_Allocate_EightFullGpus)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Allocate_EightFullGpus)->Unit(benchmark::kMicrosecond)->ArgName("scan")->Arg(0)->Arg(1);
+
+// Building the index of the 10,000 GPUs (what BuildSnapshot, ApplyPlan and ReleasePool add).
+void BM_IndexFleet(benchmark::State& state) {
+  allocator::FleetSnapshot f = Fleet(10000);
+  for (auto _ : state) {
+    f.Reindex();
+    benchmark::DoNotOptimize(f.index);
+  }
+}
+BENCHMARK(BM_IndexFleet)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "allocator/allocator.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <set>
 #include <unordered_map>
@@ -20,14 +21,12 @@ bool IsFull(const RequestItem& item) { return item.profile == catalog::kFullProf
 // reserved on. Unreserve is dropping the copies, so it undoes exactly what Reserve did.
 class Overlay {
  public:
-  explicit Overlay(const FleetSnapshot& base) : base_(base) {}
-  const GpuState& Get(size_t i) const {
-    auto it = changed_.find(i);
-    return it == changed_.end() ? base_.gpus[i] : it->second;
-  }
+  explicit Overlay(const FleetSnapshot& base) : base_(base), marked_(base.gpus.size(), false) {}
+  const GpuState& Get(size_t i) const { return marked_[i] ? changed_.at(i) : base_.gpus[i]; }
   GpuState& Mutable(size_t i) {
     auto it = changed_.find(i);
     if (it == changed_.end()) it = changed_.emplace(i, base_.gpus[i]).first;
+    marked_[i] = true;
     return it->second;
   }
   const std::unordered_map<size_t, GpuState>& changed() const { return changed_; }
@@ -36,6 +35,7 @@ class Overlay {
  private:
   const FleetSnapshot& base_;
   std::unordered_map<size_t, GpuState> changed_;
+  std::vector<bool> marked_;  // which GPUs are in changed_ (a lookup a GPU visited is too dear)
 };
 
 // What the allocator asks of a MIG layout, computed once per distinct layout: layouts repeat
@@ -128,11 +128,11 @@ class TierScore final : public ScorePlugin {
 class BestFitScore final : public ScorePlugin {
  public:
   std::string_view Name() const override { return "BestFit"; }
-  int64_t Score(const CycleState&, const RequestItem& item, const GpuState& g,
+  int64_t Score(const CycleState& state, const RequestItem& item, const GpuState& g,
                 const Option& o) const override {
     if (IsFull(item) || g.model == nullptr) return 0;
     const catalog::GpuModel& m = *g.model;
-    const MigProfile* p = catalog::FindProfile(m, item.profile);
+    const MigProfile* p = state.profile != nullptr ? state.profile : catalog::FindProfile(m, item.profile);
     uint64_t key = o.action == Action::kReconfigure ? 0 : LayoutKey(m, g);
     if (o.action != Action::kUseInstance) key |= Bit(m, p, o.start);
     const LayoutFacts& after = Facts(m, key);
@@ -228,17 +228,18 @@ std::string_view NoRoomReason(const GpuState& g, bool full) {
 }
 
 // The options GPU `g` offers for one device of `item` (after the filters passed).
-std::vector<Option> Options(const GpuState& g, const RequestItem& item, const MigProfile* p) {
-  std::vector<Option> out;
+// (Into `out`, reused between GPUs: a decision visits many.)
+void Options(const GpuState& g, const RequestItem& item, const MigProfile* p, std::vector<Option>& out) {
+  out.clear();
   if (IsFull(item)) {
     if (!g.mig_enabled) {
       if (g.owner.empty() && !g.busy) out.push_back({Action::kUseGpu, 0, 0});
     } else if (g.Idle()) {
       out.push_back({Action::kReconfigure, 0, 0});
     }
-    return out;
+    return;
   }
-  if (!g.model->mig_capable) return out;
+  if (!g.model->mig_capable) return;
   if (g.mig_enabled) {
     for (size_t i = 0; i < g.instances.size(); ++i) {
       const InstanceState& inst = g.instances[i];
@@ -256,7 +257,6 @@ std::vector<Option> Options(const GpuState& g, const RequestItem& item, const Mi
   } else if (g.owner.empty() && !g.busy) {
     for (int s : p->starts) out.push_back({Action::kReconfigure, s, 0});
   }
-  return out;
 }
 
 void Reserve(GpuState& g, const Request& req, const RequestItem& item, const MigProfile* p,
@@ -300,8 +300,23 @@ void Reserve(GpuState& g, const Request& req, const RequestItem& item, const Mig
 
 }  // namespace
 
-Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& profile) {
+Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& profile, bool scan_fleet) {
   Outcome out;
+  SnapshotIndex own;
+  const SnapshotIndex* index = nullptr;
+  if (!scan_fleet) {
+    if (fleet.index.built_for == fleet.gpus.data() && fleet.index.size == fleet.gpus.size()) {
+      index = &fleet.index;
+    } else {
+      own = IndexGpus(fleet.gpus);
+      index = &own;
+    }
+  }
+  auto of_model = [&](const GpuModel* m) -> const SnapshotIndex::OfModel* {
+    if (index == nullptr) return nullptr;
+    auto it = index->models.find(m);
+    return it == index->models.end() ? nullptr : &it->second;
+  };
   // PreFilter: every item must be possible on this fleet at all.
   std::vector<const MigProfile*> profiles;
   for (const RequestItem& item : req.items) {
@@ -322,7 +337,12 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
       return {Code::kUnschedulableAndUnresolvable, {},
               fmt::format("{}/{}: count must be positive", item.model, item.profile)};
     }
-    const int64_t cap = FleetCapacity(fleet, item.model, item.profile);
+    int64_t cap = 0;
+    if (index == nullptr) {
+      cap = FleetCapacity(fleet, item.model, item.profile);
+    } else if (const SnapshotIndex::OfModel* of = of_model(m)) {
+      cap = static_cast<int64_t>(of->all.size()) * (IsFull(item) ? 1 : catalog::FindProfile(*m, item.profile)->max_count);
+    }
     if (cap < item.count) {
       return {Code::kUnschedulableAndUnresolvable, {},
               fmt::format("{} x {}/{} is more than the whole fleet could hold ({})", item.count,
@@ -337,18 +357,55 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
   // One device of item `it` (the `unit`-th) on the best GPU, by the filters and scores; with
   // `existing_only`, only as a free instance that exists or a new one in free slots. False (and
   // the failure in `out` unless `existing_only`) when no GPU offers it.
-  auto place = [&](size_t it, int unit, bool existing_only) -> bool {
+  // The GPUs worth visiting for a device of `item` (ascending positions): from the index, and
+  // every GPU this request has changed; with no index, or `every`, all of them.
+  std::vector<uint32_t> visit;
+  auto candidates = [&](const RequestItem& item, const MigProfile* p, bool existing_only, bool every) {
+    visit.clear();
+    const GpuModel* m = catalog::FindModel(item.model);
+    const SnapshotIndex::OfModel* of = of_model(m);
+    if (index == nullptr || every) {
+      if (of != nullptr && !every) {
+        visit = of->all;
+      } else {
+        for (size_t i = 0; i < work.size(); ++i) visit.push_back(static_cast<uint32_t>(i));
+      }
+      return;
+    }
+    if (of != nullptr) {
+      auto add = [&](const std::vector<uint32_t>& list) { visit.insert(visit.end(), list.begin(), list.end()); };
+      if (IsFull(item)) {
+        add(of->whole_free);
+        add(of->idle_mig);
+      } else if (existing_only) {
+        const auto at = static_cast<size_t>(p - m->profiles.data());
+        add(of->free_instance[at]);
+        add(of->free_slots[at]);
+      } else {
+        add(of->all);
+      }
+    }
+    for (const auto& [i, g] : work.changed()) {
+      if (g.model == m) visit.push_back(static_cast<uint32_t>(i));
+    }
+    std::sort(visit.begin(), visit.end());
+    visit.erase(std::unique(visit.begin(), visit.end()), visit.end());
+  };
+  std::function<bool(size_t, int, bool, bool)> place = [&](size_t it, int unit, bool existing_only, bool every) -> bool {
     const RequestItem& item = req.items[it];
     const GpuModel* m = catalog::FindModel(item.model);
     const MigProfile* p = profiles[it];
     state.left = item.count - unit;
+    state.profile = p;
     std::map<std::string_view, int> rejected;
     int considered = 0;
     size_t best_gpu = 0;
     Option best_option;
     int64_t best_score = std::numeric_limits<int64_t>::min();
     bool found = false;
-    for (size_t i = 0; i < work.size(); ++i) {
+    candidates(item, p, existing_only, every);
+    std::vector<Option> options;
+    for (const uint32_t i : visit) {
       const GpuState& g = work.Get(i);
       if (g.model != m) continue;
       ++considered;
@@ -361,7 +418,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
         ++rejected[why];
         continue;
       }
-      std::vector<Option> options = Options(g, item, p);
+      Options(g, item, p, options);
       if (existing_only) {
         // Free slots count as existing room on GPUs in use; an idle GPU's are planned anew.
         const bool idle = g.Idle();
@@ -386,6 +443,8 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     }
     if (!found) {
       if (existing_only) return false;
+      // Why, from every GPU of the model (the index left out those that could not serve).
+      if (index != nullptr && !every) return place(it, unit, existing_only, true);
       std::string detail;
       for (const auto& [why, n] : rejected) detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", n, why);
       out.code = Code::kUnschedulable;
@@ -399,8 +458,10 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     Placement placement;
     placement.item = it;
     Reserve(work.Mutable(best_gpu), req, item, p, best_option, out.plan, placement);
-    ++state.devices_on_node[placement.node];
-    if (placement.action == Action::kUseGpu) --state.free_full_on_node[placement.node];
+    // Keyed by the snapshot's own string: `placement` moves on.
+    const std::string_view node = work.Get(best_gpu).node;
+    ++state.devices_on_node[node];
+    if (placement.action == Action::kUseGpu) --state.free_full_on_node[node];
     out.plan.placements.push_back(std::move(placement));
     return true;
   };
@@ -412,14 +473,15 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     if (IsFull(item)) {
       // Free whole GPUs per node, counted once per item and kept current as units are reserved.
       state.free_full_on_node.clear();
-      for (size_t i = 0; i < work.size(); ++i) {
+      candidates(item, nullptr, false, false);
+      for (const uint32_t i : visit) {
         const GpuState& g = work.Get(i);
         if (g.model == m && !g.mig_enabled && g.owner.empty() && !g.busy && g.healthy) {
           ++state.free_full_on_node[g.node];
         }
       }
       for (int unit = 0; unit < item.count; ++unit) {
-        if (!place(it, unit, false)) return out;
+        if (!place(it, unit, false, false)) return out;
       }
       continue;
     }
@@ -431,7 +493,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     for (size_t j = it; j < req.items.size(); ++j) {
       if (IsFull(req.items[j]) || catalog::FindModel(req.items[j].model) != m) continue;
       for (int unit = 0; unit < req.items[j].count; ++unit) {
-        if (!place(j, unit, true)) rest[profiles[j]].push_back(j);
+        if (!place(j, unit, true, false)) rest[profiles[j]].push_back(j);
       }
     }
     if (rest.empty()) continue;
@@ -440,7 +502,8 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     const std::vector<catalog::Layout> layouts = PackInstances(*m, demand);
     // Idle GPUs of the model that the filters let through, each offering a new layout.
     std::vector<size_t> idle;
-    for (size_t i = 0; i < work.size(); ++i) {
+    candidates(RequestItem{item.model, std::string(catalog::kFullProfile), 1}, nullptr, false, false);
+    for (const uint32_t i : visit) {
       const GpuState& g = work.Get(i);
       if (g.model != m || !g.Idle() || !m->mig_capable) continue;
       bool passes = true;
@@ -458,7 +521,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
       }
       for (const auto& [p, owners] : rest) {
         for (size_t j : owners) {
-          if (!place(j, placed[j]++, false)) return out;
+          if (!place(j, placed[j]++, false, false)) return out;
         }
       }
       continue;
@@ -487,7 +550,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
         Reserve(work.Mutable(gpu), req, req.items[j], inst.profile,
                 {first ? Action::kReconfigure : Action::kCreateInstance, inst.start, 0}, out.plan, placement);
         first = false;
-        ++state.devices_on_node[placement.node];
+        ++state.devices_on_node[work.Get(gpu).node];
         out.plan.placements.push_back(std::move(placement));
       }
     }
@@ -532,6 +595,7 @@ void ApplyPlan(FleetSnapshot& fleet, const Request& req, const Plan& plan) {
       if (inst.start == p.start && inst.profile->name == p.profile) inst.owner = req.pool;
     }
   }
+  fleet.Reindex();
 }
 
 void ReleasePool(FleetSnapshot& fleet, const std::string& pool) {
@@ -547,6 +611,7 @@ void ReleasePool(FleetSnapshot& fleet, const std::string& pool) {
       }
     }
   }
+  fleet.Reindex();
 }
 
 }  // namespace gpuaas::allocator

@@ -14,6 +14,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "allocator/snapshot.h"
@@ -104,8 +106,10 @@ struct Option {
 struct CycleState {
   const Request* request = nullptr;
   int left = 0;  // devices of the current item still to place, this one included
-  std::map<std::string, int> devices_on_node;  // this request's devices per node so far
-  std::map<std::string, int> free_full_on_node;  // free whole GPUs of the item's model, per node
+  const catalog::MigProfile* profile = nullptr;  // the item's MIG profile; null for whole GPUs
+  // By node name (views of the snapshot's strings, which outlive the decision).
+  std::unordered_map<std::string_view, int> devices_on_node;  // this request's devices per node so far
+  std::unordered_map<std::string_view, int> free_full_on_node;  // free whole GPUs of the item's model, per node
 };
 
 // A scorer: higher is better. Scores of all plugins are added.
@@ -131,8 +135,11 @@ std::shared_ptr<const Profile> ProfileByName(std::string_view name);
 // GPUs of the model times the profile's max count (1 for "full").
 int64_t FleetCapacity(const FleetSnapshot& fleet, const std::string& model, const std::string& profile);
 
-// Places every device of `req`, all or nothing.
-Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& profile);
+// Places every device of `req`, all or nothing. A decision visits the GPUs the snapshot's index
+// gives for it (FleetSnapshot::index), and the whole fleet only to explain a failure; with
+// `scan_fleet` it visits every GPU instead (tests and benches check that the decisions are the
+// same).
+Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& profile, bool scan_fleet = false);
 
 // Applies a successful plan to a snapshot (what the fleet looks like once it is provisioned).
 void ApplyPlan(FleetSnapshot& fleet, const Request& req, const Plan& plan);

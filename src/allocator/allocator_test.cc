@@ -229,6 +229,16 @@ TEST(AllocatorProperty, RandomSequencesKeepTheInvariants) {
       const std::string pool = "ns/pool-" + std::to_string(round) + "-" + std::to_string(step);
       Request req = Req(pool, items);
       Outcome o = Allocate(f, req, Default());
+      // The index changes which GPUs are visited, never the decision.
+      const Outcome scanned = Allocate(f, req, Default(), /*scan_fleet=*/true);
+      ASSERT_EQ(o.code, scanned.code) << o.reason << " / " << scanned.reason;
+      ASSERT_EQ(o.reason, scanned.reason);
+      ASSERT_EQ(o.plan.placements.size(), scanned.plan.placements.size());
+      for (size_t k = 0; k < o.plan.placements.size(); ++k) {
+        ASSERT_EQ(o.plan.placements[k].gpu_uuid, scanned.plan.placements[k].gpu_uuid);
+        ASSERT_EQ(o.plan.placements[k].start, scanned.plan.placements[k].start);
+        ASSERT_EQ(o.plan.placements[k].action, scanned.plan.placements[k].action);
+      }
       if (o.code != Code::kSuccess) {
         ++failures;
         EXPECT_FALSE(o.reason.empty());

@@ -72,8 +72,61 @@ FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity* const> gpus,
   std::sort(f.gpus.begin(), f.gpus.end(), [](const GpuState& a, const GpuState& b) {
     return std::tie(a.cluster, a.node, a.index) < std::tie(b.cluster, b.node, b.index);
   });
+  f.Reindex();
   return f;
 }
+
+SnapshotIndex IndexGpus(const std::vector<GpuState>& gpus) {
+  SnapshotIndex index;
+  index.built_for = gpus.data();
+  index.size = gpus.size();
+  // Free slots depend on the layout only: asked once per distinct layout of a model.
+  std::unordered_map<const catalog::GpuModel*, std::unordered_map<uint64_t, std::vector<bool>>> slots_memo;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const GpuState& g = gpus[i];
+    if (g.model == nullptr) continue;
+    const catalog::GpuModel& m = *g.model;
+    SnapshotIndex::OfModel& of = index.models[&m];
+    if (of.free_instance.size() != m.profiles.size()) {
+      of.free_instance.resize(m.profiles.size());
+      of.free_slots.resize(m.profiles.size());
+    }
+    const auto at = static_cast<uint32_t>(i);
+    of.all.push_back(at);
+    if (!g.mig_enabled) {
+      if (g.owner.empty() && !g.busy) of.whole_free.push_back(at);
+      continue;
+    }
+    std::vector<bool> seen(m.profiles.size(), false);
+    for (const InstanceState& inst : g.instances) {
+      const auto p = static_cast<size_t>(inst.profile - m.profiles.data());
+      if (inst.owner.empty() && !inst.busy && !seen[p]) {
+        seen[p] = true;
+        of.free_instance[p].push_back(at);
+      }
+    }
+    if (g.Idle()) {
+      of.idle_mig.push_back(at);
+      continue;
+    }
+    uint64_t key = 0;
+    for (const InstanceState& inst : g.instances) {
+      key |= uint64_t{1} << ((inst.profile - m.profiles.data()) * 8 + inst.start);
+    }
+    auto [it, added] = slots_memo[&m].try_emplace(key);
+    if (added) {
+      const catalog::Layout layout = g.Layout();
+      it->second.resize(m.profiles.size());
+      for (size_t p = 0; p < m.profiles.size(); ++p) it->second[p] = !catalog::FreeStarts(m, layout, m.profiles[p]).empty();
+    }
+    for (size_t p = 0; p < m.profiles.size(); ++p) {
+      if (it->second[p]) of.free_slots[p].push_back(at);
+    }
+  }
+  return index;
+}
+
+void FleetSnapshot::Reindex() { index = IndexGpus(gpus); }
 
 std::string DeviceKey(std::string_view gpu_uuid, std::string_view profile, int64_t start) {
   if (profile == catalog::kFullProfile) return std::string(gpu_uuid);
@@ -120,6 +173,7 @@ FleetSnapshot BuildPoolSnapshot(std::span<const model::GpuCapacity* const> gpus,
       if (auto o = owners.find(DeviceKey(g.uuid, "mig", i.start)); o != owners.end()) i.owner = o->second;
     }
   }
+  fleet.Reindex();
   return fleet;
 }
 

@@ -4,10 +4,12 @@
 #ifndef GPUAAS_ALLOCATOR_SNAPSHOT_H_
 #define GPUAAS_ALLOCATOR_SNAPSHOT_H_
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "catalog/catalog.h"
@@ -43,9 +45,34 @@ struct GpuState {
   catalog::Layout Layout() const;
 };
 
+// Where a decision looks, so that it visits the GPUs that could serve it rather than the whole
+// fleet: positions in FleetSnapshot::gpus, ascending, per model.
+struct SnapshotIndex {
+  struct OfModel {
+    std::vector<uint32_t> all;
+    std::vector<uint32_t> whole_free;  // MIG disabled, no owner, not busy
+    std::vector<uint32_t> idle_mig;    // MIG enabled, nothing allocated or running
+    // MIG enabled, by profile (indexed like GpuModel::profiles): with a free instance of the
+    // profile; and, of those in use (not idle), with free slots where one could be made.
+    std::vector<std::vector<uint32_t>> free_instance;
+    std::vector<std::vector<uint32_t>> free_slots;
+  };
+  std::unordered_map<const catalog::GpuModel*, OfModel> models;
+  const GpuState* built_for = nullptr;  // gpus.data() and size when built: a stale index is not used
+  size_t size = 0;
+};
+
 struct FleetSnapshot {
   std::vector<GpuState> gpus;  // sorted by (cluster, node, index)
+  // Kept by BuildSnapshot, BuildPoolSnapshot, ApplyPlan and ReleasePool. Code that changes
+  // `gpus` otherwise calls Reindex before the next Allocate (one that finds no index for its
+  // `gpus` builds its own, for that call).
+  SnapshotIndex index;
+  void Reindex();
 };
+
+// The index of `gpus` (what Reindex stores).
+SnapshotIndex IndexGpus(const std::vector<GpuState>& gpus);
 
 // Builds a snapshot from inventory objects. `owners` maps device UUIDs (GPU or MIG) to the pool
 // holding them; `busy` lists device UUIDs with running workloads. GPUs of unknown models are kept
