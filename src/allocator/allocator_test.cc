@@ -1,5 +1,6 @@
 #include "allocator/allocator.h"
 
+#include "allocator/defrag.h"
 #include "allocator/mig_plan.h"
 
 #include <random>
@@ -381,6 +382,90 @@ TEST(MigPlan, PacksRandomDemandsLegallyAndExactly) {
   // Seven 1g.18gb fill one H200; an eighth takes a second.
   EXPECT_EQ(PackInstances(h200, {{catalog::FindProfile(h200, "1g.18gb"), 7}}).size(), 1u);
   EXPECT_EQ(PackInstances(h200, {{catalog::FindProfile(h200, "1g.18gb"), 8}}).size(), 2u);
+}
+
+TEST(Defrag, FreesRoomForLargeProfilesAndLeavesHeldAndRunningInstancesAlone) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0, "3g.71gb@0 1g.18gb@4 1g.18gb@5"),  // a pool's 3g, two free 1g
+            Gpu("n1", 1, "1g.18gb@0 1g.18gb@1 1g.18gb@2 1g.18gb@3 1g.18gb@4 1g.18gb@5 1g.18gb@6"),
+            Gpu("n1", 2, "3g.71gb@0 1g.18gb@4"),  // the 3g runs someone's work
+            Gpu("n1", 3, "4g.71gb@0 3g.71gb@4"),  // freeing the 3g gives room for no more than a 3g
+            Gpu("n1", 4, "1g.18gb@0 1g.18gb@1"),  // unhealthy
+            Gpu("n1", 5, "")};                     // MIG off
+  f.gpus[0].instances[0].owner = "vision/train";
+  f.gpus[2].instances[0].busy = true;
+  f.gpus[3].instances[0].owner = "vision/train";
+  f.gpus[4].healthy = false;
+  const DefragPlan plan = PlanDefrag(f);
+  ASSERT_EQ(plan.moves.size(), 2u);
+  EXPECT_EQ(plan.moves[0].gpu_uuid, "GPU-n1-0");
+  EXPECT_EQ(catalog::FormatLayout(plan.moves[0].after), "3g.71gb@0");
+  EXPECT_EQ(catalog::FormatLayout(plan.moves[0].removed), "1g.18gb@4 1g.18gb@5");
+  EXPECT_EQ(plan.moves[0].largest_before, "1g.35gb") << "slices 6-7 are free now (a 2g may not start at 6)";
+  EXPECT_EQ(plan.moves[0].largest_after, "3g.71gb");
+  EXPECT_EQ(plan.moves[1].gpu_uuid, "GPU-n1-1");
+  EXPECT_TRUE(plan.moves[1].after.empty());
+  EXPECT_EQ(plan.moves[1].largest_after, "7g.141gb") << "a whole GPU again";
+  const auto& before = plan.before.at("H200-SXM-141GB");
+  const auto& after = plan.after.at("H200-SXM-141GB");
+  EXPECT_EQ(after.at("7g.141gb") - before.at("7g.141gb"), 1);
+  EXPECT_EQ(after.at("3g.71gb") - before.at("3g.71gb"), 1 + 2);
+  EXPECT_EQ(RoomFor(*f.gpus[0].model, {}, {}, *catalog::FindProfile(*f.gpus[0].model, "1g.18gb")), 7);
+}
+
+TEST(DefragProperty, NeverTouchesAHeldInstanceOrABusyGpuAndEveryLayoutIsLegal) {
+  std::mt19937 rng(20261204);
+  int moves = 0;
+  const char* models[] = {"H200-SXM-141GB", "H100-SXM5-80GB", "A100-80GB", "A30-24GB"};
+  std::map<std::string, std::vector<catalog::Layout>> maximal;
+  for (const char* model : models) maximal[model] = catalog::MaximalLayouts(*catalog::FindModel(model));
+  for (int round = 0; round < 150; ++round) {
+    FleetSnapshot f;
+    for (const char* model : models) {
+      const std::vector<catalog::Layout>& layouts = maximal[model];
+      for (int i = 0; i < 4; ++i) {
+        GpuState g = Gpu(std::string("node-") + model, i, rng() % 5 == 0 ? "" : "-", model);
+        if (g.mig_enabled) {
+          for (const catalog::Instance& inst : layouts[rng() % layouts.size()]) {
+            if (rng() % 4 == 0) continue;
+            g.instances.push_back({inst.profile, inst.start, "", rng() % 3 == 0 ? "ns/pool" : "", rng() % 9 == 0});
+          }
+        }
+        g.healthy = rng() % 15 != 0;
+        f.gpus.push_back(std::move(g));
+      }
+    }
+    const DefragPlan plan = PlanDefrag(f);
+    for (const DefragMove& mv : plan.moves) {
+      ++moves;
+      const GpuState& g = *std::find_if(f.gpus.begin(), f.gpus.end(), [&](const GpuState& x) { return x.uuid == mv.gpu_uuid; });
+      ASSERT_TRUE(g.healthy);
+      ASSERT_FALSE(g.busy);
+      for (const InstanceState& i : g.instances) {
+        ASSERT_FALSE(i.busy) << "a GPU where work runs is left alone";
+        const bool kept = std::find(mv.after.begin(), mv.after.end(), catalog::Instance{i.profile, i.start}) != mv.after.end();
+        const bool gone = std::find(mv.removed.begin(), mv.removed.end(), catalog::Instance{i.profile, i.start}) != mv.removed.end();
+        ASSERT_NE(kept, gone) << "every instance is either kept or removed";
+        if (!i.owner.empty()) {
+          ASSERT_TRUE(kept) << "a held instance is never touched";
+        }
+      }
+      ASSERT_TRUE(catalog::ValidateLayout(*g.model, mv.after).ok()) << catalog::FormatLayout(mv.after);
+      ASSERT_FALSE(mv.removed.empty());
+      const catalog::MigProfile* after = catalog::FindProfile(*g.model, mv.largest_after);
+      ASSERT_NE(after, nullptr);
+      const catalog::MigProfile* before = catalog::FindProfile(*g.model, mv.largest_before);
+      ASSERT_TRUE(before == nullptr || after->memory_slices > before->memory_slices) << "each move gains room";
+    }
+    for (const auto& [model, rooms] : plan.after) {
+      for (const auto& [profile, n] : rooms) {
+        if (catalog::FindProfile(*catalog::FindModel(model), profile)->memory_slices >= 4) {
+          ASSERT_GE(n, plan.before.at(model).at(profile)) << model << " " << profile;
+        }
+      }
+    }
+  }
+  EXPECT_GT(moves, 100) << "the random fleets exercise the planner";
 }
 
 }  // namespace
