@@ -5,9 +5,11 @@
 #include "billing/billing.h"
 #include "billing/codec.h"
 #include "cluster/simulated/fleet.h"
+#include "fmt/format.h"
 #include "controller/control_plane.h"
 #include "gtest/gtest.h"
 #include "model/codec.h"
+#include "service/defrag.h"
 #include "service/pools.h"
 #include "store/objects.h"
 #include "store/sqlite_store.h"
@@ -96,6 +98,74 @@ TEST_F(PoolLifecycle, MigPoolOnFreeInstancesIsReadyAtOnce) {
   for (const auto& d : p.status.allocation) {
     EXPECT_EQ(d.profile, "3g.71gb");
     EXPECT_EQ(d.instance_uuid.rfind("MIG-", 0), 0u);
+  }
+}
+
+// Defragmentation end to end: the plan finds MIG GPUs whose free instances stand in the way of
+// larger profiles; applied, the MIG controller lays them out anew through the cluster's driver,
+// a pool's instance stays where it is, and the plan is then empty.
+TEST_F(PoolLifecycle, DefragmentationFreesRoomAndLeavesPoolsAlone) {
+  // A 4g.71gb of a "4g.71gb 2g.35gb 1g.18gb" GPU: its free 2g and 1g keep a 3g from the GPU.
+  Request("infer", {{"H200-SXM-141GB", "4g.71gb", 1}});
+  Converge(1);
+  const GpuPool held = Get("infer");
+  ASSERT_EQ(Cond(held, "Ready"), "True/Ready");
+  ASSERT_EQ(held.status.allocation.size(), 1u);
+  const model::AllocatedDevice mine = held.status.allocation[0];
+
+  service::DefragService defrag(*store_, clock_);
+  absl::StatusOr<allocator::DefragPlan> plan = defrag.Plan();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_FALSE(plan->moves.empty()) << "the pool's GPU is carved into free instances";
+  bool on_pools_gpu = false;
+  for (const allocator::DefragMove& mv : plan->moves) on_pools_gpu = on_pools_gpu || mv.gpu_uuid == mine.gpu_uuid;
+  EXPECT_TRUE(on_pools_gpu);
+  for (const allocator::DefragMove& mv : plan->moves) {
+    for (const catalog::Instance& i : mv.removed) {
+      EXPECT_FALSE(mv.gpu_uuid == mine.gpu_uuid && i.start == mine.start) << "the pool's instance is not free";
+    }
+  }
+  // Bad requests change nothing.
+  const int64_t revision = store_->Revision();
+  EXPECT_TRUE(absl::IsInvalidArgument(defrag.Apply({"not-a-gpu"}, "ops").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(defrag.Apply({"GPU-00000000-0000-0000-0000-000000000000"}, "ops").status()));
+  // One GPU without a move spoils the request: the other's move is not made either.
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      defrag.Apply({plan->moves[0].gpu_uuid, "GPU-00000000-0000-0000-0000-000000000000"}, "ops").status()));
+  EXPECT_EQ(store_->Revision(), revision);
+
+  absl::StatusOr<std::vector<allocator::DefragMove>> made = defrag.Apply({}, "ops");
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->size(), plan->moves.size());
+  Converge(5);
+  // Each GPU now has exactly the instances the move kept, and the pool its instance.
+  std::map<std::string, model::GpuCapacity> gpus;
+  EXPECT_TRUE(store_->Transact([&](store::Txn& tx) {
+    auto all = store::ListObjects<model::GpuCapacity>(tx);
+    if (all.ok()) {
+      for (model::GpuCapacity& g : *all) gpus[g.spec.uuid] = std::move(g);
+    }
+    return all.status();
+  }).ok());
+  for (const allocator::DefragMove& mv : *made) {
+    std::string now;
+    for (const model::MigInstance& i : gpus.at(mv.gpu_uuid).status.mig_instances) {
+      now += (now.empty() ? "" : " ") + fmt::format("{}@{}", i.profile, i.start);
+    }
+    EXPECT_EQ(now, catalog::FormatLayout(mv.after)) << mv.gpu_uuid;
+  }
+  const GpuPool after = Get("infer");
+  EXPECT_EQ(Cond(after, "Ready"), "True/Ready");
+  ASSERT_EQ(after.status.allocation.size(), 1u);
+  EXPECT_EQ(after.status.allocation[0].gpu_uuid, mine.gpu_uuid);
+  EXPECT_EQ(after.status.allocation[0].start, mine.start);
+  absl::StatusOr<allocator::DefragPlan> again = defrag.Plan();
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->moves.empty()) << again->moves.size() << " moves left";
+  // The fleet can hand out more of each move's larger profile than before.
+  for (const allocator::DefragMove& mv : *made) {
+    const std::string model(mv.model->name);
+    EXPECT_GT(again->before.at(model).at(mv.largest_after), plan->before.at(model).at(mv.largest_after)) << mv.gpu_uuid;
   }
 }
 

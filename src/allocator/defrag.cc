@@ -63,7 +63,9 @@ DefragPlan PlanDefrag(const FleetSnapshot& fleet) {
       }
     }
     bool moved = false;
-    if (!running && g.healthy && !removed.empty()) {
+    // An idle GPU is laid out anew by the allocator when a pool needs it: only GPUs a pool uses
+    // in part are stuck with what their free instances block.
+    if (!running && g.healthy && !removed.empty() && !kept.empty()) {
       const catalog::MigProfile* before = Largest(m, layout, free);
       const catalog::MigProfile* after = Largest(m, kept, {});
       if (after != nullptr && (before == nullptr || after->memory_slices > before->memory_slices)) {

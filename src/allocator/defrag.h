@@ -1,7 +1,9 @@
 // MIG defragmentation: free MIG instances that nobody holds (left by released pools, or made
-// ahead) cut a GPU's free memory slices into pieces no large profile fits. The planner finds
-// the GPUs where destroying those instances lets the GPU hold a larger profile than it can now
-// (up to the whole GPU), and proposes for each the layout that keeps every allocated instance
+// ahead) cut a GPU's free memory slices into pieces no large profile fits. On an idle GPU the
+// allocator lays the GPU out anew when a pool needs it; on a GPU that a pool uses in part it
+// never does (that would destroy the pool's instances), so the free instances stay in the way.
+// The planner finds those GPUs where destroying the free instances lets the GPU hold a larger
+// profile than it can now, and proposes for each the layout that keeps every allocated instance
 // where it is. It never touches an instance a pool holds, nor a GPU where a workload runs, nor
 // an unhealthy GPU. Applying a plan is the MIG controller's work (a MigLayout per GPU), after an
 // operator's approval (service/defrag.h). Pure.

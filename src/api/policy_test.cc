@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "service/clusters.h"
+#include "service/defrag.h"
 #include "service/pools.h"
 #include "store/sqlite_store.h"
 #include "telemetry/hub.h"
@@ -49,6 +50,8 @@ class PolicyTest : public ::testing::Test {
     ServerOptions o;
     o.port = 0;
     o.clusters = clusters_.get();
+    defrag_ = std::make_unique<service::DefragService>(*store_, RealClock::Get());
+    o.defrag = defrag_.get();
     server_ = std::make_unique<ApiServer>(o, *cache_, pools_.get(), auth_.get(), &hub_);
     ASSERT_TRUE(server_->Start().ok());
     server_->SetReady(true);
@@ -84,6 +87,7 @@ class PolicyTest : public ::testing::Test {
   std::unique_ptr<service::PoolService> pools_;
   cluster::Registry registry_;
   std::unique_ptr<service::ClusterService> clusters_;
+  std::unique_ptr<service::DefragService> defrag_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<ApiServer> server_;
   std::map<std::string, std::string> tokens_;
@@ -195,6 +199,27 @@ TEST_F(PolicyTest, ClusterRegistrationRefusesBadBodiesAndNeverShowsTheKubeconfig
   r = c.Delete("/api/v1/clusters/lab");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404) << r->body;
+}
+
+// /api/v1/defrag as an attacker tries it: bodies that are not a list of GPU UUIDs, names that are
+// not GPUs and GPUs with no move are refused with the reason and change nothing.
+TEST_F(PolicyTest, DefragmentationRefusesBadBodiesAndChangesNothing) {
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_bearer_token_auth(tokens_["operator"]);
+  const int64_t before = store_->Revision();
+  for (const auto& [body, status] : std::vector<std::pair<std::string, int>>{
+           {"not json", 400}, {"[]", 400}, {R"({"gpus": 3})", 400}, {R"({"gpus": [3]})", 400},
+           {R"({"gpus": ["../../etc/passwd"]})", 400}, {R"({"gpus": ["GPU-00000000-0000-0000-0000-000000000000"]})", 409}}) {
+    httplib::Result r = c.Post("/api/v1/defrag", body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << body << ": " << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/problem+json") << body;
+  }
+  EXPECT_EQ(store_->Revision(), before) << "a refused request writes nothing";
+  httplib::Result r = c.Get("/api/v1/defrag");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_TRUE(nlohmann::json::parse(r->body)["moves"].is_array());
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include "model/summary.h"
 #include "nlohmann/json.hpp"
 #include "service/clusters.h"
+#include "service/defrag.h"
 
 namespace gpuaas::api {
 namespace {
@@ -758,6 +759,54 @@ struct ApiServer::Impl {
     return j;
   }
 
+  // MIG defragmentation: GET the plan for the fleet now; POST {"gpus": ["GPU-..."]} (every move
+  // when absent or empty) makes those moves.
+  static nlohmann::json MoveJson(const allocator::DefragMove& mv) {
+    return {{"gpu", mv.gpu_uuid},
+            {"cluster", mv.cluster},
+            {"node", mv.node},
+            {"model", mv.model == nullptr ? "" : std::string(mv.model->name)},
+            {"before", catalog::FormatLayout(mv.before)},
+            {"after", catalog::FormatLayout(mv.after)},
+            {"destroys", catalog::FormatLayout(mv.removed)},
+            {"largestBefore", mv.largest_before},
+            {"largestAfter", mv.largest_after}};
+  }
+  absl::StatusOr<Reply> DefragPlanReply(const HttpRequest&, const Params&, const Principal&) {
+    if (options.defrag == nullptr) return absl::UnimplementedError("this server does not plan defragmentation");
+    ASSIGN_OR_RETURN(allocator::DefragPlan plan, options.defrag->Plan());
+    nlohmann::json moves = nlohmann::json::array();
+    for (const allocator::DefragMove& mv : plan.moves) moves.push_back(MoveJson(mv));
+    nlohmann::json room = nlohmann::json::object();
+    for (const auto& [model, profiles] : plan.before) {
+      for (const auto& [profile, n] : profiles) {
+        const int after = plan.after[model][profile];
+        room[model][profile] = {{"now", n}, {"after", after}};
+      }
+    }
+    return Reply{200, std::string(kJson), nlohmann::json{{"moves", moves}, {"room", room}}.dump(), {}};
+  }
+  absl::StatusOr<Reply> DefragApply(const HttpRequest& req, const Params&, const Principal& who) {
+    if (options.defrag == nullptr) return absl::UnimplementedError("this server does not plan defragmentation");
+    std::vector<std::string> wanted;
+    if (!req.body.empty()) {
+      RETURN_IF_ERROR(NeedJson(req));
+      const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
+      bool ok = j.is_object() && (!j.contains("gpus") || j["gpus"].is_array());
+      if (ok && j.contains("gpus")) {
+        for (const nlohmann::json& g : j["gpus"]) {
+          ok = ok && g.is_string();
+          if (g.is_string()) wanted.push_back(g.get<std::string>());
+        }
+      }
+      if (!ok) return absl::InvalidArgumentError("body must be {\"gpus\": [\"GPU-...\", ...]} (every move when absent)");
+    }
+    ASSIGN_OR_RETURN(std::vector<allocator::DefragMove> made, options.defrag->Apply(wanted, who.user));
+    nlohmann::json applied = nlohmann::json::array();
+    for (const allocator::DefragMove& mv : made) applied.push_back(MoveJson(mv));
+    return Reply{200, std::string(kJson), nlohmann::json{{"applied", applied}}.dump(), {}};
+  }
+
   // Clusters: GET lists every cluster (never a credential), POST registers a Kubernetes cluster
   // {"name", "kubeconfig" (self-contained), "context", "displayName", "region"}, DELETE takes a
   // registered one out.
@@ -1097,6 +1146,8 @@ struct ApiServer::Impl {
     Add("/api/v1/clusters", "POST", kOperatorOnly, [this](R r, P p, W w) { return RegisterCluster(r, p, w); });
     Add("/api/v1/clusters/{name}", "DELETE", kOperatorOnly,
         [this](R r, P p, W w) { return UnregisterCluster(r, p, w); });
+    Add("/api/v1/defrag", "GET", kOperatorOnly, [this](R r, P p, W w) { return DefragPlanReply(r, p, w); });
+    Add("/api/v1/defrag", "POST", kOperatorOnly, [this](R r, P p, W w) { return DefragApply(r, p, w); });
     Add("/api/v1/tokens", "GET", kOperatorOnly, [this](R r, P p, W w) { return Tokens(r, p, w); });
     Add("/api/v1/tokens", "POST", kOperatorOnly, [this](R r, P p, W w) { return CreateToken(r, p, w); });
     Add("/api/v1/tokens/{id}", "DELETE", kOperatorOnly, [this](R r, P p, W w) { return RevokeToken(r, p, w); });

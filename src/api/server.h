@@ -22,6 +22,7 @@ class Hub;
 }
 namespace gpuaas::service {
 class ClusterService;
+class DefragService;
 }
 
 namespace gpuaas::api {
@@ -69,6 +70,8 @@ struct ServerOptions {
   // Clusters registered while the server runs (/api/v1/clusters, operators only). Null: those
   // routes answer 501 saying so. Not owned.
   service::ClusterService* clusters = nullptr;
+  // MIG defragmentation (/api/v1/defrag, operators only). Null: those routes answer 501. Not owned.
+  service::DefragService* defrag = nullptr;
 };
 
 // The resource kinds the API serves, by plural ("gpucapacities" -> "GpuCapacity").

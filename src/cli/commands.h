@@ -93,6 +93,12 @@ int ClusterAddCmd(const ClientOptions& o, const ClusterAdd& a, std::ostream& out
 int ClusterListCmd(const ClientOptions& o, std::ostream& out, std::ostream& err);
 int ClusterRemoveCmd(const ClientOptions& o, const std::string& name, std::ostream& out, std::ostream& err);
 
+// `gpuaas defrag plan`: the GPUs whose free instances (held by no pool) could be destroyed to
+// make room for a larger profile, and what the fleet could hand out before and after.
+int DefragPlanCmd(const ClientOptions& o, std::ostream& out, std::ostream& err);
+// `gpuaas defrag apply [--gpu UUID]...`: makes those moves (every one without --gpu).
+int DefragApplyCmd(const ClientOptions& o, const std::vector<std::string>& gpus, std::ostream& out, std::ostream& err);
+
 // gpuaas alerts [--all]: GPU health alerts, active ones unless --all.
 int AlertsCmd(const ClientOptions& o, bool all, std::ostream& out, std::ostream& err);
 // gpuaas metrics SERIES [--since 1h] [--step 60]: one series (SCOPE:ID:METRIC, docs/monitoring.md).

@@ -194,6 +194,15 @@ int main(int argc, char** argv) {
   cluster_remove->add_option("name", cluster_name, "the cluster")->required();
   add_client_flags(cluster_remove, false);
 
+  CLI::App* defrag = app.add_subcommand("defrag", "MIG defragmentation: free instances that block larger profiles (operators)");
+  defrag->require_subcommand(1);
+  std::vector<std::string> defrag_gpus;
+  CLI::App* defrag_plan = defrag->add_subcommand("plan", "the GPUs whose free instances could go, and what that frees");
+  add_client_flags(defrag_plan, true);
+  CLI::App* defrag_apply = defrag->add_subcommand("apply", "destroy those instances (never one a pool holds)");
+  defrag_apply->add_option("--gpu", defrag_gpus, "only this GPU (repeatable; default: every GPU of the plan)");
+  add_client_flags(defrag_apply, true);
+
   CLI::App* bill = app.add_subcommand("bill", "billing: invoices, exports, budgets, rate cards");
   bill->require_subcommand(1);
   std::string bill_project, bill_period, bill_format = "csv", bill_from, bill_to, bill_amount;
@@ -338,6 +347,8 @@ int main(int argc, char** argv) {
   if (token_list->parsed()) return gpuaas::cli::TokenListCmd(client, std::cout, std::cerr);
   if (cluster_add->parsed()) return gpuaas::cli::ClusterAddCmd(client, ca, std::cout, std::cerr);
   if (cluster_list->parsed()) return gpuaas::cli::ClusterListCmd(client, std::cout, std::cerr);
+  if (defrag_plan->parsed()) return gpuaas::cli::DefragPlanCmd(client, std::cout, std::cerr);
+  if (defrag_apply->parsed()) return gpuaas::cli::DefragApplyCmd(client, defrag_gpus, std::cout, std::cerr);
   if (cluster_remove->parsed()) return gpuaas::cli::ClusterRemoveCmd(client, cluster_name, std::cout, std::cerr);
   if (workload_run->parsed()) return gpuaas::cli::WorkloadRunCmd(client, wr, std::cout, std::cerr);
   if (workload_list->parsed()) return gpuaas::cli::Get(client, "workloads", "", std::cout, std::cerr);

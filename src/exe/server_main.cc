@@ -17,6 +17,7 @@
 #include "cluster/kubernetes/webhook_server.h"
 #include "cluster/simulated/fleet.h"
 #include "service/clusters.h"
+#include "service/defrag.h"
 #include "httplib.h"
 #include "telemetry/hub.h"
 #include "telemetry/scraper.h"
@@ -294,6 +295,8 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
       });
   api::ServerOptions opts;
   opts.clusters = &clusters;
+  service::DefragService defrag(db, RealClock::Get());
+  opts.defrag = &defrag;
   opts.tls_cert_file = flags.tls_cert;
   opts.tls_key_file = flags.tls_key;
   opts.front_proxy_ca_file = flags.requestheader_client_ca;
