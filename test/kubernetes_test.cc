@@ -610,8 +610,13 @@ TEST_F(KubernetesDriverTest, MigLayoutsGoThroughTheMigManagersConfigMapAndLabel)
     const std::string rv = drivers_[0]->pod_stats().resource_version;
     return !rv.empty() && std::stoll(rv) >= pod_rv;
   }));
-  absl::Status refused = drivers_[0]->ApplyMigLayout("h200-a", cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", 5),
-                                                     false, {});
+  // The cordon's patch is at the node's version as last watched: a write of the MIG writer not
+  // yet seen makes it 409 (Aborted), which the MIG controller asks again after; so does the test.
+  absl::Status refused;
+  ASSERT_TRUE(Eventually([&] {
+    refused = drivers_[0]->ApplyMigLayout("h200-a", cluster::kubernetes::DerivedGpuUuid("lab", "h200-a", 5), false, {});
+    return !absl::IsAborted(refused);
+  })) << refused;
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
   EXPECT_NE(refused.message().find("vision/train"), std::string_view::npos) << refused;
 }
@@ -939,6 +944,14 @@ std::string Slice(const std::string& name, const std::string& node, int64_t gene
       .dump();
 }
 
+// A node of `gpus` H200s (GFD labels) whose DRA pool names them by `uuids` (gpu-0, gpu-1, ...).
+void PutDraNode(FakeKubeApiServer& api, const std::string& node, const std::vector<std::string>& uuids) {
+  api.Put(kNodes, "Node", H200Node(node, static_cast<int>(uuids.size())));
+  json devices = json::array();
+  for (size_t i = 0; i < uuids.size(); ++i) devices.push_back(SliceDevice("gpu-" + std::to_string(i), "gpu", uuids[i]));
+  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice", Slice(node + "-gpu.nvidia.com-x", node, 1, 1, devices));
+}
+
 // deploy/server.yaml's RBAC, read as the API server would apply it, against every request the
 // driver makes while it lists, watches, changes MIG layouts and fences a project: each is allowed,
 // and no rule is left that no request needed (least privilege).
@@ -1197,11 +1210,8 @@ TEST_F(KubernetesDriverTest, GpuPodsAreRunsOfThePoolsHoldingTheirDevices) {
   api.ServeDra(true);
   api.Start();
   api.Put(kNodes, "Node", H200Node("h200-a", 8));
-  api.Put(kNodes, "Node", H200Node("h200-d", 2));
   const std::string g0 = "GPU-0d000000-0000-0000-0000-000000000000", g1 = "GPU-0d000000-0000-0000-0000-000000000001";
-  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice",
-          Slice("h200-d-gpu.nvidia.com-x", "h200-d", 1, 1,
-                json::array({SliceDevice("gpu-0", "gpu", g0), SliceDevice("gpu-1", "gpu", g1)})));
+  PutDraNode(api, "h200-d", {g0, g1});
   drivers_.push_back(Driver("lab", api));
   StartControlPlane();
   ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 10; })) << Gpus("lab");
@@ -1360,11 +1370,8 @@ TEST_F(KubernetesDriverTest, APoolsDraDevicesAreTaintedForItsProjectOnly) {
   FakeKubeApiServer api("t0ken");
   api.ServeDra(true);
   api.Start();
-  api.Put(kNodes, "Node", H200Node("h200-d", 2));
   const std::string g0 = "GPU-0d000000-0000-0000-0000-000000000000", g1 = "GPU-0d000000-0000-0000-0000-000000000001";
-  api.Put(FakeKubeApiServer::kResourceSlicesPath.data(), "ResourceSlice",
-          Slice("h200-d-gpu.nvidia.com-x", "h200-d", 1, 1,
-                json::array({SliceDevice("gpu-0", "gpu", g0), SliceDevice("gpu-1", "gpu", g1)})));
+  PutDraNode(api, "h200-d", {g0, g1});
   drivers_.push_back(Driver("lab", api));
   StartControlPlane();
   ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 2; }));

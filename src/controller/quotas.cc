@@ -3,7 +3,6 @@
 #include <set>
 #include <vector>
 
-#include "catalog/catalog.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "fmt/format.h"
@@ -37,8 +36,7 @@ absl::StatusOr<runtime::Result> QuotaController::Reconcile(const std::string& pr
   for (const model::GpuPool& p : pools) {
     if (!model::PoolIsLive(p)) continue;
     for (const model::AllocatedDevice& d : p.status.allocation) {
-      const std::string& uuid = d.profile == catalog::kFullProfile ? d.gpu_uuid : d.instance_uuid;
-      if (!uuid.empty()) uuids[d.cluster].insert(uuid);
+      if (const std::string& uuid = model::DeviceUuid(d); !uuid.empty()) uuids[d.cluster].insert(uuid);
     }
   }
   absl::Status first_error;

@@ -100,6 +100,8 @@ absl::Status ValidateWorkload(const Workload& w) {
 
 bool PoolReleaseRequested(const GpuPool& p) { return FindCondition(p.status.conditions, kReleased) != nullptr; }
 
+const std::string& DeviceUuid(const AllocatedDevice& d) { return d.profile == catalog::kFullProfile ? d.gpu_uuid : d.instance_uuid; }
+
 bool PoolIsLive(const GpuPool& p) {
   if (p.status.approval && !p.status.approval->approved) return false;
   const Condition* released = FindCondition(p.status.conditions, kReleased);

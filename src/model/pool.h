@@ -70,6 +70,10 @@ struct AllocatedDevice {
   friend bool operator==(const AllocatedDevice&, const AllocatedDevice&) = default;
 };
 
+// The UUID a device goes by in its cluster: the GPU's for a whole GPU, the MIG instance's
+// (empty until the instance exists) for a MIG device.
+const std::string& DeviceUuid(const AllocatedDevice& d);
+
 struct GpuPool {
   static constexpr std::string_view kKind = "GpuPool";
   static constexpr std::string_view kPlural = "gpupools";

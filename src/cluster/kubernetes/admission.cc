@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "catalog/catalog.h"
+#include "common/status.h"
 #include "cluster/kubernetes/nodes.h"
 #include "cluster/kubernetes/resource_slices.h"
 #include "fmt/format.h"
@@ -18,6 +19,16 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kHostname = "kubernetes.io/hostname";
+
+// An AdmissionReview v1 with a request, parsed.
+absl::StatusOr<json> ReadReview(std::string_view text) {
+  json review = json::parse(text, nullptr, false);
+  if (review.is_discarded() || !review.is_object() || review.value("kind", "") != "AdmissionReview" ||
+      !review.contains("request") || !review["request"].is_object()) {
+    return absl::InvalidArgumentError("not an AdmissionReview with a request");
+  }
+  return review;
+}
 
 // nvidia.com/ devices a container asks for (limits; requests where no limit is given).
 std::map<std::string, int64_t> ContainerDevices(const json& c) {
@@ -110,11 +121,7 @@ bool PinnedTo(const json& spec, const std::set<std::string>& nodes) {
 
 absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_view cluster,
                                       std::span<const model::GpuPool> pools, AdmissionMode mode) {
-  const json review = json::parse(review_json, nullptr, false);
-  if (review.is_discarded() || !review.is_object() || review.value("kind", "") != "AdmissionReview" ||
-      !review.contains("request") || !review["request"].is_object()) {
-    return absl::InvalidArgumentError("not an AdmissionReview with a request");
-  }
+  ASSIGN_OR_RETURN(const json review, ReadReview(review_json));
   const json& req = review["request"];
   const std::string uid = req.value("uid", "");
   const std::string ns = req.value("namespace", "");
@@ -254,11 +261,7 @@ std::string ForeignToleration(const json& t, std::string_view ns) {
 
 absl::StatusOr<std::string> ReviewClaim(std::string_view review_json, std::string_view cluster,
                                         std::span<const model::GpuPool> pools, AdmissionMode mode) {
-  const json review = json::parse(review_json, nullptr, false);
-  if (review.is_discarded() || !review.is_object() || review.value("kind", "") != "AdmissionReview" ||
-      !review.contains("request") || !review["request"].is_object()) {
-    return absl::InvalidArgumentError("not an AdmissionReview with a request");
-  }
+  ASSIGN_OR_RETURN(const json review, ReadReview(review_json));
   const json& req = review["request"];
   const std::string ns = req.value("namespace", "");
   json response = {{"uid", req.value("uid", "")}, {"allowed", true}};
@@ -310,8 +313,7 @@ absl::StatusOr<std::string> ReviewClaim(std::string_view review_json, std::strin
     if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
     for (const model::AllocatedDevice& d : p.status.allocation) {
       if (d.cluster != cluster) continue;
-      const std::string& uuid = d.profile == catalog::kFullProfile ? d.gpu_uuid : d.instance_uuid;
-      if (!uuid.empty()) mine.insert(uuid);
+      if (const std::string& uuid = model::DeviceUuid(d); !uuid.empty()) mine.insert(uuid);
     }
   }
   if (mine.empty()) return answer("");
