@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "allocator/snapshot.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "controller/inventory.h"
@@ -22,14 +23,10 @@ std::vector<std::vector<std::string>> Holders(const model::GpuCapacity* g) {
   return out;
 }
 
-// A device as pools name it: the GPU, and a MIG instance's placement on it.
-std::string DeviceKey(const std::string& gpu_uuid, const std::string& profile, int64_t start) {
-  return profile.empty() || profile == "full" ? gpu_uuid : fmt::format("{}@{}", gpu_uuid, start);
-}
-
-// The run's name: the pod's, made a valid object name, and the store's revision.
+// The index of the open runs of pods, by cluster.
 constexpr std::string_view kOpenRuns = "open-pod-runs";
 
+// The run's name: the pod's, made a valid object name, and the store's revision.
 std::string RunName(const std::string& pod, int64_t revision) {
   std::string base = pod;
   std::replace(base.begin(), base.end(), '/', '.');
@@ -44,7 +41,7 @@ std::vector<PodRun> PodRuns(const std::vector<const model::GpuCapacity*>& gpus,
                             const std::vector<const model::GpuPool*>& pools, std::vector<std::string>* unpooled) {
   std::map<std::string, const model::GpuPool*> owner;  // device key -> pool
   for (const model::GpuPool* p : pools) {
-    for (const model::AllocatedDevice& d : p->status.allocation) owner[DeviceKey(d.gpu_uuid, d.profile, d.start)] = p;
+    for (const model::AllocatedDevice& d : p->status.allocation) owner[allocator::DeviceKey(d.gpu_uuid, d.profile, d.start)] = p;
   }
   struct Held {
     std::string node;
@@ -65,7 +62,7 @@ std::vector<PodRun> PodRuns(const std::vector<const model::GpuCapacity*>& gpus,
   for (const model::GpuCapacity* g : gpus) {
     hold(g->status.pods, *g, {g->spec.uuid, ""}, g->spec.uuid);
     for (const model::MigInstance& mi : g->status.mig_instances) {
-      hold(mi.pods, *g, {g->spec.uuid, mi.uuid}, DeviceKey(g->spec.uuid, mi.profile, mi.start));
+      hold(mi.pods, *g, {g->spec.uuid, mi.uuid}, allocator::DeviceKey(g->spec.uuid, "mig", mi.start));
     }
   }
   std::vector<PodRun> out;
@@ -76,7 +73,8 @@ std::vector<PodRun> PodRuns(const std::vector<const model::GpuCapacity*>& gpus,
     const model::GpuPool* best = nullptr;
     int most = 0;
     for (const auto& [p, n] : h.by_pool) {
-      if (p->metadata.ns == ns && n > most) best = p, most = n;
+      if (p->metadata.ns != ns) continue;
+      if (n > most || (n == most && best != nullptr && p->metadata.name < best->metadata.name)) best = p, most = n;
     }
     if (best == nullptr) {
       if (unpooled != nullptr) unpooled->push_back(pod);
