@@ -373,23 +373,29 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
       return;
     }
     if (of != nullptr) {
-      auto add = [&](const std::vector<uint32_t>& list) { visit.insert(visit.end(), list.begin(), list.end()); };
+      // The index's lists are ascending: merged, not sorted.
+      auto merge = [&](const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+        visit.resize(a.size() + b.size());
+        visit.erase(std::set_union(a.begin(), a.end(), b.begin(), b.end(), visit.begin()), visit.end());
+      };
       if (IsFull(item)) {
-        add(of->whole_free);
-        add(of->idle_mig);
+        merge(of->whole_free, of->idle_mig);
       } else if (existing_only) {
         const auto at = static_cast<size_t>(p - m->profiles.data());
-        add(of->free_instance[at]);
-        add(of->free_slots[at]);
+        merge(of->free_instance[at], of->free_slots[at]);
       } else {
-        add(of->all);
+        visit = of->all;
       }
     }
+    const size_t indexed = visit.size();
     for (const auto& [i, g] : work.changed()) {
       if (g.model == m) visit.push_back(static_cast<uint32_t>(i));
     }
-    std::sort(visit.begin(), visit.end());
-    visit.erase(std::unique(visit.begin(), visit.end()), visit.end());
+    if (visit.size() > indexed) {  // the request's own GPUs, few: sorted in
+      std::sort(visit.begin() + static_cast<std::ptrdiff_t>(indexed), visit.end());
+      std::inplace_merge(visit.begin(), visit.begin() + static_cast<std::ptrdiff_t>(indexed), visit.end());
+      visit.erase(std::unique(visit.begin(), visit.end()), visit.end());
+    }
   };
   std::function<bool(size_t, int, bool, bool)> place = [&](size_t it, int unit, bool existing_only, bool every) -> bool {
     const RequestItem& item = req.items[it];
