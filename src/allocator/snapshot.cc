@@ -32,10 +32,11 @@ FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity> gpus,
   return BuildSnapshot(g, n, owners, busy);
 }
 
-FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity* const> gpus,
-                            std::span<const model::NodeCapacity* const> nodes,
-                            const std::map<std::string, std::string>& owners,
-                            const std::set<std::string>& busy) {
+namespace {
+
+// The snapshot, not yet indexed (its builders index it once they are done changing it).
+FleetSnapshot Unindexed(std::span<const model::GpuCapacity* const> gpus, std::span<const model::NodeCapacity* const> nodes,
+                        const std::map<std::string, std::string>& owners, const std::set<std::string>& busy) {
   std::map<std::string_view, bool> schedulable;
   for (const model::NodeCapacity* n : nodes) schedulable[n->metadata.name] = n->spec.schedulable;
   auto owner_of = [&](const std::string& uuid) {
@@ -72,6 +73,16 @@ FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity* const> gpus,
   std::sort(f.gpus.begin(), f.gpus.end(), [](const GpuState& a, const GpuState& b) {
     return std::tie(a.cluster, a.node, a.index) < std::tie(b.cluster, b.node, b.index);
   });
+  return f;
+}
+
+}  // namespace
+
+FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity* const> gpus,
+                            std::span<const model::NodeCapacity* const> nodes,
+                            const std::map<std::string, std::string>& owners,
+                            const std::set<std::string>& busy) {
+  FleetSnapshot f = Unindexed(gpus, nodes, owners, busy);
   f.Reindex();
   return f;
 }
@@ -152,7 +163,7 @@ FleetSnapshot BuildPoolSnapshot(std::span<const model::GpuCapacity* const> gpus,
                                 const std::map<std::string, std::string>& owners) {
   std::map<std::string_view, const model::MigLayout*> desired;
   for (const model::MigLayout* l : layouts) desired[l->spec.gpu_uuid] = l;
-  FleetSnapshot fleet = BuildSnapshot(gpus, nodes, {}, {});
+  FleetSnapshot fleet = Unindexed(gpus, nodes, {}, {});
   for (GpuState& g : fleet.gpus) {
     if (auto d = desired.find(g.uuid); d != desired.end() && g.model != nullptr) {
       std::vector<InstanceState> insts;
