@@ -480,16 +480,31 @@ TEST_F(KubernetesDriverTest, GpuPodsMarkTheirDevicesInUseUntilTheyFinish) {
   api.Put(kPods, "Pod", PodJson("infer-0", "mig-node", "Running", {{"nvidia.com/mig-1g.10gb", "1"}}));
   api.Put(kPods, "Pod", PodJson("queued", "", "Pending", {{"nvidia.com/gpu", "1"}}));
   ASSERT_TRUE(Eventually([&] { return allocated("mig-node", "1g.10gb") == 1; }));
-  const int64_t revision = Settled();
-  api.Put(kPods, "Pod", PodJson("web", "h200-a", "Running", {{"cpu", "1"}}));
-  ASSERT_TRUE(Eventually([&] { return drivers_[0]->pod_stats().resource_version == api.resource_version(); }));
-  EXPECT_EQ(store_->Revision(), revision) << "pods without GPUs change nothing";
+  // Every running pod's CPU counts against its node's room (what the allocator avoids
+  // stranding GPUs behind); a pod without GPUs takes no device.
+  auto pod_cpu = [&](const std::string& node) {
+    for (const model::NodeCapacity& n : All<model::NodeCapacity>("lab")) {
+      if (n.metadata.name == "lab." + node) return n.status.pod_cpu_milli;
+    }
+    return int64_t{-1};
+  };
+  EXPECT_TRUE(Eventually([&] { return pod_cpu("h200-a") == 8000; })) << pod_cpu("h200-a");
+  api.Put(kPods, "Pod", PodJson("web", "h200-a", "Running", {{"cpu", "1500m"}}));
+  EXPECT_TRUE(Eventually([&] { return pod_cpu("h200-a") == 9500; })) << pod_cpu("h200-a");
   EXPECT_EQ(allocated("h200-a", "full"), 2);
+  const int64_t revision = Settled();
+  json relabelled = json::parse(PodJson("web", "h200-a", "Running", {{"cpu", "1500m"}}));
+  relabelled["metadata"]["labels"] = {{"app", "web"}};
+  api.Put(kPods, "Pod", relabelled.dump());
+  ASSERT_TRUE(Eventually([&] { return drivers_[0]->pod_stats().resource_version == api.resource_version(); }));
+  EXPECT_EQ(store_->Revision(), revision) << "a pod change that moves neither devices nor requests writes nothing";
 
-  // Finished or deleted pods give their devices back.
+  // Finished or deleted pods give their devices and their CPU back.
   api.Put(kPods, "Pod", PodJson("train-0", "h200-a", "Succeeded", {{"nvidia.com/gpu", "2"}}));
   api.Delete(kPods, "infer-0");
   ASSERT_TRUE(Eventually([&] { return allocated("h200-a", "full") == 0 && allocated("mig-node", "1g.10gb") == 0; }));
+  EXPECT_TRUE(Eventually([&] { return pod_cpu("h200-a") == 1500; })) << pod_cpu("h200-a");
+  EXPECT_EQ(pod_cpu("mig-node"), 0);
 }
 
 // The MIG manager, played by the test: takes the node's asked config (pending), then reports

@@ -1,9 +1,12 @@
 #include "allocator/allocator.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "allocator/mig_plan.h"
@@ -63,11 +66,26 @@ uint64_t LayoutKey(const GpuModel& m, const GpuState& g) {
 
 const LayoutFacts& Facts(const GpuModel& m, uint64_t key) {
   // Per thread, so that concurrent decisions need no lock; bounded by the number of legal
-  // layouts of the models in use (hundreds to a few thousand each).
+  // layouts of the models in use (hundreds to a few thousand each). A fleet repeats few layouts
+  // and a decision asks about the same ones GPU after GPU: the last four answers are looked at
+  // before the map (its entries never move).
+  struct Recent {
+    const GpuModel* model = nullptr;
+    uint64_t key = 0;
+    const LayoutFacts* facts = nullptr;
+  };
+  thread_local std::array<Recent, 4> recent{};
+  thread_local size_t next = 0;
+  for (const Recent& r : recent) {
+    if (r.model == &m && r.key == key) return *r.facts;
+  }
   thread_local std::unordered_map<const GpuModel*, std::unordered_map<uint64_t, LayoutFacts>> memo;
   auto& by_key = memo[&m];
   auto it = by_key.find(key);
-  if (it != by_key.end()) return it->second;
+  if (it != by_key.end()) {
+    recent[next++ % recent.size()] = {&m, key, &it->second};
+    return it->second;
+  }
   catalog::Layout layout;
   for (size_t p = 0; p < m.profiles.size(); ++p) {
     for (int s = 0; s < 8; ++s) {
@@ -81,7 +99,9 @@ const LayoutFacts& Facts(const GpuModel& m, uint64_t key) {
     f.free_starts[p] = catalog::FreeStarts(m, layout, m.profiles[p]);
     f.flexibility += static_cast<int64_t>(f.free_starts[p].size()) * m.profiles[p].compute_slices;
   }
-  return by_key.emplace(key, std::move(f)).first->second;
+  const LayoutFacts& made = by_key.emplace(key, std::move(f)).first->second;
+  recent[next++ % recent.size()] = {&m, key, &made};
+  return made;
 }
 
 // --- filters -------------------------------------------------------------------------------
@@ -89,7 +109,7 @@ const LayoutFacts& Facts(const GpuModel& m, uint64_t key) {
 class HealthFilter final : public FilterPlugin {
  public:
   std::string_view Name() const override { return "Health"; }
-  std::string_view Filter(const Request&, const RequestItem&, const GpuState& g) const override {
+  std::string_view Filter(const CycleState&, const RequestItem&, const GpuState& g) const override {
     if (!g.healthy) return "are unhealthy";
     if (!g.schedulable) return "are on a cordoned node";
     return "";
@@ -99,8 +119,39 @@ class HealthFilter final : public FilterPlugin {
 class ClusterFilter final : public FilterPlugin {
  public:
   std::string_view Name() const override { return "Cluster"; }
-  std::string_view Filter(const Request& req, const RequestItem&, const GpuState& g) const override {
-    return !req.cluster.empty() && g.cluster != req.cluster ? "are in another cluster" : "";
+  std::string_view Filter(const CycleState& s, const RequestItem&, const GpuState& g) const override {
+    return !s.request->cluster.empty() && g.cluster != s.request->cluster ? "are in another cluster" : "";
+  }
+};
+
+// The node must have the CPU and memory the device's share of the item asks for (as the
+// Kubernetes scheduler's NodeResourcesFit).
+class NodeResourcesFilter final : public FilterPlugin {
+ public:
+  std::string_view Name() const override { return "NodeResources"; }
+  bool Skip(const CycleState&, const RequestItem& item) const override { return item.cpu_milli <= 0 && item.memory_mib <= 0; }
+  std::string_view Filter(const CycleState& s, const RequestItem& item, const GpuState& g) const override {
+    if (item.cpu_milli <= 0 && item.memory_mib <= 0) return "";
+    const auto [cpu, memory] = CycleState::Charge(item, s.unit);
+    const auto [cpu_left, memory_left] = s.RoomLeft(g);
+    if (cpu_left >= 0 && cpu_left < cpu) return "are on nodes without the CPU it asks for";
+    if (memory_left >= 0 && memory_left < memory) return "are on nodes without the memory it asks for";
+    return "";
+  }
+};
+
+// A one-node item's devices share the node of its first one, which must be able to hold them all.
+class SameNodeFilter final : public FilterPlugin {
+ public:
+  std::string_view Name() const override { return "SameNode"; }
+  bool Skip(const CycleState&, const RequestItem& item) const override { return !item.one_node; }
+  std::string_view Filter(const CycleState& s, const RequestItem& item, const GpuState&) const override {
+    if (!item.one_node) return "";
+    if (s.unit > 0) return static_cast<int64_t>(s.node) == s.item_node ? "" : "are on other nodes than the item's first device";
+    if (IsFull(item) && item.count > 1 && s.free_full_on_node[s.node] < item.count) {
+      return "are on nodes without room for the whole item";
+    }
+    return "";
   }
 };
 
@@ -120,6 +171,43 @@ class TierScore final : public ScorePlugin {
       case Action::kReconfigure: return 0;
     }
     return 0;
+  }
+};
+
+// Avoid stranding GPUs behind a node's exhausted CPU and memory. For a pool (which asks for no
+// CPU or memory itself): a device whose node cannot give each of this request's devices there
+// its share of CPU and memory scores below every one that can (within its tier); a whole GPU
+// counts the rest of its item with it, as far as the node could hold it. For an item that asks
+// for CPU and memory (a pod's; the NodeResources filter holds it to them): the node whose idle
+// GPUs lose the least more of their share, as gpuaas's trace policy (packing.h) ranks nodes.
+class StrandingScore final : public ScorePlugin {
+ public:
+  std::string_view Name() const override { return "Stranding"; }
+  bool Skip(const CycleState& state, const RequestItem&) const override {
+    return state.fleet == nullptr || state.fleet->nodes.empty();  // no node's room is known
+  }
+  int64_t Score(const CycleState& state, const RequestItem& item, const GpuState& g,
+                const Option&) const override {
+    if (g.node_room < 0 || g.model == nullptr) return 0;
+    auto free_here = [&] { return state.free_full_on_node[state.node]; };
+    if (item.cpu_milli > 0 || item.memory_mib > 0) {
+      // What the item asks is taken: the GPUs' worth its node strands the least more of.
+      const auto [cpu, memory] = CycleState::Charge(item, state.unit);
+      const int idle_taken = state.profile == nullptr ? std::max(1, std::min(state.left, free_here())) : (g.Idle() ? 1 : 0);
+      return -std::llround(state.StrandGrowth(g, idle_taken, cpu, memory) * 1000) * 1'000'000;
+    }
+    // Within a device's cycle the verdict depends on the node alone: asked once per node.
+    int8_t& known = state.node_memo[state.node];
+    if (known < 0) {
+      double gpus = 1.0;
+      if (state.profile != nullptr) {
+        gpus = static_cast<double>(state.profile->compute_slices) / g.model->compute_slices;
+      } else {  // whole GPUs go together: the rest of the item, as far as the node holds it
+        gpus = std::max(1, std::min(state.left, free_here()));
+      }
+      known = state.Starves(g, gpus) ? 1 : 0;
+    }
+    return known == 1 ? -500'000'000'000 : 0;
   }
 };
 
@@ -143,20 +231,22 @@ class BestFitScore final : public ScorePlugin {
 
 // Keep a pool's devices together: prefer nodes that already hold some of them (NVLink and
 // locality for multi-GPU work); for whole GPUs, prefer the fullest node that can still take the
-// rest of the item, else the roomiest one.
+// rest of the item, else the roomiest one; a MIG device that needs an idle GPU takes it on the
+// node with the fewest GPUs that could still become whole ones.
 class LocalityScore final : public ScorePlugin {
  public:
   std::string_view Name() const override { return "Locality"; }
   int64_t Score(const CycleState& state, const RequestItem& item, const GpuState& g,
-                const Option&) const override {
+                const Option& o) const override {
     int64_t score = 0;
-    if (auto n = state.devices_on_node.find(g.node); n != state.devices_on_node.end()) {
-      score += 1'000'000'000 + n->second;
-    }
+    if (const int n = state.devices_on_node[state.node]; n > 0) score += 1'000'000'000 + n;
+    const bool takes_idle = IsFull(item) || o.action == Action::kReconfigure || (o.action == Action::kCreateInstance && g.Idle());
+    if (!takes_idle) return score;
+    const int free = state.free_full_on_node[state.node];
     if (IsFull(item)) {
-      auto f = state.free_full_on_node.find(g.node);
-      const int free = f == state.free_full_on_node.end() ? 0 : f->second;
       score += free >= state.left ? 500'000'000 - free : free;
+    } else {
+      score -= free;  // a MIG device that takes an idle GPU: on the fullest node
     }
     return score;
   }
@@ -178,6 +268,51 @@ std::string_view ToString(Action a) {
   return "Unknown";
 }
 
+std::pair<int64_t, int64_t> CycleState::Charge(const RequestItem& item, int unit) {
+  if (item.count <= 0) return {0, 0};
+  if (item.one_node) return unit == 0 ? std::pair{item.cpu_milli, item.memory_mib} : std::pair<int64_t, int64_t>{0, 0};
+  auto part = [&](int64_t total) { return total * (unit + 1) / item.count - total * unit / item.count; };
+  return {part(item.cpu_milli), part(item.memory_mib)};
+}
+
+std::pair<int64_t, int64_t> CycleState::RoomLeft(const GpuState& g) const {
+  if (fleet == nullptr || g.node_room < 0 || static_cast<size_t>(g.node_room) >= fleet->nodes.size()) return {-1, -1};
+  const NodeRoom& room = fleet->nodes[static_cast<size_t>(g.node_room)];
+  int64_t cpu = room.cpu_free_milli, memory = room.memory_free_mib;
+  if (auto t = taken_on_node.find(g.node_room); t != taken_on_node.end()) {
+    if (cpu >= 0) cpu = std::max<int64_t>(0, cpu - t->second.first);
+    if (memory >= 0) memory = std::max<int64_t>(0, memory - t->second.second);
+  }
+  return {cpu, memory};
+}
+
+bool CycleState::Starves(const GpuState& g, double gpus) const {
+  if (fleet == nullptr || g.node_room < 0 || static_cast<size_t>(g.node_room) >= fleet->nodes.size()) return false;
+  const NodeRoom& room = fleet->nodes[static_cast<size_t>(g.node_room)];
+  const double worth = gpus + gpus_on_node[node];
+  const auto [cpu_left, memory_left] = RoomLeft(g);
+  auto short_of = [worth](int64_t have, int64_t share) {
+    return have >= 0 && share > 0 && static_cast<double>(have) < worth * static_cast<double>(share);
+  };
+  return short_of(cpu_left, room.cpu_share_milli) || short_of(memory_left, room.memory_share_mib);
+}
+
+double CycleState::StrandGrowth(const GpuState& g, int idle_taken, int64_t cpu, int64_t memory) const {
+  if (fleet == nullptr || g.node_room < 0 || static_cast<size_t>(g.node_room) >= fleet->nodes.size()) return 0;
+  const NodeRoom& room = fleet->nodes[static_cast<size_t>(g.node_room)];
+  const int free = free_full_on_node[node];
+  const auto [cpu_left, memory_left] = RoomLeft(g);
+  auto stranded = [&](int gpus, int64_t c, int64_t m) {
+    double s = 0;
+    if (c >= 0 && room.cpu_share_milli > 0) s = std::max(s, gpus - static_cast<double>(c) / static_cast<double>(room.cpu_share_milli));
+    if (m >= 0 && room.memory_share_mib > 0) s = std::max(s, gpus - static_cast<double>(m) / static_cast<double>(room.memory_share_mib));
+    return s;
+  };
+  return stranded(std::max(0, free - idle_taken), cpu_left < 0 ? -1 : std::max<int64_t>(0, cpu_left - cpu),
+                  memory_left < 0 ? -1 : std::max<int64_t>(0, memory_left - memory)) -
+         stranded(free, cpu_left, memory_left);
+}
+
 int Plan::ReconfiguredGpus() const {
   int n = 0;
   for (const auto& [uuid, c] : gpu_changes) n += c.reconfigure ? 1 : 0;
@@ -188,9 +323,10 @@ std::shared_ptr<const Profile> ProfileByName(std::string_view name) {
   if (name == "default") {
     static const std::shared_ptr<const Profile> kDefault = [] {
       auto p = std::make_shared<Profile>();
-      p->filters = {std::make_shared<HealthFilter>(), std::make_shared<ClusterFilter>()};
-      p->scorers = {std::make_shared<TierScore>(), std::make_shared<BestFitScore>(),
-                    std::make_shared<LocalityScore>()};
+      p->filters = {std::make_shared<HealthFilter>(), std::make_shared<ClusterFilter>(),
+                    std::make_shared<NodeResourcesFilter>(), std::make_shared<SameNodeFilter>()};
+      p->scorers = {std::make_shared<TierScore>(), std::make_shared<StrandingScore>(),
+                    std::make_shared<BestFitScore>(), std::make_shared<LocalityScore>()};
       return p;
     }();
     return kDefault;
@@ -352,8 +488,20 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
   }
 
   Overlay work(fleet);
+  // Node numbers, from the snapshot's index where it has one for these GPUs (also when the
+  // decision visits every GPU), else made for this call.
+  const bool has_index = fleet.index.built_for == fleet.gpus.data() && fleet.index.size == fleet.gpus.size();
+  const SnapshotIndex* numbered = index != nullptr ? index : has_index ? &fleet.index : nullptr;
+  std::vector<uint32_t> own_nodes;
+  const uint32_t nodes = numbered != nullptr ? numbered->nodes : NumberNodes(fleet.gpus, own_nodes);
+  const std::vector<uint32_t>& node_of = numbered != nullptr ? numbered->node_of : own_nodes;
   CycleState state;
   state.request = &req;
+  state.fleet = &fleet;
+  state.devices_on_node.assign(nodes, 0);
+  state.free_full_on_node.assign(nodes, 0);
+  state.gpus_on_node.assign(nodes, 0.0);
+  state.node_memo.assign(nodes, -1);
   // One device of item `it` (the `unit`-th) on the best GPU, by the filters and scores; with
   // `existing_only`, only as a free instance that exists or a new one in free slots. False (and
   // the failure in `out` unless `existing_only`) when no GPU offers it.
@@ -397,10 +545,31 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
       visit.erase(std::unique(visit.begin(), visit.end()), visit.end());
     }
   };
+  // Books device `unit` of `item`, just reserved on the GPU at position `i`, in the cycle state
+  // and the placement.
+  auto Taken = [&](size_t i, const RequestItem& item, int unit, Placement& placement) {
+    const GpuState& g = work.Get(i);
+    const uint32_t node = node_of[i];
+    ++state.devices_on_node[node];
+    state.gpus_on_node[node] += IsFull(item) || g.model == nullptr
+                                    ? 1.0
+                                    : static_cast<double>(catalog::FindProfile(*g.model, item.profile)->compute_slices) /
+                                          g.model->compute_slices;
+    if (unit == 0) state.item_node = node;
+    const auto [cpu, memory] = CycleState::Charge(item, unit);
+    placement.cpu_milli = cpu;
+    placement.memory_mib = memory;
+    if ((cpu > 0 || memory > 0) && g.node_room >= 0) {
+      auto& t = state.taken_on_node[g.node_room];
+      t.first += cpu;
+      t.second += memory;
+    }
+  };
   std::function<bool(size_t, int, bool, bool)> place = [&](size_t it, int unit, bool existing_only, bool every) -> bool {
     const RequestItem& item = req.items[it];
     const GpuModel* m = catalog::FindModel(item.model);
     const MigProfile* p = profiles[it];
+    state.unit = unit;
     state.left = item.count - unit;
     state.profile = p;
     std::map<std::string_view, int> rejected;
@@ -410,14 +579,24 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     int64_t best_score = std::numeric_limits<int64_t>::min();
     bool found = false;
     candidates(item, p, existing_only, every);
+    std::fill(state.node_memo.begin(), state.node_memo.end(), int8_t{-1});
     std::vector<Option> options;
+    std::vector<const FilterPlugin*> filters;
+    std::vector<const ScorePlugin*> scorers;
+    for (const auto& f : profile.filters) {
+      if (!f->Skip(state, item)) filters.push_back(f.get());
+    }
+    for (const auto& sc : profile.scorers) {
+      if (!sc->Skip(state, item)) scorers.push_back(sc.get());
+    }
     for (const uint32_t i : visit) {
       const GpuState& g = work.Get(i);
       if (g.model != m) continue;
       ++considered;
+      state.node = node_of[i];
       std::string_view why;
-      for (const auto& f : profile.filters) {
-        why = f->Filter(req, item, g);
+      for (const FilterPlugin* f : filters) {
+        why = f->Filter(state, item, g);
         if (!why.empty()) break;
       }
       if (!why.empty()) {
@@ -427,9 +606,12 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
       Options(g, item, p, options);
       if (existing_only) {
         // Free slots count as existing room on GPUs in use; an idle GPU's are planned anew.
-        const bool idle = g.Idle();
-        std::erase_if(options, [idle](const Option& o) {
-          return o.action != Action::kUseInstance && (o.action != Action::kCreateInstance || idle);
+        int idle = -1;  // asked only where it matters
+        std::erase_if(options, [&](const Option& o) {
+          if (o.action == Action::kUseInstance) return false;
+          if (o.action != Action::kCreateInstance) return true;
+          if (idle < 0) idle = g.Idle() ? 1 : 0;
+          return idle == 1;
         });
       }
       if (options.empty()) {
@@ -438,7 +620,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
       }
       for (const Option& o : options) {
         int64_t score = 0;
-        for (const auto& sc : profile.scorers) score += sc->Score(state, item, g, o);
+        for (const ScorePlugin* sc : scorers) score += sc->Score(state, item, g, o);
         if (score > best_score) {
           best_score = score;
           best_gpu = i;
@@ -463,13 +645,22 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     }
     Placement placement;
     placement.item = it;
+    if (work.Get(best_gpu).Idle()) --state.free_full_on_node[node_of[best_gpu]];
     Reserve(work.Mutable(best_gpu), req, item, p, best_option, out.plan, placement);
-    // Keyed by the snapshot's own string: `placement` moves on.
-    const std::string_view node = work.Get(best_gpu).node;
-    ++state.devices_on_node[node];
-    if (placement.action == Action::kUseGpu) --state.free_full_on_node[node];
+    Taken(best_gpu, item, unit, placement);
     out.plan.placements.push_back(std::move(placement));
     return true;
+  };
+
+  // GPUs of model `m` per node that could become a whole GPU now (free whole GPUs and idle MIG
+  // GPUs, healthy and schedulable), from a whole-GPU item's candidates, which stay in `visit`.
+  auto count_free_full = [&](const GpuModel* m, const std::string& model) {
+    std::fill(state.free_full_on_node.begin(), state.free_full_on_node.end(), 0);
+    candidates(RequestItem{model, std::string(catalog::kFullProfile), 1}, nullptr, false, false);
+    for (const uint32_t i : visit) {
+      const GpuState& g = work.Get(i);
+      if (g.model == m && g.Idle() && g.healthy && g.schedulable) ++state.free_full_on_node[node_of[i]];
+    }
   };
 
   std::set<const GpuModel*> mig_planned;
@@ -477,15 +668,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     const RequestItem& item = req.items[it];
     const GpuModel* m = catalog::FindModel(item.model);
     if (IsFull(item)) {
-      // Free whole GPUs per node, counted once per item and kept current as units are reserved.
-      state.free_full_on_node.clear();
-      candidates(item, nullptr, false, false);
-      for (const uint32_t i : visit) {
-        const GpuState& g = work.Get(i);
-        if (g.model == m && !g.mig_enabled && g.owner.empty() && !g.busy && g.healthy) {
-          ++state.free_full_on_node[g.node];
-        }
-      }
+      count_free_full(m, item.model);
       for (int unit = 0; unit < item.count; ++unit) {
         if (!place(it, unit, false, false)) return out;
       }
@@ -494,70 +677,107 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     // Every MIG item of the model at once: first existing instances and free slots (no GPU is
     // reconfigured for what fits without), then the rest on the fewest idle GPUs (mig_plan.h).
     if (!mig_planned.insert(m).second) continue;
-    state.free_full_on_node.clear();
-    std::map<const MigProfile*, std::vector<size_t>> rest;  // profile -> the item of each device left
+    // Items that ask for CPU or memory are scored by how many idle GPUs they strand.
+    bool asks = false;
+    for (size_t j = it; j < req.items.size(); ++j) {
+      asks = asks || (!IsFull(req.items[j]) && catalog::FindModel(req.items[j].model) == m &&
+                      (req.items[j].cpu_milli > 0 || req.items[j].memory_mib > 0));
+    }
+    if (asks) count_free_full(m, item.model);
+    struct Device {
+      size_t item = 0;
+      int unit = 0;
+    };
+    std::map<const MigProfile*, std::vector<Device>> rest;  // profile -> the devices left
+    bool one_node = false;  // an item whose devices must share a node goes device by device
     for (size_t j = it; j < req.items.size(); ++j) {
       if (IsFull(req.items[j]) || catalog::FindModel(req.items[j].model) != m) continue;
       for (int unit = 0; unit < req.items[j].count; ++unit) {
-        if (!place(j, unit, true, false)) rest[profiles[j]].push_back(j);
+        if (place(j, unit, true, false)) continue;
+        rest[profiles[j]].push_back({j, unit});
+        one_node = one_node || (req.items[j].one_node && req.items[j].count > 1);
       }
     }
     if (rest.empty()) continue;
     std::map<const MigProfile*, int> demand;
-    for (const auto& [p, owners] : rest) demand[p] = static_cast<int>(owners.size());
+    for (const auto& [p, devices] : rest) demand[p] = static_cast<int>(devices.size());
     const std::vector<catalog::Layout> layouts = PackInstances(*m, demand);
     // Idle GPUs of the model that the filters let through, each offering a new layout.
+    count_free_full(m, item.model);
     std::vector<size_t> idle;
-    candidates(RequestItem{item.model, std::string(catalog::kFullProfile), 1}, nullptr, false, false);
+    const Device& first_left = rest.begin()->second.front();
+    state.unit = first_left.unit;
     for (const uint32_t i : visit) {
       const GpuState& g = work.Get(i);
       if (g.model != m || !g.Idle() || !m->mig_capable) continue;
+      state.node = node_of[i];
       bool passes = true;
-      for (const auto& f : profile.filters) passes = passes && f->Filter(req, req.items[rest.begin()->second.front()], g).empty();
+      for (const auto& f : profile.filters) passes = passes && f->Filter(state, req.items[first_left.item], g).empty();
       if (passes) idle.push_back(i);
     }
-    if (layouts.empty() || idle.size() < layouts.size()) {
-      // Not enough idle GPUs for the plan: device by device, which says what stands in the way.
-      std::map<size_t, int> placed;  // item -> its devices placed so far
-      for (const auto& [p, owners] : rest) {
-        for (size_t j : owners) placed[j] = req.items[j].count;
+    bool planned = !one_node && !layouts.empty() && idle.size() >= layouts.size();
+    for (size_t l = 0; planned && l < layouts.size(); ++l) {
+      const catalog::Layout& layout = layouts[l];
+      std::vector<Device> devices;  // one per instance of the layout
+      int64_t cpu = 0, memory = 0;
+      for (const catalog::Instance& inst : layout) {
+        devices.push_back(rest[inst.profile].back());
+        rest[inst.profile].pop_back();
+        const auto [c, mem] = CycleState::Charge(req.items[devices.back().item], devices.back().unit);
+        cpu += c;
+        memory += mem;
       }
-      for (const auto& [p, owners] : rest) {
-        for (size_t j : owners) --placed[j];
-      }
-      for (const auto& [p, owners] : rest) {
-        for (size_t j : owners) {
-          if (!place(j, placed[j]++, false, false)) return out;
-        }
-      }
-      continue;
-    }
-    for (const catalog::Layout& layout : layouts) {
-      // The GPU next to this pool's devices, then one already in MIG mode (no mode change).
+      // The GPU whose node strands the least (StrandingScore); then the GPU next to this pool's
+      // devices; then on the node with the fewest GPUs that could still become whole ones (roomy
+      // nodes stay for whole-GPU work); then one already in MIG mode (no mode change). Its node
+      // must have the layout's CPU and memory when the items ask for them.
+      int compute = 0;
+      for (const catalog::Instance& inst : layout) compute += inst.profile->compute_slices;
+      const double worth = static_cast<double>(compute) / m->compute_slices;
       size_t best = idle.size();
-      int64_t best_score = std::numeric_limits<int64_t>::min();
+      std::tuple<int64_t, int64_t, int, int> best_key{};
       for (size_t k = 0; k < idle.size(); ++k) {
         const GpuState& g = work.Get(idle[k]);
-        auto n = state.devices_on_node.find(g.node);
-        const int64_t score = (n == state.devices_on_node.end() ? 0 : 1'000 + n->second) * 10 + (g.mig_enabled ? 1 : 0);
-        if (score > best_score) best_score = score, best = k;
+        state.node = node_of[idle[k]];
+        if (cpu > 0 || memory > 0) {
+          const auto [cpu_left, memory_left] = state.RoomLeft(g);
+          if ((cpu_left >= 0 && cpu_left < cpu) || (memory_left >= 0 && memory_left < memory)) continue;
+        }
+        const int here = state.devices_on_node[state.node];
+        // As StrandingScore: pods' items strand the least; pools' devices are fed.
+        const int64_t strand = cpu > 0 || memory > 0 ? -std::llround(state.StrandGrowth(g, 1, cpu, memory) * 1000)
+                                                     : (state.Starves(g, worth) ? -1 : 0);
+        const std::tuple<int64_t, int64_t, int, int> key{strand, here == 0 ? 0 : 1'000'000 + here,
+                                                         -state.free_full_on_node[state.node], g.mig_enabled ? 1 : 0};
+        if (best == idle.size() || key > best_key) best_key = key, best = k;
+      }
+      if (best == idle.size()) {  // no idle GPU's node has room for the layout: device by device
+        for (size_t k = layout.size(); k-- > 0;) rest[layout[k].profile].push_back(devices[k]);
+        planned = false;
+        break;
       }
       const size_t gpu = idle[best];
       idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(best));
+      --state.free_full_on_node[node_of[gpu]];
       // A GPU in MIG mode with no instances takes the new ones as they are; any other is
       // reconfigured (its mode changed, or its unused instances destroyed).
       bool first = !(work.Get(gpu).mig_enabled && work.Get(gpu).instances.empty());
-      for (const catalog::Instance& inst : layout) {
-        std::vector<size_t>& owners = rest[inst.profile];
-        const size_t j = owners.back();
-        owners.pop_back();
+      for (size_t k = 0; k < layout.size(); ++k) {
+        const Device& d = devices[k];
         Placement placement;
-        placement.item = j;
-        Reserve(work.Mutable(gpu), req, req.items[j], inst.profile,
-                {first ? Action::kReconfigure : Action::kCreateInstance, inst.start, 0}, out.plan, placement);
+        placement.item = d.item;
+        Reserve(work.Mutable(gpu), req, req.items[d.item], layout[k].profile,
+                {first ? Action::kReconfigure : Action::kCreateInstance, layout[k].start, 0}, out.plan, placement);
         first = false;
-        ++state.devices_on_node[work.Get(gpu).node];
+        Taken(gpu, req.items[d.item], d.unit, placement);
         out.plan.placements.push_back(std::move(placement));
+      }
+    }
+    if (planned) continue;
+    // No plan on idle GPUs: device by device, which also says what stands in the way.
+    for (const auto& [p, devices] : rest) {
+      for (const Device& d : devices) {
+        if (!place(d.item, d.unit, false, false)) return out;
       }
     }
   }

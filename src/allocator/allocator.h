@@ -27,6 +27,14 @@ struct RequestItem {
   std::string model;    // catalogue name, "H200-SXM-141GB"
   std::string profile;  // "3g.71gb", or "full" for whole GPUs
   int count = 0;
+  // What the item's work needs of its nodes besides GPUs, for the whole item, spread over its
+  // devices in equal integer parts (a pod's request). 0 for pools, whose pods are counted when
+  // they run (FleetSnapshot::nodes).
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  // Every device on one node, as a pod's GPUs are; the item's CPU and memory are then taken on
+  // that node at its first device.
+  bool one_node = false;
 };
 
 struct Request {
@@ -53,6 +61,8 @@ struct Placement {
   int start = 0;        // MIG placement start
   std::string instance_uuid;  // for kUseInstance
   Action action = Action::kUseInstance;
+  int64_t cpu_milli = 0;   // what this device takes of its node's room (RequestItem::cpu_milli)
+  int64_t memory_mib = 0;
 };
 
 struct Plan {
@@ -81,19 +91,6 @@ struct Outcome {
   std::string reason;  // for the others: what failed and why, for people
 };
 
-// A filter: may reject a GPU for one device of an item, saying why in a few words
-// ("unhealthy", "in another cluster").
-class FilterPlugin {
- public:
-  virtual ~FilterPlugin() = default;
-  virtual std::string_view Name() const = 0;
-  // Empty when the GPU may be considered; otherwise the reason it may not, as a phrase that
-  // follows "N GPUs ...", e.g. "are unhealthy" (a static string: filters run for every GPU and
-  // must not allocate).
-  virtual std::string_view Filter(const Request& req, const RequestItem& item,
-                                  const GpuState& gpu) const = 0;
-};
-
 // One way a GPU could provide one device of an item.
 struct Option {
   Action action = Action::kUseInstance;
@@ -105,11 +102,55 @@ struct Option {
 // Kubernetes scheduler's CycleState: the request's reservations so far.
 struct CycleState {
   const Request* request = nullptr;
+  const FleetSnapshot* fleet = nullptr;
+  int unit = 0;  // devices of the current item placed so far
   int left = 0;  // devices of the current item still to place, this one included
   const catalog::MigProfile* profile = nullptr;  // the item's MIG profile; null for whole GPUs
-  // By node name (views of the snapshot's strings, which outlive the decision).
-  std::unordered_map<std::string_view, int> devices_on_node;  // this request's devices per node so far
-  std::unordered_map<std::string_view, int> free_full_on_node;  // free whole GPUs of the item's model, per node
+  // The node of the GPU at hand, by number (SnapshotIndex::node_of): what the per-node counts
+  // below are indexed by.
+  uint32_t node = 0;
+  int64_t item_node = -1;  // the node the current item's first device went to (one_node items)
+  std::vector<int> devices_on_node;  // this request's devices per node so far
+  // GPUs of the item's model per node that could become a whole GPU now (free whole GPUs and
+  // idle MIG GPUs, healthy and schedulable), for items that take idle GPUs; kept current as
+  // units are reserved.
+  std::vector<int> free_full_on_node;
+  std::vector<double> gpus_on_node;  // GPUs' worth of this request's devices per node (MIG: compute share)
+  // CPU and memory this request has taken per node (by FleetSnapshot::nodes index).
+  std::unordered_map<int32_t, std::pair<int64_t, int64_t>> taken_on_node;
+  // Per node, cleared (-1) before each device: what a scorer found that depends on the node
+  // alone within a device's cycle (the Stranding score's verdict), so it is worked out once.
+  mutable std::vector<int8_t> node_memo;
+
+  // What device `unit` of `item` takes of its node: its share of the item's CPU and memory.
+  static std::pair<int64_t, int64_t> Charge(const RequestItem& item, int unit);
+  // (The GPU passed to these is the one at hand, on node `node`.)
+  // CPU and memory the node of `gpu` has left for this request; negative: unknown, no limit.
+  std::pair<int64_t, int64_t> RoomLeft(const GpuState& gpu) const;
+  // True when `gpus` more GPUs' worth of this request on the node of `gpu` would leave some of
+  // its devices there without their share of the node's CPU or memory (NodeRoom): GPUs
+  // stranded behind CPU and memory that other work has taken.
+  bool Starves(const GpuState& gpu, double gpus) const;
+  // How many more of its node's idle GPUs (free_full_on_node) would lack their share of CPU or
+  // memory once this request takes `idle_taken` of them and `cpu` and `memory` there (GPUs'
+  // worth; negative when fewer would).
+  double StrandGrowth(const GpuState& gpu, int idle_taken, int64_t cpu, int64_t memory) const;
+};
+
+// A filter: may reject a GPU for one device of an item, saying why in a few words
+// ("unhealthy", "in another cluster").
+class FilterPlugin {
+ public:
+  virtual ~FilterPlugin() = default;
+  virtual std::string_view Name() const = 0;
+  // Empty when the GPU may be considered; otherwise the reason it may not, as a phrase that
+  // follows "N GPUs ...", e.g. "are unhealthy" (a static string: filters run for every GPU and
+  // must not allocate).
+  virtual std::string_view Filter(const CycleState& state, const RequestItem& item,
+                                  const GpuState& gpu) const = 0;
+  // True when the filter has nothing to say about any GPU for this device (as the Kubernetes
+  // scheduler's PreFilter Skip): it is then not asked GPU by GPU.
+  virtual bool Skip(const CycleState&, const RequestItem&) const { return false; }
 };
 
 // A scorer: higher is better. Scores of all plugins are added.
@@ -119,6 +160,8 @@ class ScorePlugin {
   virtual std::string_view Name() const = 0;
   virtual int64_t Score(const CycleState& state, const RequestItem& item, const GpuState& gpu,
                         const Option& option) const = 0;
+  // True when the scorer would give every option the same score for this device (PreScore Skip).
+  virtual bool Skip(const CycleState&, const RequestItem&) const { return false; }
 };
 
 // A named set of plugins.
@@ -127,8 +170,8 @@ struct Profile {
   std::vector<std::shared_ptr<const ScorePlugin>> scorers;
 };
 
-// The plugin registry: "default" (health, cluster, tenancy filters; tier, best-fit and
-// locality scores). Empty pointer for an unknown name.
+// The plugin registry: "default" (health, cluster, node-resources and same-node filters;
+// tier, stranding, best-fit and locality scores). Empty pointer for an unknown name.
 std::shared_ptr<const Profile> ProfileByName(std::string_view name);
 
 // The most devices of (model, profile) the fleet could hold if it were empty: the number of

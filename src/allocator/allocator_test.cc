@@ -68,6 +68,74 @@ TEST(Allocator, PacksOntoPartlyUsedGpusAtTheSlotThatKeepsRoom) {
   EXPECT_EQ(catalog::FormatLayout(c.layout), "3g.71gb@0 1g.18gb@6");
 }
 
+// Two 8-GPU nodes of 64 CPUs and 512 GiB; node "a" has `a_cpu_taken` milli-CPUs and
+// `a_mem_taken` MiB requested by other pods.
+FleetSnapshot TwoNodes(int64_t a_cpu_taken, int64_t a_mem_taken) {
+  FleetSnapshot f;
+  for (const std::string node : {"a", "b"}) {
+    const int64_t cpu_taken = node == "a" ? a_cpu_taken : 0, mem_taken = node == "a" ? a_mem_taken : 0;
+    f.nodes.push_back({node, 64000 - cpu_taken, 524288 - mem_taken, 8000, 65536});
+    for (int i = 0; i < 8; ++i) {
+      f.gpus.push_back(Gpu(node, i));
+      f.gpus.back().node_room = static_cast<int32_t>(f.nodes.size() - 1);
+    }
+  }
+  f.Reindex();
+  return f;
+}
+
+TEST(Allocator, WholeGpusAvoidNodesWhoseCpuOrMemoryOtherWorkHasTaken) {
+  // Equal nodes: the first.
+  Outcome even = Allocate(TwoNodes(0, 0), Req("p/a", {{"H200-SXM-141GB", "full", 2}}), Default());
+  ASSERT_EQ(even.code, Code::kSuccess) << even.reason;
+  EXPECT_EQ(even.plan.placements[0].node, "a");
+  // 60 of a's 64 CPUs requested: two GPUs there would get 2 CPUs each, not their 8. Memory alike.
+  for (const auto& [cpu, mem] : {std::pair<int64_t, int64_t>{60000, 0}, {0, 500000}}) {
+    Outcome o = Allocate(TwoNodes(cpu, mem), Req("p/a", {{"H200-SXM-141GB", "full", 2}}), Default());
+    ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+    for (const Placement& p : o.plan.placements) EXPECT_EQ(p.node, "b") << cpu << " " << mem;
+  }
+  // 48 CPUs taken leaves 16: two GPUs fed, a third not; a MIG instance needs its compute share.
+  Outcome three = Allocate(TwoNodes(48000, 0), Req("p/a", {{"H200-SXM-141GB", "full", 3}}), Default());
+  ASSERT_EQ(three.code, Code::kSuccess) << three.reason;
+  for (const Placement& p : three.plan.placements) EXPECT_EQ(p.node, "b");
+  Outcome two = Allocate(TwoNodes(48000, 0), Req("p/a", {{"H200-SXM-141GB", "full", 2}}), Default());
+  for (const Placement& p : two.plan.placements) EXPECT_EQ(p.node, "a");
+  Outcome mig = Allocate(TwoNodes(63000, 0), Req("p/a", {{"H200-SXM-141GB", "3g.71gb", 1}}), Default());
+  ASSERT_EQ(mig.code, Code::kSuccess) << mig.reason;
+  EXPECT_EQ(mig.plan.placements[0].node, "b");
+  // Starved GPUs are still better than none.
+  FleetSnapshot full = TwoNodes(60000, 0);
+  for (GpuState& g : full.gpus) g.owner = g.node == "b" ? "other/pool" : "";
+  full.Reindex();
+  EXPECT_EQ(Allocate(full, Req("p/a", {{"H200-SXM-141GB", "full", 2}}), Default()).code, Code::kSuccess);
+}
+
+TEST(Allocator, ItemsThatAskForCpuGetNodesThatHaveIt) {
+  RequestItem item{"H200-SXM-141GB", "full", 2, 20000, 1024, true};
+  Outcome o = Allocate(TwoNodes(50000, 0), Req("p/a", {item}), Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  ASSERT_EQ(o.plan.placements.size(), 2u);
+  EXPECT_EQ(o.plan.placements[0].node, "b");
+  EXPECT_EQ(o.plan.placements[1].node, "b");
+  EXPECT_EQ(o.plan.placements[0].cpu_milli + o.plan.placements[1].cpu_milli, 20000);  // taken once, at the first
+  item.cpu_milli = 70000;
+  Outcome none = Allocate(TwoNodes(0, 0), Req("p/a", {item}), Default());
+  EXPECT_EQ(none.code, Code::kUnschedulable);
+  EXPECT_NE(none.reason.find("16 are on nodes without the CPU it asks for"), std::string::npos) << none.reason;
+  // Spread over devices: 3 x 1g.18gb asking 10 CPUs in all take 3, 3 and 4.
+  RequestItem spread{"H200-SXM-141GB", "1g.18gb", 3, 10000, 0, false};
+  Outcome s = Allocate(TwoNodes(0, 0), Req("p/s", {spread}), Default());
+  ASSERT_EQ(s.code, Code::kSuccess) << s.reason;
+  std::multiset<int64_t> charges;
+  for (const Placement& p : s.plan.placements) charges.insert(p.cpu_milli);
+  EXPECT_EQ(charges, (std::multiset<int64_t>{3333, 3333, 3334}));
+  // One node: a pod of 9 GPUs fits no 8-GPU node, though 16 are free.
+  Outcome nine = Allocate(TwoNodes(0, 0), Req("p/n", {{"H200-SXM-141GB", "full", 9, 0, 0, true}}), Default());
+  EXPECT_EQ(nine.code, Code::kUnschedulable);
+  EXPECT_NE(nine.reason.find("without room for the whole item"), std::string::npos) << nine.reason;
+}
+
 TEST(Allocator, WholeGpusStayOnOneNode) {
   FleetSnapshot f;
   for (int i = 0; i < 2; ++i) f.gpus.push_back(Gpu("a", i));

@@ -1,6 +1,7 @@
 #include "allocator/snapshot.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "fmt/format.h"
 
@@ -38,12 +39,28 @@ namespace {
 FleetSnapshot Unindexed(std::span<const model::GpuCapacity* const> gpus, std::span<const model::NodeCapacity* const> nodes,
                         const std::map<std::string, std::string>& owners, const std::set<std::string>& busy) {
   std::map<std::string_view, bool> schedulable;
-  for (const model::NodeCapacity* n : nodes) schedulable[n->metadata.name] = n->spec.schedulable;
+  std::map<std::string_view, int32_t> room_of;
+  FleetSnapshot f;
+  f.nodes.reserve(nodes.size());
+  for (const model::NodeCapacity* n : nodes) {
+    schedulable[n->metadata.name] = n->spec.schedulable;
+    NodeRoom room;
+    room.name = n->metadata.name;
+    if (n->spec.cpu_cores > 0) room.cpu_free_milli = std::max<int64_t>(0, n->spec.cpu_cores * 1000 - n->status.pod_cpu_milli);
+    if (n->spec.memory_bytes > 0) {
+      room.memory_free_mib = std::max<int64_t>(0, (n->spec.memory_bytes - n->status.pod_memory_bytes) >> 20);
+    }
+    if (n->spec.gpu_count > 0) {
+      if (n->spec.cpu_cores > 0) room.cpu_share_milli = n->spec.cpu_cores * 1000 / n->spec.gpu_count;
+      if (n->spec.memory_bytes > 0) room.memory_share_mib = (n->spec.memory_bytes >> 20) / n->spec.gpu_count;
+    }
+    room_of[n->metadata.name] = static_cast<int32_t>(f.nodes.size());
+    f.nodes.push_back(std::move(room));
+  }
   auto owner_of = [&](const std::string& uuid) {
     auto it = owners.find(uuid);
     return it == owners.end() ? std::string() : it->second;
   };
-  FleetSnapshot f;
   f.gpus.reserve(gpus.size());
   for (const model::GpuCapacity* gp : gpus) {
     const model::GpuCapacity& g = *gp;
@@ -56,6 +73,7 @@ FleetSnapshot Unindexed(std::span<const model::GpuCapacity* const> gpus, std::sp
     s.healthy = g.status.health != model::Health::kUnhealthy;
     auto sch = schedulable.find(g.spec.node);
     s.schedulable = sch == schedulable.end() || sch->second;
+    if (auto r = room_of.find(g.spec.node); r != room_of.end()) s.node_room = r->second;
     s.mig_enabled = g.status.mig_mode == model::MigMode::kEnabled;
     s.owner = owner_of(g.spec.uuid);
     s.busy = busy.count(g.spec.uuid) > 0 || g.status.allocated;
@@ -87,14 +105,63 @@ FleetSnapshot BuildSnapshot(std::span<const model::GpuCapacity* const> gpus,
   return f;
 }
 
+namespace {
+
+// Numbers nodes as they come: a name is looked up only where it changes, since snapshots are
+// sorted by node. (Node names are NodeCapacity names, unique across clusters; a hand-made
+// snapshot may reuse one in two clusters, which the cluster then tells apart.)
+class NodeNumbering {
+ public:
+  explicit NodeNumbering(size_t gpus) { seen_.reserve(gpus / 4 + 1); }
+  uint32_t Next(const GpuState& g) {
+    if (prev_ != nullptr && g.node == prev_->node && g.cluster == prev_->cluster) return last_;
+    prev_ = &g;
+    last_ = seen_.try_emplace(Key{g.node, g.cluster}, static_cast<uint32_t>(seen_.size())).first->second;
+    return last_;
+  }
+  uint32_t count() const { return static_cast<uint32_t>(seen_.size()); }
+
+ private:
+  using Key = std::pair<std::string_view, std::string_view>;  // (node, cluster)
+  struct Hash {
+    size_t operator()(const Key& k) const {
+      return std::hash<std::string_view>()(k.first) * 31 + std::hash<std::string_view>()(k.second);
+    }
+  };
+  std::unordered_map<Key, uint32_t, Hash> seen_;
+  const GpuState* prev_ = nullptr;
+  uint32_t last_ = 0;
+};
+
+}  // namespace
+
+uint32_t NumberNodes(const std::vector<GpuState>& gpus, std::vector<uint32_t>& node_of) {
+  node_of.resize(gpus.size());
+  NodeNumbering numbering(gpus.size());
+  for (size_t i = 0; i < gpus.size(); ++i) node_of[i] = numbering.Next(gpus[i]);
+  return numbering.count();
+}
+
 SnapshotIndex IndexGpus(const std::vector<GpuState>& gpus) {
   SnapshotIndex index;
   index.built_for = gpus.data();
   index.size = gpus.size();
+  // Nodes numbered in order, as a sorted snapshot has them; one that is not sorted is numbered
+  // again by name afterwards.
+  index.node_of.resize(gpus.size());
+  uint32_t nodes = 0;
+  bool sorted = true;
   // Free slots depend on the layout only: asked once per distinct layout of a model.
   std::unordered_map<const catalog::GpuModel*, std::unordered_map<uint64_t, std::vector<bool>>> slots_memo;
   for (size_t i = 0; i < gpus.size(); ++i) {
     const GpuState& g = gpus[i];
+    if (i == 0) {
+      nodes = 1;
+    } else if (const GpuState& prev = gpus[i - 1]; g.node != prev.node || g.cluster != prev.cluster) {
+      sorted = sorted && std::tie(prev.cluster, prev.node) < std::tie(g.cluster, g.node);
+      ++nodes;
+    }
+    index.node_of[i] = nodes - 1;
     if (g.model == nullptr) continue;
     const catalog::GpuModel& m = *g.model;
     SnapshotIndex::OfModel& of = index.models[&m];
@@ -134,6 +201,7 @@ SnapshotIndex IndexGpus(const std::vector<GpuState>& gpus) {
       if (it->second[p]) of.free_slots[p].push_back(at);
     }
   }
+  index.nodes = sorted ? nodes : NumberNodes(gpus, index.node_of);
   return index;
 }
 

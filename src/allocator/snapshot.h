@@ -38,6 +38,7 @@ struct GpuState {
   std::vector<InstanceState> instances;  // MIG instances, when mig_enabled
   std::string owner;  // the pool holding the whole GPU (MIG disabled); empty when free
   bool busy = false;  // a workload runs on the whole GPU
+  int32_t node_room = -1;  // index into FleetSnapshot::nodes; -1 when its node's room is unknown
 
   // True when nothing on the GPU is allocated or running, so its layout may change.
   bool Idle() const;
@@ -58,12 +59,30 @@ struct SnapshotIndex {
     std::vector<std::vector<uint32_t>> free_slots;
   };
   std::unordered_map<const catalog::GpuModel*, OfModel> models;
+  // Node numbers: node_of[position] is its GPU's node, 0..nodes-1 (GPUs of one node share it),
+  // so that a decision counts per node in arrays rather than maps of names.
+  std::vector<uint32_t> node_of;
+  uint32_t nodes = 0;
   const GpuState* built_for = nullptr;  // gpus.data() and size when built: a stale index is not used
   size_t size = 0;
 };
 
+// What a node has left for new work besides its GPUs: the CPU and memory that the pods running
+// there have not requested. A negative figure is unknown and limits nothing.
+struct NodeRoom {
+  std::string name;  // NodeCapacity name
+  int64_t cpu_free_milli = -1;
+  int64_t memory_free_mib = -1;
+  // A GPU's share of the node: its CPU and memory over its GPUs; -1 when unknown.
+  int64_t cpu_share_milli = -1;
+  int64_t memory_share_mib = -1;
+};
+
 struct FleetSnapshot {
   std::vector<GpuState> gpus;  // sorted by (cluster, node, index)
+  // Per node, as GpuState::node_room points. Given, like health: ApplyPlan and ReleasePool leave
+  // it alone (the product reads it from the cluster's pods; the simulator keeps its own).
+  std::vector<NodeRoom> nodes;
   // Kept by BuildSnapshot, BuildPoolSnapshot, ApplyPlan and ReleasePool. Code that changes
   // `gpus` otherwise calls Reindex before the next Allocate (one that finds no index for its
   // `gpus` builds its own, for that call).
@@ -73,6 +92,8 @@ struct FleetSnapshot {
 
 // The index of `gpus` (what Reindex stores).
 SnapshotIndex IndexGpus(const std::vector<GpuState>& gpus);
+// Numbers the nodes of `gpus` into `node_of` (by position); returns how many there are.
+uint32_t NumberNodes(const std::vector<GpuState>& gpus, std::vector<uint32_t>& node_of);
 
 // Builds a snapshot from inventory objects. `owners` maps device UUIDs (GPU or MIG) to the pool
 // holding them; `busy` lists device UUIDs with running workloads. GPUs of unknown models are kept

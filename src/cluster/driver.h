@@ -44,6 +44,9 @@ struct ObservedNode {
   std::string gpu_product;  // nvidia.com/gpu.product, e.g. "NVIDIA-H200"
   int64_t cpu_cores = 0;
   int64_t memory_bytes = 0;
+  // What the pods running on the node request, all of them (a driver that does not know: 0).
+  int64_t pod_cpu_milli = 0;
+  int64_t pod_memory_bytes = 0;
   bool schedulable = true;
   std::map<std::string, std::string> labels;
   std::vector<ObservedGpu> gpus;

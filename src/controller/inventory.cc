@@ -142,6 +142,8 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
     node.spec = {oc.name, on.name, model_name, on.gpu_product,
                  static_cast<int64_t>(on.gpus.size()), on.cpu_cores, on.memory_bytes,
                  on.schedulable};
+    node.status.pod_cpu_milli = on.pod_cpu_milli;
+    node.status.pod_memory_bytes = on.pod_memory_bytes;
     model::SetCondition(
         node.status.conditions,
         m ? Condition{"Recognized", ConditionStatus::kTrue, "KnownGpuModel", "", now, 0}

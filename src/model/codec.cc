@@ -355,6 +355,7 @@ std::string Encode(const NodeCapacity& n) {
              {"allocated", json::object()}};
   for (const auto& [k, v] : n.status.allocatable) st["allocatable"][k] = v;
   for (const auto& [k, v] : n.status.allocated) st["allocated"][k] = v;
+  st["podRequests"] = {{"cpuMilli", n.status.pod_cpu_milli}, {"memoryBytes", n.status.pod_memory_bytes}};
   if (!n.status.conditions.empty()) st["conditions"] = EncodeConditions(n.status.conditions);
   j["status"] = std::move(st);
   return j.dump();
@@ -386,6 +387,11 @@ absl::StatusOr<NodeCapacity> Decode(std::string_view text) {
       }
       n.status.allocatable = st.Resources("allocatable");
       n.status.allocated = st.Resources("allocated");
+      if (st.Has("podRequests")) {
+        In r = st.Obj("podRequests");
+        n.status.pod_cpu_milli = r.Int("cpuMilli");
+        n.status.pod_memory_bytes = r.Int("memoryBytes");
+      }
       n.status.conditions = DecodeConditions(st);
     }
     return n;

@@ -85,6 +85,11 @@ struct NodeCapacity {
     // Logical capacity: devices as the device plugin exposes them (full GPUs and MIG instances).
     ResourceList allocatable;
     ResourceList allocated;
+    // What the pods running on the node request (all pods, not only GPU ones): with the spec's
+    // CPU and memory, what the node has left for a pool's work (what the allocator avoids
+    // stranding GPUs behind). Zero where the cluster does not report pods.
+    int64_t pod_cpu_milli = 0;
+    int64_t pod_memory_bytes = 0;
     std::vector<Condition> conditions;
     friend bool operator==(const Status&, const Status&) = default;
   };

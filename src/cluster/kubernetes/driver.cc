@@ -109,13 +109,23 @@ void KubernetesDriver::Stop() {
 bool KubernetesDriver::PutPod(const std::string& json, bool deleted) {
   absl::StatusOr<PodGpus> pod = ReadPod(json);
   if (!pod.ok()) return false;
+  // Every active pod's CPU and memory count against its node's room.
+  bool requests_changed = false;
+  if (deleted || !pod->active || (pod->cpu_milli == 0 && pod->memory_bytes == 0)) {
+    requests_changed = pod_requests_.erase(pod->key) > 0;
+  } else {
+    PodRequest r{pod->node, pod->cpu_milli, pod->memory_bytes};
+    auto [at, added] = pod_requests_.try_emplace(pod->key, r);
+    requests_changed = added || !(at->second == r);
+    at->second = std::move(r);
+  }
   auto it = pods_.find(pod->key);
   if (deleted || !pod->Holds()) {
-    if (it == pods_.end()) return false;
+    if (it == pods_.end()) return requests_changed;
     pods_.erase(it);
     return true;
   }
-  if (it != pods_.end() && it->second == *pod) return false;
+  if (it != pods_.end() && it->second == *pod) return requests_changed;
   pods_[pod->key] = std::move(*pod);
   return true;
 }
@@ -123,6 +133,7 @@ bool KubernetesDriver::PutPod(const std::string& json, bool deleted) {
 void KubernetesDriver::ReplacePods(const ListResult& list) {
   std::lock_guard<std::mutex> lock(mu_);
   pods_.clear();
+  pod_requests_.clear();
   for (const std::string& item : list.items) PutPod(item, false);
   // The reflector tells (on_state) once the list is its synced state.
 }
@@ -355,10 +366,23 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
     }
   }
   std::erase_if(sticky_, [this](const auto& kv) { return !pods_.contains(kv.first); });
+  std::map<std::string_view, std::pair<int64_t, int64_t>> requested;  // node -> (CPU milli, memory bytes)
+  for (const auto& [key, r] : pod_requests_) {
+    auto& sum = requested[r.node];
+    sum.first += r.cpu_milli;
+    sum.second += r.memory_bytes;
+  }
+  auto add_requests = [&](ObservedNode& out) {
+    if (auto r = requested.find(out.name); r != requested.end()) {
+      out.pod_cpu_milli = r->second.first;
+      out.pod_memory_bytes = r->second.second;
+    }
+  };
   c.nodes.reserve(nodes_.size());
   for (const auto& [n, node] : nodes_) {
     c.nodes.push_back(node);
     ObservedNode& out = c.nodes.back();
+    add_requests(out);
     if (auto sg = slice_gpus_.find(n); sg != slice_gpus_.end()) {
       // The DRA driver names the devices: real UUIDs and placements replace the derived ones.
       std::vector<ObservedGpu> gpus = sg->second;
@@ -399,6 +423,7 @@ absl::StatusOr<ObservedCluster> KubernetesDriver::Observe() {
     if (bare == bare_nodes_.end() || nodes_.contains(n)) continue;
     c.nodes.push_back(bare->second);
     ObservedNode& out = c.nodes.back();
+    add_requests(out);
     out.gpus = gpus;
     if (auto p = slice_products_.find(n); p != slice_products_.end()) out.gpu_product = p->second;
     if (auto h = held.find(n); h != held.end()) MarkHeld(h->second, exact, device_projects_, sticky_, out);

@@ -182,6 +182,14 @@ class KubernetesDriver final : public ClusterDriver {
   std::map<std::string, NodeMeta> node_meta_ ABSL_GUARDED_BY(mu_);  // GPU nodes by name
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // node -> why
   std::map<std::string, PodGpus> pods_ ABSL_GUARDED_BY(mu_);         // active pods with GPU devices
+  // What every active pod requests, by pod key: (node, CPU milli, memory bytes).
+  struct PodRequest {
+    std::string node;
+    int64_t cpu_milli = 0;
+    int64_t memory_bytes = 0;
+    friend bool operator==(const PodRequest&, const PodRequest&) = default;
+  };
+  std::map<std::string, PodRequest> pod_requests_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, ResourceSlice> slices_ ABSL_GUARDED_BY(mu_);  // by name
   std::map<std::string, std::vector<ObservedGpu>> slice_gpus_ ABSL_GUARDED_BY(mu_);  // by node
   std::map<std::string, std::string> slice_uuids_ ABSL_GUARDED_BY(mu_);  // "pool/device" -> UUID

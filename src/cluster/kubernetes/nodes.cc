@@ -74,6 +74,27 @@ std::optional<int64_t> ParseQuantity(std::string_view q) {
   return *n * unit->second;
 }
 
+std::optional<int64_t> ParseCpuMilli(std::string_view q) {
+  if (q.ends_with('m')) {
+    q.remove_suffix(1);
+    if (q.empty() || q.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+    return ParseInt(q);
+  }
+  const size_t dot = q.find('.');
+  const std::string_view whole = q.substr(0, dot);
+  std::string_view frac = dot == std::string_view::npos ? std::string_view() : q.substr(dot + 1);
+  if ((whole.empty() && frac.empty()) || whole.find_first_not_of("0123456789") != std::string_view::npos ||
+      frac.find_first_not_of("0123456789") != std::string_view::npos || (dot != std::string_view::npos && frac.empty())) {
+    return std::nullopt;
+  }
+  std::optional<int64_t> cores = whole.empty() ? std::optional<int64_t>(0) : ParseInt(whole);
+  if (!cores || *cores > INT64_MAX / 1000) return std::nullopt;
+  int64_t milli = 0;
+  for (size_t i = 0; i < 3; ++i) milli = milli * 10 + (i < frac.size() ? frac[i] - '0' : 0);
+  if (frac.size() > 3 && frac.substr(3).find_first_not_of('0') != std::string_view::npos) ++milli;  // rounded up, as Kubernetes does
+  return *cores * 1000 + milli;
+}
+
 std::string MetadataField(std::string_view object_json, std::string_view key) {
   const json o = json::parse(object_json, nullptr, false);
   if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
@@ -107,6 +128,15 @@ absl::StatusOr<PodGpus> ReadPod(std::string_view pod_json) {
     if (!c.is_object()) continue;
     const json resources = c.value("resources", json::object());
     const json limits = resources.is_object() ? resources.value("limits", json::object()) : json::object();
+    const json requests = resources.is_object() ? resources.value("requests", json::object()) : json::object();
+    // CPU and memory: the request, else the limit.
+    auto asked = [&](const char* name) -> const json* {
+      if (requests.is_object() && requests.contains(name) && requests[name].is_string()) return &requests[name];
+      if (limits.is_object() && limits.contains(name) && limits[name].is_string()) return &limits[name];
+      return nullptr;
+    };
+    if (const json* cpu = asked("cpu")) out.cpu_milli += ParseCpuMilli(cpu->get<std::string>()).value_or(0);
+    if (const json* memory = asked("memory")) out.memory_bytes += std::max<int64_t>(0, ParseQuantity(memory->get<std::string>()).value_or(0));
     if (!limits.is_object()) continue;
     for (const auto& [name, value] : limits.items()) {
       if (!name.starts_with("nvidia.com/") || !value.is_string()) continue;

@@ -50,9 +50,15 @@ struct PodGpus {
   bool active = false;  // bound and neither Succeeded nor Failed
   std::map<std::string, int64_t> devices;  // "nvidia.com/gpu", "nvidia.com/mig-3g.71gb" -> count
   std::vector<std::string> claims = {};    // "namespace/claim", of status.resourceClaimStatuses
+  // What its containers request (a limit where no request is given, as Kubernetes defaults it).
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
   bool Holds() const { return active && (!devices.empty() || !claims.empty()); }
   friend bool operator==(const PodGpus&, const PodGpus&) = default;
 };
+
+// A CPU quantity in millicores: "500m", "2", "1.5". nullopt for anything else.
+std::optional<int64_t> ParseCpuMilli(std::string_view q);
 
 // A Pod's JSON (text). InvalidArgument for JSON that is not a Pod.
 absl::StatusOr<PodGpus> ReadPod(std::string_view pod_json);

@@ -106,6 +106,28 @@ TEST(KubernetesNodes, FullGpusCordonsAndDevicesThePluginHoldsBack) {
   EXPECT_NE(DerivedGpuUuid("lab", "h200-a", 0), DerivedGpuUuid("prod", "h200-a", 0));
 }
 
+TEST(KubernetesPods, CpuAndMemoryAreWhatContainersRequestElseTheirLimit) {
+  EXPECT_EQ(ParseCpuMilli("500m"), 500);
+  EXPECT_EQ(ParseCpuMilli("2"), 2000);
+  EXPECT_EQ(ParseCpuMilli("1.5"), 1500);
+  EXPECT_EQ(ParseCpuMilli(".25"), 250);
+  EXPECT_EQ(ParseCpuMilli("0.0001"), 1);  // rounded up to a millicore
+  for (const char* bad : {"", "m", "1.", "-1", "1e3", "two", "1.5m", "1 "}) EXPECT_EQ(ParseCpuMilli(bad), std::nullopt) << bad;
+  json containers = json::array();
+  containers.push_back({{"name", "main"},
+                        {"resources", {{"requests", {{"cpu", "1500m"}, {"memory", "2Gi"}}}, {"limits", {{"cpu", "4"}, {"memory", "8Gi"}}}}}});
+  containers.push_back({{"name", "helper"}, {"resources", {{"limits", {{"cpu", "2"}, {"memory", "512Mi"}}}}}});
+  containers.push_back({{"name", "sidecar"}});
+  const json pod = {{"metadata", {{"name", "p"}, {"namespace", "vision"}}},
+                    {"spec", {{"nodeName", "n1"}, {"containers", containers}}},
+                    {"status", {{"phase", "Running"}}}};
+  absl::StatusOr<PodGpus> p = ReadPod(pod.dump());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->cpu_milli, 3500);
+  EXPECT_EQ(p->memory_bytes, (int64_t{2} << 30) + (int64_t{512} << 20));
+  EXPECT_FALSE(p->Holds());  // no GPU: its requests count, its devices do not
+}
+
 TEST(KubernetesPods, DevicesOfBoundUnfinishedPodsAreMarkedInUse) {
   const json pod = {{"metadata", {{"name", "p"}, {"namespace", "vision"}}},
                     {"spec",
