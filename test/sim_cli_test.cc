@@ -1,7 +1,13 @@
 // `gpuaas sim` as a user runs it: the real binary on the real trace.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
 
 #include "process.h"
 
@@ -58,6 +64,43 @@ TEST(SimCli, TableAndErrors) {
       std::string("--pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("line 1: missing column \"sn\""), std::string::npos) << r.out;
+}
+
+// The MIG modes on a one-GPU node: seven 1g.10gb pods fill the GPU, six leave (their instances
+// stay, free), and a 3g.40gb pod finds no room until the free instances are destroyed.
+TEST(SimCli, MigModesGoThroughThePoolAllocatorAndDefragmentSideBySide) {
+  char dir_template[] = "/tmp/gpuaas-sim-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  std::ofstream(dir + "/nodes.csv") << "sn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,1,G2\n";
+  std::ofstream pods(dir + "/pods.csv");
+  pods << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time\n";
+  for (int i = 0; i < 7; ++i) pods << "small-" << i << ",1000,1024,1,100," << i << "," << (i == 6 ? 100 : 10) << "\n";
+  pods << "large,1000,1024,1,460,20,30\ncpu,1000,1024,0,0,25,26\n";
+  pods.close();
+  const std::string files = "--nodes " + dir + "/nodes.csv --pods " + dir + "/pods.csv ";
+  RunResult r = RunGpuaas("sim " + files + "--mode mig-churn --seeds 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  // DEFRAG MODEL GPU-PODS ACCEPTED FAILED FAILED-FRAGMENTED OF-THEM-MIG DEFRAGS INSTANCES-REMOVED
+  // RECOVERED TIME-AVG-ALLOC, one row without defragmentation and one with.
+  std::map<std::string, std::vector<std::string>> rows;
+  for (const std::string& l : Lines(r.out)) {
+    std::istringstream in(l);
+    std::vector<std::string> fields{std::istream_iterator<std::string>(in), std::istream_iterator<std::string>()};
+    if (!fields.empty() && (fields[0] == "off" || fields[0] == "on")) rows[fields[0]] = {fields.begin() + 2, fields.end() - 1};
+  }
+  EXPECT_EQ(rows["off"], (std::vector<std::string>{"8.0", "7.0", "1.0", "1.0", "1.0", "0.0", "0.0", "0.0"})) << r.out;
+  EXPECT_EQ(rows["on"], (std::vector<std::string>{"8.0", "8.0", "0.0", "0.0", "0.0", "1.0", "6.0", "1.0"})) << r.out;
+
+  r = RunGpuaas("sim " + files + "--mode mig --seeds 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\ngpuaas "), std::string::npos) << r.out;
+  r = RunGpuaas("sim " + files + "--mode mig --policy bestfit");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("the pool allocator, which the MIG modes replay through"), std::string::npos) << r.out;
+  r = RunGpuaas("sim " + files + "--mode mig-churn --mig-model L40S-48GB");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("not a MIG-capable model"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

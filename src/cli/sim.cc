@@ -59,7 +59,7 @@ absl::StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
 absl::StatusOr<std::vector<std::string>> ParsePolicies(const std::string& text, bool mig) {
   std::vector<std::string> out;
   if (text == "all") {
-    if (mig) return std::vector<std::string>{"bestfit", "gpuaas"};
+    if (mig) return std::vector<std::string>{"gpuaas"};
     for (std::string_view n : allocator::PackingPolicyNames()) out.emplace_back(n);
     return out;
   }
@@ -67,12 +67,12 @@ absl::StatusOr<std::vector<std::string>> ParsePolicies(const std::string& text, 
   while (true) {
     const size_t comma = rest.find(',');
     std::string name(rest.substr(0, comma));
-    const bool known = mig ? (name == "bestfit" || name == "gpuaas")
+    const bool known = mig ? name == "gpuaas"
                            : allocator::PackingPolicyByName(name) != nullptr;
     if (!known) {
       std::string names;
       if (mig) {
-        names = "bestfit, gpuaas";
+        names = "gpuaas, the pool allocator, which the MIG modes replay through";
       } else {
         for (std::string_view n : allocator::PackingPolicyNames()) {
           names += names.empty() ? "" : ", ";
@@ -137,16 +137,17 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
     return Fail(err, absl::InvalidArgumentError(
                          fmt::format("--format \"{}\": expected table or csv", o.format)));
   }
-  if (o.mode != "arrival" && o.mode != "churn" && o.mode != "mig") {
+  const bool mig = o.mode == "mig" || o.mode == "mig-churn";
+  if (o.mode != "arrival" && o.mode != "churn" && !mig) {
     return Fail(err, absl::InvalidArgumentError(
-                         fmt::format("--mode \"{}\": expected arrival, churn or mig", o.mode)));
+                         fmt::format("--mode \"{}\": expected arrival, churn, mig or mig-churn", o.mode)));
   }
   if (!(o.tune >= 0 && o.tune <= 10)) {
     return Fail(err, absl::InvalidArgumentError("--tune must be between 0 and 10"));
   }
   absl::StatusOr<std::vector<uint64_t>> seeds = ParseSeeds(o.seeds);
   if (!seeds.ok()) return Fail(err, seeds.status());
-  absl::StatusOr<std::vector<std::string>> policies = ParsePolicies(o.policy, o.mode == "mig");
+  absl::StatusOr<std::vector<std::string>> policies = ParsePolicies(o.policy, mig);
   if (!policies.ok()) return Fail(err, policies.status());
   if (o.format == "csv" && (policies->size() != 1 || o.pods.size() != 1 || o.mode != "arrival")) {
     return Fail(err, absl::InvalidArgumentError(
@@ -154,7 +155,7 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
                          "the arrival mode"));
   }
   const sim::MigModel* mig_model = nullptr;
-  if (o.mode == "mig") {
+  if (mig) {
     absl::StatusOr<const sim::MigModel*> m = sim::FindMigModel(o.mig_model);
     if (!m.ok()) return Fail(err, m.status());
     mig_model = *m;
@@ -243,6 +244,35 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
                         fmt::format("{:.2f}", avg / n)});
       }
       PrintTable(out, rows);
+    } else if (o.mode == "mig-churn") {
+      // Side by side: the same replay without and with defragmentation.
+      std::vector<std::vector<std::string>> rows;
+      rows.push_back({"DEFRAG", "MODEL", "GPU-PODS", "ACCEPTED", "FAILED", "FAILED-FRAGMENTED",
+                      "OF-THEM-MIG", "DEFRAGS", "INSTANCES-REMOVED", "RECOVERED", "TIME-AVG-ALLOC"});
+      for (const bool defrag : {false, true}) {
+        std::vector<absl::StatusOr<sim::MigChurnResult>> runs(seeds->size());
+        ParallelFor(seeds->size(), jobs, [&](size_t i) {
+          runs[i] = sim::RunMigChurn(*nodes, *pods, *mig_model, (*seeds)[i], o.speedup, defrag);
+        });
+        double req = 0, acc = 0, failed = 0, frag = 0, frag_mig = 0, defrags = 0, removed = 0, recovered = 0, alloc = 0;
+        for (const auto& r : runs) {
+          if (!r.ok()) return Fail(err, r.status());
+          req += static_cast<double>(r->requests);
+          acc += static_cast<double>(r->accepted);
+          failed += static_cast<double>(r->failed);
+          frag += static_cast<double>(r->failed_fragmented);
+          frag_mig += static_cast<double>(r->failed_fragmented_mig);
+          defrags += static_cast<double>(r->defrags);
+          removed += static_cast<double>(r->instances_removed);
+          recovered += static_cast<double>(r->recovered);
+          alloc += r->time_avg_alloc;
+        }
+        const double n = static_cast<double>(runs.size());
+        auto f1 = [n](double v) { return fmt::format("{:.1f}", v / n); };
+        rows.push_back({defrag ? "on" : "off", std::string(mig_model->name), f1(req), f1(acc), f1(failed), f1(frag),
+                        f1(frag_mig), f1(defrags), f1(removed), f1(recovered), fmt::format("{:.2f}", alloc / n)});
+      }
+      PrintTable(out, rows);
     } else {
       std::vector<std::vector<std::string>> rows;
       rows.push_back({"POLICY", "MODEL", "PODS", "ACCEPTED", "ACCEPTED-GPU", "GPUS-USED",
@@ -250,7 +280,7 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
       for (const std::string& name : *policies) {
         std::vector<sim::MigResult> runs(seeds->size());
         ParallelFor(seeds->size(), jobs, [&](size_t i) {
-          runs[i] = sim::RunMig(*nodes, *pods, *mig_model, name == "gpuaas", (*seeds)[i], o.tune);
+          runs[i] = sim::RunMig(*nodes, *pods, *mig_model, (*seeds)[i], o.tune);
         });
         double pods_n = 0, acc = 0, acc_gpu = 0, used = 0, util = 0, failed = 0;
         for (const sim::MigResult& r : runs) {

@@ -263,11 +263,12 @@ int main(int argc, char** argv) {
   sim->add_option("--format", so.format, "table or csv (csv: the mean curve of one policy)")
       ->capture_default_str();
   sim->add_option("--mode", so.mode,
-                  "arrival (the FGD protocol), churn (creation/deletion times) or mig")
+                  "arrival (the FGD protocol), churn (creation/deletion times), mig (arrival on MIG "
+                  "through the pool allocator) or mig-churn (churn on MIG, without and with defragmentation)")
       ->capture_default_str();
-  sim->add_option("--speedup", so.speedup, "churn: arrivals this many times faster (load)")
+  sim->add_option("--speedup", so.speedup, "churn, mig-churn: arrivals this many times faster (load)")
       ->capture_default_str();
-  sim->add_option("--mig-model", so.mig_model, "the MIG model of --mode mig")->capture_default_str();
+  sim->add_option("--mig-model", so.mig_model, "the MIG model of --mode mig and mig-churn")->capture_default_str();
   sim->add_option("--jobs", so.jobs, "threads (0: one per core)")->capture_default_str();
 
   bool alerts_all = false;

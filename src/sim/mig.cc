@@ -8,27 +8,17 @@
 #include <unordered_map>
 
 #include "absl/status/status.h"
+#include "allocator/allocator.h"
+#include "allocator/defrag.h"
+#include "allocator/snapshot.h"
 #include "sim/replay.h"
 
 namespace gpuaas::sim {
-
 namespace {
 
-constexpr double kMaxSpecCpu = 128000;
-
-struct Gpu {
-  bool whole = false;  // a whole-GPU pod holds it (MIG disabled)
-  catalog::Layout layout;
-  int used_compute = 0;
-  int used_memory = 0;
-  bool Empty() const { return !whole && layout.empty(); }
-};
-
-struct Node {
-  int64_t cpu_left = 0;
-  int64_t memory_left = 0;
-  std::vector<Gpu> gpus;
-};
+using allocator::FleetSnapshot;
+using allocator::GpuState;
+using allocator::InstanceState;
 
 // A pod as MIG mode sees it: CPU and memory, and a profile or a number of whole GPUs.
 struct Demand {
@@ -36,208 +26,182 @@ struct Demand {
   int64_t memory = 0;
   const catalog::MigProfile* profile = nullptr;
   int whole = 0;
+  bool Gpu() const { return profile != nullptr || whole > 0; }
+  double GpuEquivalents(const MigModel& m) const {
+    return profile != nullptr ? static_cast<double>(profile->compute_slices) / m.compute_slices : whole;
+  }
 };
 
-struct Choice {
-  bool ok = false;
-  double frag_increase = 0;  // own policy only
-  double left = 0;           // best-fit measure of the node afterwards (lower: fuller)
-  int gpu = -1;              // for a profile; first of `whole` otherwise
-  int start = 0;
-};
+Demand DemandOf(const TracePod& p, const MigModel& model) {
+  Demand d{p.shape.cpu_milli, p.shape.memory_mib, nullptr, 0};
+  if (p.shape.num_gpu == 0 || p.shape.gpu_milli == 0) return d;
+  if (p.shape.Shares()) d.profile = ProfileForShare(model, p.shape.gpu_milli);
+  if (d.profile == nullptr) d.whole = p.shape.num_gpu;
+  return d;
+}
 
-class MigSim {
+// The node list as a fleet of `model` GPUs, every one with MIG disabled, and where each pod
+// runs. Node names carry their position in the seed's node order, so that the snapshot's order
+// (and so the allocator's first-best choice) is that order.
+class MigCluster {
  public:
-  MigSim(const std::vector<allocator::NodeSpec>& specs, const MigModel& model, bool own,
-         std::vector<std::pair<const catalog::MigProfile*, double>> typical, uint64_t seed)
-      : model_(model),
-        own_(own),
-        typical_(std::move(typical)),
-        order_(NodeOrder(specs.size(), seed)) {
-    for (const allocator::NodeSpec& s : specs) {
-      Node n;
-      n.cpu_left = s.cpu_milli;
-      n.memory_left = s.memory_mib;
-      n.gpus.resize(static_cast<size_t>(s.gpus));
-      nodes_.push_back(std::move(n));
+  MigCluster(const std::vector<allocator::NodeSpec>& specs, const MigModel& model, uint64_t seed)
+      : model_(model), profile_(allocator::ProfileByName("default")) {
+    const std::vector<uint32_t> order = NodeOrder(specs.size(), seed);
+    for (size_t k = 0; k < order.size(); ++k) {
+      const allocator::NodeSpec& spec = specs[order[k]];
+      const std::string name = fmt::format("n{:05d}-{}", k, spec.name);
+      room_of_[name] = fleet_.nodes.size();
+      first_gpu_.push_back(fleet_.gpus.size());
+      const int gpus = std::max(spec.gpus, 1);
+      fleet_.nodes.push_back({name, spec.cpu_milli, spec.memory_mib, spec.cpu_milli / gpus, spec.memory_mib / gpus});
+      for (int i = 0; i < spec.gpus; ++i) {
+        GpuState g;
+        g.uuid = fmt::format("GPU-{:05d}-{}", k, i);
+        g.cluster = "sim";
+        g.node = name;
+        g.index = i;
+        g.model = &model;
+        g.node_room = static_cast<int32_t>(k);
+        fleet_.gpus.push_back(std::move(g));
+      }
     }
-    version_.assign(nodes_.size(), 1);
+    first_gpu_.push_back(fleet_.gpus.size());
+    fleet_.Reindex();
   }
 
-  // The id of a demand; equal demands share cached choices.
-  int Intern(const Demand& d) {
-    for (size_t i = 0; i < shapes_.size(); ++i) {
-      const Demand& s = shapes_[i];
-      if (s.cpu == d.cpu && s.memory == d.memory && s.profile == d.profile && s.whole == d.whole) {
-        return static_cast<int>(i);
-      }
-    }
-    shapes_.push_back(d);
-    cache_.emplace_back(nodes_.size());
-    return static_cast<int>(shapes_.size() - 1);
-  }
-
-  // Places a pod of demand `id` on the best node (the first in node order among equals); false
-  // when it fits nowhere.
-  bool Place(int id) {
-    const Demand& d = shapes_[static_cast<size_t>(id)];
-    Choice best;
-    int best_node = -1;
-    for (uint32_t i : order_) {
-      Cached& cached = cache_[static_cast<size_t>(id)][i];
-      if (cached.version != version_[i]) {
-        cached.choice = Evaluate(nodes_[i], d);
-        cached.version = version_[i];
-      }
-      const Choice& c = cached.choice;
-      if (!c.ok) continue;
-      if (best_node < 0 || Compare(c, best) > 0) {
-        best = c;
-        best_node = static_cast<int>(i);
-      }
-    }
-    if (best_node < 0) return false;
-    ++version_[static_cast<size_t>(best_node)];
-    Node& n = nodes_[static_cast<size_t>(best_node)];
-    n.cpu_left -= d.cpu;
-    n.memory_left -= d.memory;
-    if (d.profile != nullptr) {
-      Gpu& g = n.gpus[static_cast<size_t>(best.gpu)];
-      g.layout.push_back({d.profile, best.start});
-      g.used_compute += d.profile->compute_slices;
-      g.used_memory += d.profile->memory_slices;
-    } else {
-      int need = d.whole;
-      for (Gpu& g : n.gpus) {
-        if (need == 0) break;
-        if (g.Empty()) {
-          g.whole = true;
-          --need;
-        }
-      }
-    }
+  // Places pod instance `id`; false when it fits nowhere.
+  bool Place(size_t id, const Demand& d) {
+    if (!d.Gpu()) return PlaceCpuOnly(id, d);
+    allocator::Request req;
+    req.pool = fmt::format("p{}", id);
+    allocator::RequestItem item;
+    item.model = std::string(model_.name);
+    item.profile = d.profile != nullptr ? d.profile->name : std::string(catalog::kFullProfile);
+    item.count = d.profile != nullptr ? 1 : d.whole;
+    item.cpu_milli = d.cpu;
+    item.memory_mib = d.memory;
+    item.one_node = true;
+    req.items.push_back(std::move(item));
+    const allocator::Outcome o = allocator::Allocate(fleet_, req, *profile_);
+    if (o.code != allocator::Code::kSuccess) return false;
+    allocator::ApplyPlan(fleet_, req, o.plan);
+    const size_t room = room_of_.at(o.plan.placements.front().node);
+    Take(room, d, 1);
+    held_[id] = {room, true};
     return true;
+  }
+
+  void Remove(size_t id, const Demand& d) {
+    auto it = held_.find(id);
+    if (it == held_.end()) return;
+    Take(it->second.room, d, -1);
+    if (it->second.gpu) allocator::ReleasePool(fleet_, fmt::format("p{}", id));
+    held_.erase(it);
+  }
+
+  // Free compute and memory slices of the GPUs whose nodes have `d`'s CPU and memory: free
+  // instances count as free (they could be destroyed), as do whole GPUs nobody holds.
+  bool SlicesFreeInTotal(const Demand& d) const {
+    int64_t compute = 0, memory = 0;
+    for (const GpuState& g : fleet_.gpus) {
+      const allocator::NodeRoom& room = fleet_.nodes[static_cast<size_t>(g.node_room)];
+      if (room.cpu_free_milli < d.cpu || room.memory_free_mib < d.memory) continue;
+      if (!g.mig_enabled) {
+        if (g.owner.empty()) compute += model_.compute_slices, memory += model_.memory_slices;
+        continue;
+      }
+      int used_compute = 0, used_memory = 0;
+      for (const InstanceState& i : g.instances) {
+        if (i.owner.empty()) continue;
+        used_compute += i.profile->compute_slices;
+        used_memory += i.profile->memory_slices;
+      }
+      compute += model_.compute_slices - used_compute;
+      memory += model_.memory_slices - used_memory;
+    }
+    const int64_t need_compute = d.profile != nullptr ? d.profile->compute_slices : int64_t{d.whole} * model_.compute_slices;
+    const int64_t need_memory = d.profile != nullptr ? d.profile->memory_slices : int64_t{d.whole} * model_.memory_slices;
+    return compute >= need_compute && memory >= need_memory;
+  }
+
+  // Applies the defragmentation planner's whole plan; the free instances it destroyed.
+  int64_t Defragment() {
+    const allocator::DefragPlan plan = allocator::PlanDefrag(fleet_);
+    int64_t removed = 0;
+    std::unordered_map<std::string_view, GpuState*> by_uuid;
+    for (GpuState& g : fleet_.gpus) by_uuid[g.uuid] = &g;
+    for (const allocator::DefragMove& m : plan.moves) {
+      GpuState& g = *by_uuid.at(m.gpu_uuid);
+      std::erase_if(g.instances, [](const InstanceState& i) { return i.owner.empty() && !i.busy; });
+      removed += static_cast<int64_t>(m.removed.size());
+    }
+    if (!plan.moves.empty()) fleet_.Reindex();
+    return removed;
   }
 
   int64_t GpusUsed() const {
     int64_t n = 0;
-    for (const Node& node : nodes_) {
-      for (const Gpu& g : node.gpus) n += g.Empty() ? 0 : 1;
+    for (const GpuState& g : fleet_.gpus) n += g.Idle() ? 0 : 1;
+    return n;
+  }
+  int64_t ComputeSlicesHeld() const {
+    int64_t n = 0;
+    for (const GpuState& g : fleet_.gpus) {
+      if (!g.owner.empty()) n += model_.compute_slices;
+      for (const InstanceState& i : g.instances) n += i.owner.empty() ? 0 : i.profile->compute_slices;
     }
     return n;
   }
+  int64_t ComputeSlices() const { return static_cast<int64_t>(fleet_.gpus.size()) * model_.compute_slices; }
 
  private:
-  // >0 when a is better than b.
-  int Compare(const Choice& a, const Choice& b) const {
-    if (own_ && a.frag_increase != b.frag_increase)
-      return a.frag_increase < b.frag_increase ? 1 : -1;
-    if (a.left != b.left) return a.left < b.left ? 1 : -1;
-    return 0;
+  struct Held {
+    size_t room = 0;
+    bool gpu = false;
+  };
+
+  void Take(size_t room, const Demand& d, int sign) {
+    allocator::NodeRoom& r = fleet_.nodes[room];
+    r.cpu_free_milli -= sign * d.cpu;
+    r.memory_free_mib -= sign * d.memory;
   }
 
-  double NodeLeft(const Node& n, int64_t cpu_after, int gpu_slices_taken) const {
-    int free_slices = -gpu_slices_taken;
-    for (const Gpu& g : n.gpus) free_slices += g.whole ? 0 : model_.compute_slices - g.used_compute;
-    return 0.5 * static_cast<double>(cpu_after) / kMaxSpecCpu +
-           0.5 * static_cast<double>(free_slices) / (8.0 * model_.compute_slices);
-  }
-
-  Choice Evaluate(const Node& n, const Demand& d) {
-    Choice c;
-    if (n.cpu_left < d.cpu || n.memory_left < d.memory) return c;
-    if (d.profile == nullptr && d.whole == 0) {
-      c.ok = true;
-      c.left = NodeLeft(n, n.cpu_left - d.cpu, 0);
-      return c;
-    }
-    if (d.profile == nullptr) {
-      int empty = 0;
-      for (const Gpu& g : n.gpus) empty += g.Empty() ? 1 : 0;
-      if (empty < d.whole) return c;
-      c.ok = true;
-      c.left = NodeLeft(n, n.cpu_left - d.cpu, d.whole * model_.compute_slices);
-      return c;
-    }
-    // A profile: each GPU that can take it, at each free start (own) or the first (best fit).
-    int best_free = std::numeric_limits<int>::max();
-    for (size_t gi = 0; gi < n.gpus.size(); ++gi) {
-      const Gpu& g = n.gpus[gi];
-      if (g.whole) continue;
-      const std::vector<int> starts = catalog::FreeStarts(model_, g.layout, *d.profile);
-      if (starts.empty()) continue;
-      const int free_after = model_.compute_slices - g.used_compute - d.profile->compute_slices;
-      if (!own_) {
-        // Best fit: the MIG GPU in use with the fewest free slices; an empty GPU last.
-        const int key = g.layout.empty() ? std::numeric_limits<int>::max() - 1 : free_after;
-        if (key < best_free) {
-          best_free = key;
-          c.ok = true;
-          c.gpu = static_cast<int>(gi);
-          c.start = starts.front();
+  // The fullest node that holds the pod, by CPU and free compute slices, each normalised by the
+  // trace's largest node (128 CPUs, 8 GPUs), as the FGD artifact's best fit; the first in node
+  // order among equals.
+  bool PlaceCpuOnly(size_t id, const Demand& d) {
+    size_t best = fleet_.nodes.size();
+    double best_left = 0;
+    for (size_t k = 0; k < fleet_.nodes.size(); ++k) {
+      const allocator::NodeRoom& r = fleet_.nodes[k];
+      if (r.cpu_free_milli < d.cpu || r.memory_free_mib < d.memory) continue;
+      int free_slices = 0;
+      for (size_t i = first_gpu_[k]; i < first_gpu_[k + 1]; ++i) {
+        const GpuState& g = fleet_.gpus[i];
+        if (!g.mig_enabled) {
+          free_slices += g.owner.empty() ? model_.compute_slices : 0;
+          continue;
         }
-        continue;
+        free_slices += model_.compute_slices;
+        for (const InstanceState& inst : g.instances) free_slices -= inst.owner.empty() ? 0 : inst.profile->compute_slices;
       }
-      const double before = Frag(g.layout);
-      for (int start : starts) {
-        catalog::Layout after = g.layout;
-        after.push_back({d.profile, start});
-        const double inc = Frag(after) - before;
-        if (!c.ok || inc < c.frag_increase || (inc == c.frag_increase && free_after < best_free)) {
-          c.ok = true;
-          c.frag_increase = inc;
-          c.gpu = static_cast<int>(gi);
-          c.start = start;
-          best_free = free_after;
-        }
-      }
+      const double left = 0.5 * static_cast<double>(r.cpu_free_milli - d.cpu) / 128000.0 +
+                          0.5 * free_slices / (8.0 * model_.compute_slices);
+      if (best == fleet_.nodes.size() || left < best_left) best = k, best_left = left;
     }
-    if (c.ok) c.left = NodeLeft(n, n.cpu_left - d.cpu, d.profile->compute_slices);
-    return c;
-  }
-
-  // Memory slices of a GPU that the expected profiles could not use, weighted by popularity.
-  double Frag(const catalog::Layout& layout) {
-    if (layout.empty()) return 0;
-    uint64_t key = 0;
-    int used = 0;
-    for (const catalog::Instance& inst : layout) {
-      const size_t idx = static_cast<size_t>(inst.profile - model_.profiles.data());
-      key |= static_cast<uint64_t>(idx + 1) << (4 * inst.start);
-      used += inst.profile->memory_slices;
-    }
-    auto it = memo_.find(key);
-    if (it != memo_.end()) return it->second;
-    const int free = model_.memory_slices - used;
-    double frag = 0;
-    for (const auto& [profile, weight] : typical_) {
-      int unusable = free;
-      if (profile != nullptr) {
-        uint32_t covered = 0;
-        for (int s : catalog::FreeStarts(model_, layout, *profile)) {
-          for (int k = 0; k < profile->memory_slices; ++k) covered |= 1u << (s + k);
-        }
-        unusable = free - std::popcount(covered);
-      }
-      frag += weight * unusable;
-    }
-    memo_.emplace(key, frag);
-    return frag;
+    if (best == fleet_.nodes.size()) return false;
+    Take(best, d, 1);
+    held_[id] = {best, false};
+    return true;
   }
 
   const MigModel& model_;
-  bool own_;
-  std::vector<std::pair<const catalog::MigProfile*, double>> typical_;  // nullptr: whole GPU
-  std::vector<Node> nodes_;
-  std::vector<uint32_t> order_;    // scoring order (NodeOrder)
-  std::vector<uint32_t> version_;  // bumped when a node changes
-  struct Cached {
-    uint32_t version = 0;
-    Choice choice;
-  };
-  std::vector<Demand> shapes_;
-  std::vector<std::vector<Cached>> cache_;     // [demand][node]
-  std::unordered_map<uint64_t, double> memo_;  // GPU fragmentation by layout
+  std::shared_ptr<const allocator::Profile> profile_;
+  FleetSnapshot fleet_;
+  std::unordered_map<std::string, size_t> room_of_;  // node name -> index in fleet_.nodes
+  std::vector<size_t> first_gpu_;  // node k's GPUs are fleet_.gpus[first_gpu_[k], first_gpu_[k + 1])
+  std::unordered_map<size_t, Held> held_;  // by pod instance
 };
 
 }  // namespace
@@ -265,48 +229,106 @@ const catalog::MigProfile* ProfileForShare(const MigModel& model, int32_t gpu_mi
 }
 
 MigResult RunMig(const std::vector<allocator::NodeSpec>& nodes, const std::vector<TracePod>& pods,
-                 const MigModel& model, bool own, uint64_t seed, double tune) {
+                 const MigModel& model, uint64_t seed, double tune) {
   MigResult out;
   out.seed = seed;
   std::vector<Demand> demand;
   demand.reserve(pods.size());
-  std::vector<std::pair<const catalog::MigProfile*, double>> typical;
-  for (const TracePod& p : pods) {
-    Demand d{p.shape.cpu_milli, p.shape.memory_mib, nullptr, 0};
-    if (p.shape.Shares()) d.profile = ProfileForShare(model, p.shape.gpu_milli);
-    if (d.profile == nullptr) d.whole = p.shape.num_gpu;
-    demand.push_back(d);
-    if (p.shape.num_gpu == 0) continue;
-    auto it = std::find_if(typical.begin(), typical.end(),
-                           [&](const auto& t) { return t.first == d.profile; });
-    if (it == typical.end()) {
-      typical.emplace_back(d.profile, 1.0);
-    } else {
-      it->second += 1.0;
-    }
-  }
-  double total = 0;
-  for (const auto& t : typical) total += t.second;
-  for (auto& t : typical) t.second /= total;
-
+  for (const TracePod& p : pods) demand.push_back(DemandOf(p, model));
   int64_t capacity = 0;
   for (const allocator::NodeSpec& n : nodes) capacity += int64_t{n.gpus} * allocator::kMilliGpu;
-  MigSim sim(nodes, model, own, std::move(typical), seed);
-  std::vector<int> ids;
-  ids.reserve(demand.size());
-  for (const Demand& d : demand) ids.push_back(sim.Intern(d));
+  MigCluster cluster(nodes, model, seed);
+  size_t id = 0;
   for (size_t i : ArrivalOrder(pods, capacity, tune, seed)) {
     ++out.pods;
-    if (!sim.Place(ids[i])) continue;
+    if (!cluster.Place(id++, demand[i])) continue;
     ++out.accepted;
-    const Demand& d = demand[i];
-    out.accepted_gpus += d.profile != nullptr
-                             ? static_cast<double>(d.profile->compute_slices) / model.compute_slices
-                             : d.whole;
+    out.accepted_gpus += demand[i].GpuEquivalents(model);
   }
-  out.gpus_used = sim.GpusUsed();
+  out.gpus_used = cluster.GpusUsed();
   out.used_gpu_util =
       out.gpus_used > 0 ? out.accepted_gpus / static_cast<double>(out.gpus_used) * 100 : 0;
+  return out;
+}
+
+absl::StatusOr<MigChurnResult> RunMigChurn(const std::vector<allocator::NodeSpec>& nodes,
+                                           const std::vector<TracePod>& pods, const MigModel& model,
+                                           uint64_t seed, double speedup, bool defrag) {
+  if (!(speedup >= 1.0 && speedup <= 1e6)) {
+    return absl::InvalidArgumentError("the speedup must be between 1 and 1,000,000");
+  }
+  for (const TracePod& p : pods) {
+    if (p.creation_time < 0 || p.deletion_time < 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("churn mode needs creation_time and deletion_time; pod {} has none", p.name));
+    }
+  }
+  MigChurnResult out;
+  out.seed = seed;
+  // Events in time order; at equal times departures first (they free room), then arrivals in
+  // file order.
+  struct Event {
+    int64_t time;
+    int kind;  // 0 departure, 1 arrival
+    size_t pod;
+  };
+  std::vector<Event> events;
+  events.reserve(pods.size() * 2);
+  int64_t first_arrival = std::numeric_limits<int64_t>::max(), last_arrival = 0;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const int64_t arrival = std::llround(static_cast<double>(pods[i].creation_time) / speedup);
+    const int64_t life = std::max<int64_t>(pods[i].deletion_time - pods[i].creation_time, 0);
+    events.push_back({arrival, 1, i});
+    events.push_back({arrival + life, 0, i});
+    first_arrival = std::min(first_arrival, arrival);
+    last_arrival = std::max(last_arrival, arrival);
+  }
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return std::tie(a.time, a.kind) < std::tie(b.time, b.kind);
+  });
+  std::vector<Demand> demand;
+  demand.reserve(pods.size());
+  for (const TracePod& p : pods) demand.push_back(DemandOf(p, model));
+  MigCluster cluster(nodes, model, seed);
+  double held_integral = 0;
+  int64_t last = first_arrival;
+  for (const Event& e : events) {
+    const int64_t until = std::min(e.time, last_arrival);
+    if (until > last) held_integral += static_cast<double>(cluster.ComputeSlicesHeld()) * static_cast<double>(until - last);
+    last = std::max(last, until);
+    const Demand& d = demand[e.pod];
+    if (e.kind == 0) {
+      cluster.Remove(e.pod, d);
+      continue;
+    }
+    if (!d.Gpu()) {
+      cluster.Place(e.pod, d);
+      continue;
+    }
+    ++out.requests;
+    if (cluster.Place(e.pod, d)) {
+      ++out.accepted;
+      continue;
+    }
+    const bool fragmented = cluster.SlicesFreeInTotal(d);
+    if (fragmented && defrag) {
+      const int64_t removed = cluster.Defragment();
+      if (removed > 0) {
+        ++out.defrags;
+        out.instances_removed += removed;
+        if (cluster.Place(e.pod, d)) {
+          ++out.accepted;
+          ++out.recovered;
+          continue;
+        }
+      }
+    }
+    ++out.failed;
+    if (fragmented) ++out.failed_fragmented;
+    if (fragmented && d.profile != nullptr) ++out.failed_fragmented_mig;
+  }
+  const double span = static_cast<double>(last_arrival - first_arrival);
+  if (span > 0) out.time_avg_alloc = held_integral / span / static_cast<double>(cluster.ComputeSlices()) * 100.0;
   return out;
 }
 

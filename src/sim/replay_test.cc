@@ -254,12 +254,75 @@ TEST(Replay, MigModeMapsSharesToTheSmallestProfileByMemory) {
   const std::vector<NodeSpec> nodes = {{"n", 640000, 1 << 30, 1, "G2"}};
   std::vector<TracePod> pods(8);
   for (TracePod& p : pods) p.shape = {1000, 0, 1, 100, ""};
-  for (bool own : {false, true}) {
-    const MigResult r = RunMig(nodes, pods, *h100, own, 1, 0);
-    EXPECT_EQ(r.accepted, 7) << own;
-    EXPECT_EQ(r.gpus_used, 1) << own;
-    EXPECT_NEAR(r.used_gpu_util, 100.0, 1e-9) << own;
+  const MigResult r = RunMig(nodes, pods, *h100, 1, 0);
+  EXPECT_EQ(r.accepted, 7);
+  EXPECT_EQ(r.gpus_used, 1);
+  EXPECT_NEAR(r.used_gpu_util, 100.0, 1e-9);
+}
+
+TEST(Replay, MigModeHoldsPodsToTheirNodesCpuAndMemory) {
+  const MigModel* h100 = *FindMigModel("H100-SXM5-80GB");
+  // 2.5 CPUs: two 1-CPU pods fit, the third does not, though the GPU has room; a CPU-only pod
+  // takes the same CPU.
+  std::vector<TracePod> pods(3);
+  for (TracePod& p : pods) p.shape = {1000, 10, 1, 100, ""};
+  EXPECT_EQ(RunMig({{"n", 2500, 1 << 20, 1, "G2"}}, pods, *h100, 1, 0).accepted, 2);
+  pods[0].shape = {1000, 10, 0, 0, ""};
+  const MigResult r = RunMig({{"n", 2500, 1 << 20, 1, "G2"}}, pods, *h100, 1, 0);
+  EXPECT_EQ(r.accepted, 2);
+  EXPECT_NEAR(r.accepted_gpus, 1.0 / 7, 1e-9);  // the CPU-only pod and one MIG pod
+  // Memory likewise.
+  for (TracePod& p : pods) p.shape = {1, 600, 1, 100, ""};
+  EXPECT_EQ(RunMig({{"n", 64000, 1000, 1, "G2"}}, pods, *h100, 1, 0).accepted, 1);
+  // A pod of two whole GPUs needs both on one node.
+  std::vector<TracePod> two(1);
+  two[0].shape = {1000, 0, 2, 1000, ""};
+  EXPECT_EQ(RunMig({{"a", 64000, 1 << 20, 1, "G2"}, {"b", 64000, 1 << 20, 1, "G2"}}, two, *h100, 1, 0).accepted, 0);
+  EXPECT_EQ(RunMig({{"a", 64000, 1 << 20, 1, "G2"}, {"b", 64000, 1 << 20, 2, "G2"}}, two, *h100, 1, 0).accepted, 1);
+}
+
+TEST(Replay, MigChurnDefragmentsWhenFreeInstancesStandInTheWay) {
+  const MigModel* h100 = *FindMigModel("H100-SXM5-80GB");
+  const std::vector<NodeSpec> nodes = {{"n", 64000, 1 << 20, 1, "G2"}};
+  // Seven 1g.10gb pods fill the GPU; six leave, their instances stay, free; a 3g.40gb pod then
+  // finds no room, though 6 of 7 compute slices are free.
+  std::vector<TracePod> pods(8);
+  for (int i = 0; i < 7; ++i) {
+    pods[static_cast<size_t>(i)].shape = {1000, 0, 1, 100, ""};
+    pods[static_cast<size_t>(i)].creation_time = i;
+    pods[static_cast<size_t>(i)].deletion_time = i == 6 ? 100 : 10;
   }
+  pods[7].shape = {1000, 0, 1, 460, ""};
+  pods[7].creation_time = 20;
+  pods[7].deletion_time = 30;
+  TracePod cpu_only;  // the last arrival: the averages run to it
+  cpu_only.shape = {1000, 0, 0, 0, ""};
+  cpu_only.creation_time = 25;
+  cpu_only.deletion_time = 26;
+  pods.push_back(cpu_only);
+  const MigChurnResult off = *RunMigChurn(nodes, pods, *h100, 1, 1, false);
+  EXPECT_EQ(off.requests, 8);
+  EXPECT_EQ(off.accepted, 7);
+  EXPECT_EQ(off.failed, 1);
+  EXPECT_EQ(off.failed_fragmented, 1);
+  EXPECT_EQ(off.failed_fragmented_mig, 1);
+  EXPECT_EQ(off.defrags, 0);
+  const MigChurnResult on = *RunMigChurn(nodes, pods, *h100, 1, 1, true);
+  EXPECT_EQ(on.accepted, 8);
+  EXPECT_EQ(on.failed, 0);
+  EXPECT_EQ(on.recovered, 1);
+  EXPECT_EQ(on.defrags, 1);
+  EXPECT_EQ(on.instances_removed, 6);
+  EXPECT_GT(on.time_avg_alloc, off.time_avg_alloc);
+  // A failure with too few slices free is not fragmentation, and defragmenting does not help.
+  pods[7].shape = {1000, 0, 2, 1000, ""};
+  const MigChurnResult full = *RunMigChurn(nodes, pods, *h100, 1, 1, true);
+  EXPECT_EQ(full.failed, 1);
+  EXPECT_EQ(full.failed_fragmented, 0);
+  EXPECT_EQ(full.defrags, 0);
+  EXPECT_FALSE(RunMigChurn(nodes, pods, *h100, 1, 0.5, false).ok());
+  pods[8].deletion_time = -1;
+  EXPECT_FALSE(RunMigChurn(nodes, pods, *h100, 1, 1, false).ok());
 }
 
 }  // namespace
