@@ -1,7 +1,7 @@
 // Fleet: clusters, the heatmap of every GPU, the GPU table (server-side sort and filter), and
 // the MIG GPUs drawn slice by slice.
 import { useEffect, useState } from 'preact/hooks';
-import { api, namespaced } from '../api.js';
+import { api, isOperator, namespaced } from '../api.js';
 import { html, Section, Loading, ErrorBox, useT } from '../ui/parts.js';
 import { useLoad } from '../ui/hooks.js';
 import { Heatmap } from '../ui/heatmap.js';
@@ -13,6 +13,7 @@ import { navigate } from '../router.js';
 import { live } from '../live.js';
 import { useObservable } from '../store.js';
 import * as data from './data.js';
+import { Defrag } from './defrag.js';
 
 const MIG_SHOWN = 12;
 
@@ -91,5 +92,6 @@ export function Fleet() {
           return html`<div class="mig-card"><h3><a href=${'/fleet/gpus/' + encodeURIComponent(g.uuid)} onClick=${(e) => { e.preventDefault(); navigate('/fleet/gpus/' + encodeURIComponent(g.uuid)); }}>${g.node} · #${g.index}</a> <span class="muted">${g.model}</span></h3>
             <${MigDrawing} model=${model} uuid=${g.uuid} instances=${annotate(g.uuid, g.migInstances, mig.data.poolList, mig.data.profiles)} /></div>`;
         })}</div>`}
-    </${Section}>`;
+    </${Section}>
+    ${isOperator() ? html`<${Defrag} />` : null}`;
 }

@@ -179,6 +179,9 @@ describe('GPU Dashboard', () => {
       const text = await page.locator('body').innerText();
       assert.doesNotMatch(text, /rival/i, `${path} shows another project`);
     }
+    await page.goto(server.url + '/fleet');
+    await settled(page);
+    assert.equal(await page.getByRole('heading', { name: 'MIG defragmentation' }).count(), 0, 'defragmentation is for operators');
     // The member's billing page offers their own project only.
     await page.goto(server.url + '/billing');
     await settled(page);
@@ -266,6 +269,48 @@ describe('GPU Dashboard', () => {
     await settled(page);
     assert.match(await page.getByTestId('mig-drawing').locator('li', { hasText: mig.profile }).first().innerText(), /rival\/rivalpool/);
     assertClean(problems, 'mig');
+    await context.close();
+  });
+
+  test('an operator defragments a GPU from the fleet page and the pool keeps its instances', async () => {
+    // 4g.71gb instances of "4g.71gb 2g.35gb 1g.18gb" GPUs: the free 2g and 1g keep a 3g.71gb
+    // out (two, since the rival's 1g.18gb may sit on one of them and leave nothing to gain).
+    await createPool(server, 'vision', 'infer', [{ model: 'H200-SXM-141GB', profile: '4g.71gb', count: 2 }], TOKENS.vision);
+    await approve('infer', 'vision', true, 'inference');
+    const ready = await waitFor(async () => {
+      const p = await server.api('/apis/gpuaas.io/v1/namespaces/vision/gpupools/infer');
+      return (p.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True') ? p : null;
+    }, 60000, 'infer Ready');
+    const plan = await server.api('/api/v1/defrag');
+    const held = ready.status.allocation.find((d) => plan.moves.some((m) => m.gpu === d.gpuUUID));
+    assert.ok(held, `a move on one of the pool's GPUs (${ready.status.allocation.map((d) => d.gpuUUID).join(', ')}; moves: ${plan.moves.map((m) => m.gpu).join(', ')})`);
+    const move = plan.moves.find((m) => m.gpu === held.gpuUUID);
+    const { page, problems, context } = await openPage(browser, server);
+    await signIn(page, server, TOKENS.operator);
+    await page.goto(server.url + '/fleet');
+    await settled(page);
+    await page.getByRole('button', { name: 'Find GPUs to defragment' }).click();
+    const table = page.getByTestId('defrag-table');
+    await table.waitFor();
+    assert.deepEqual(await table.locator('tbody tr').evaluateAll((rs) => rs.map((r) => r.dataset.gpu)), plan.moves.map((m) => m.gpu));
+    const row = table.locator(`tr[data-gpu="${held.gpuUUID}"]`);
+    assert.match(await row.innerText(), new RegExp(`${move.destroys}[\\s\\S]*${move.largestBefore} → ${move.largestAfter}`));
+    await row.getByRole('button', { name: `Defragment ${held.gpuUUID}` }).click();
+    const dialog = page.getByRole('dialog', { name: 'Defragment MIG GPUs' });
+    await dialog.waitFor();
+    await dialog.getByRole('button', { name: 'Defragment' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.getByText('GPUs being defragmented: 1.').waitFor();
+    await table.locator(`tr[data-gpu="${held.gpuUUID}"]`).waitFor({ state: 'detached' });
+    // The GPU reaches the planned layout; the pool keeps its instance where it was.
+    const name = held.gpuUUID.toLowerCase();
+    await waitFor(async () => {
+      const g = await server.api(`/apis/gpuaas.io/v1/gpucapacities/${name}`);
+      return g.status.migInstances.map((i) => `${i.profile}@${i.placement.start}`).join(' ') === move.after ? g : null;
+    }, 60000, `${held.gpuUUID} laid out as ${move.after}`);
+    const after = await server.api('/apis/gpuaas.io/v1/namespaces/vision/gpupools/infer');
+    assert.deepEqual(after.status.allocation, ready.status.allocation);
+    assertClean(problems, 'defrag');
     await context.close();
   });
 
