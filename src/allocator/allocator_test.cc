@@ -111,6 +111,40 @@ TEST(Allocator, WholeGpusAvoidNodesWhoseCpuOrMemoryOtherWorkHasTaken) {
   EXPECT_EQ(Allocate(full, Req("p/a", {{"H200-SXM-141GB", "full", 2}}), Default()).code, Code::kSuccess);
 }
 
+TEST(Snapshot, NodesRoomIsCapacityLessWhatTheirPodsRequest) {
+  std::vector<model::NodeCapacity> nodes(2);
+  std::vector<model::GpuCapacity> gpus;
+  for (int n = 0; n < 2; ++n) {
+    model::NodeCapacity& node = nodes[static_cast<size_t>(n)];
+    node.metadata.name = "alpha.h200-" + std::to_string(n);
+    node.spec = {"alpha", "h200-" + std::to_string(n), "H200-SXM-141GB", "NVIDIA-H200", 8, 64, int64_t{512} << 30, true};
+    for (int i = 0; i < 8; ++i) {
+      model::GpuCapacity g;
+      g.spec = {"alpha", node.metadata.name, "GPU-" + std::to_string(n) + "-" + std::to_string(i), i, "H200-SXM-141GB",
+                "NVIDIA-H200", 143771, true};
+      gpus.push_back(g);
+    }
+  }
+  nodes[0].status.pod_cpu_milli = 60000;
+  nodes[0].status.pod_memory_bytes = int64_t{500} << 30;
+  nodes[1].status.pod_cpu_milli = -5;  // never below zero
+  const FleetSnapshot f = BuildSnapshot(gpus, nodes, {}, {});
+  ASSERT_EQ(f.nodes.size(), 2u);
+  for (const GpuState& g : f.gpus) ASSERT_EQ(f.nodes.at(static_cast<size_t>(g.node_room)).name, g.node);
+  const NodeRoom& busy = f.nodes[0].name == "alpha.h200-0" ? f.nodes[0] : f.nodes[1];
+  const NodeRoom& idle = f.nodes[0].name == "alpha.h200-0" ? f.nodes[1] : f.nodes[0];
+  EXPECT_EQ(busy.cpu_free_milli, 4000);
+  EXPECT_EQ(busy.memory_free_mib, 12 * 1024);
+  EXPECT_EQ(busy.cpu_share_milli, 8000);
+  EXPECT_EQ(busy.memory_share_mib, 64 * 1024);
+  EXPECT_EQ(idle.cpu_free_milli, 64000);
+  EXPECT_EQ(f.index.nodes, 2u);
+  // A pool of two whole GPUs goes where their pods could run.
+  Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "full", 2}}), Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  for (const Placement& p : o.plan.placements) EXPECT_EQ(p.node, "alpha.h200-1");
+}
+
 TEST(Allocator, ItemsThatAskForCpuGetNodesThatHaveIt) {
   RequestItem item{"H200-SXM-141GB", "full", 2, 20000, 1024, true};
   Outcome o = Allocate(TwoNodes(50000, 0), Req("p/a", {item}), Default());

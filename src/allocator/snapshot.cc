@@ -46,9 +46,12 @@ FleetSnapshot Unindexed(std::span<const model::GpuCapacity* const> gpus, std::sp
     schedulable[n->metadata.name] = n->spec.schedulable;
     NodeRoom room;
     room.name = n->metadata.name;
-    if (n->spec.cpu_cores > 0) room.cpu_free_milli = std::max<int64_t>(0, n->spec.cpu_cores * 1000 - n->status.pod_cpu_milli);
+    // (What pods request is never below zero, whatever a stored object says.)
+    if (n->spec.cpu_cores > 0) {
+      room.cpu_free_milli = std::max<int64_t>(0, n->spec.cpu_cores * 1000 - std::max<int64_t>(0, n->status.pod_cpu_milli));
+    }
     if (n->spec.memory_bytes > 0) {
-      room.memory_free_mib = std::max<int64_t>(0, (n->spec.memory_bytes - n->status.pod_memory_bytes) >> 20);
+      room.memory_free_mib = std::max<int64_t>(0, (n->spec.memory_bytes - std::max<int64_t>(0, n->status.pod_memory_bytes)) >> 20);
     }
     if (n->spec.gpu_count > 0) {
       if (n->spec.cpu_cores > 0) room.cpu_share_milli = n->spec.cpu_cores * 1000 / n->spec.gpu_count;
