@@ -107,18 +107,9 @@ class MigCluster {
     for (const GpuState& g : fleet_.gpus) {
       const allocator::NodeRoom& room = fleet_.nodes[static_cast<size_t>(g.node_room)];
       if (room.cpu_free_milli < d.cpu || room.memory_free_mib < d.memory) continue;
-      if (!g.mig_enabled) {
-        if (g.owner.empty()) compute += model_.compute_slices, memory += model_.memory_slices;
-        continue;
-      }
-      int used_compute = 0, used_memory = 0;
-      for (const InstanceState& i : g.instances) {
-        if (i.owner.empty()) continue;
-        used_compute += i.profile->compute_slices;
-        used_memory += i.profile->memory_slices;
-      }
-      compute += model_.compute_slices - used_compute;
-      memory += model_.memory_slices - used_memory;
+      const auto [c, m] = FreeSlices(g);
+      compute += c;
+      memory += m;
     }
     const int64_t need_compute = d.profile != nullptr ? d.profile->compute_slices : int64_t{d.whole} * model_.compute_slices;
     const int64_t need_memory = d.profile != nullptr ? d.profile->memory_slices : int64_t{d.whole} * model_.memory_slices;
@@ -161,6 +152,18 @@ class MigCluster {
     bool gpu = false;
   };
 
+  // A GPU's compute and memory slices that no pod holds (a free instance's count as free).
+  std::pair<int, int> FreeSlices(const GpuState& g) const {
+    if (!g.mig_enabled) return g.owner.empty() ? std::pair{model_.compute_slices, model_.memory_slices} : std::pair{0, 0};
+    std::pair<int, int> free{model_.compute_slices, model_.memory_slices};
+    for (const InstanceState& i : g.instances) {
+      if (i.owner.empty()) continue;
+      free.first -= i.profile->compute_slices;
+      free.second -= i.profile->memory_slices;
+    }
+    return free;
+  }
+
   void Take(size_t room, const Demand& d, int sign) {
     allocator::NodeRoom& r = fleet_.nodes[room];
     r.cpu_free_milli -= sign * d.cpu;
@@ -177,15 +180,7 @@ class MigCluster {
       const allocator::NodeRoom& r = fleet_.nodes[k];
       if (r.cpu_free_milli < d.cpu || r.memory_free_mib < d.memory) continue;
       int free_slices = 0;
-      for (size_t i = first_gpu_[k]; i < first_gpu_[k + 1]; ++i) {
-        const GpuState& g = fleet_.gpus[i];
-        if (!g.mig_enabled) {
-          free_slices += g.owner.empty() ? model_.compute_slices : 0;
-          continue;
-        }
-        free_slices += model_.compute_slices;
-        for (const InstanceState& inst : g.instances) free_slices -= inst.owner.empty() ? 0 : inst.profile->compute_slices;
-      }
+      for (size_t i = first_gpu_[k]; i < first_gpu_[k + 1]; ++i) free_slices += FreeSlices(fleet_.gpus[i]).first;
       const double left = 0.5 * static_cast<double>(r.cpu_free_milli - d.cpu) / 128000.0 +
                           0.5 * free_slices / (8.0 * model_.compute_slices);
       if (best == fleet_.nodes.size() || left < best_left) best = k, best_left = left;
@@ -254,45 +249,18 @@ MigResult RunMig(const std::vector<allocator::NodeSpec>& nodes, const std::vecto
 absl::StatusOr<MigChurnResult> RunMigChurn(const std::vector<allocator::NodeSpec>& nodes,
                                            const std::vector<TracePod>& pods, const MigModel& model,
                                            uint64_t seed, double speedup, bool defrag) {
-  if (!(speedup >= 1.0 && speedup <= 1e6)) {
-    return absl::InvalidArgumentError("the speedup must be between 1 and 1,000,000");
-  }
-  for (const TracePod& p : pods) {
-    if (p.creation_time < 0 || p.deletion_time < 0) {
-      return absl::InvalidArgumentError(
-          fmt::format("churn mode needs creation_time and deletion_time; pod {} has none", p.name));
-    }
-  }
+  absl::StatusOr<ChurnTimeline> timeline = MakeChurnTimeline(pods, speedup);
+  if (!timeline.ok()) return timeline.status();
+  const int64_t first_arrival = timeline->first_arrival, last_arrival = timeline->last_arrival;
   MigChurnResult out;
   out.seed = seed;
-  // Events in time order; at equal times departures first (they free room), then arrivals in
-  // file order.
-  struct Event {
-    int64_t time;
-    int kind;  // 0 departure, 1 arrival
-    size_t pod;
-  };
-  std::vector<Event> events;
-  events.reserve(pods.size() * 2);
-  int64_t first_arrival = std::numeric_limits<int64_t>::max(), last_arrival = 0;
-  for (size_t i = 0; i < pods.size(); ++i) {
-    const int64_t arrival = std::llround(static_cast<double>(pods[i].creation_time) / speedup);
-    const int64_t life = std::max<int64_t>(pods[i].deletion_time - pods[i].creation_time, 0);
-    events.push_back({arrival, 1, i});
-    events.push_back({arrival + life, 0, i});
-    first_arrival = std::min(first_arrival, arrival);
-    last_arrival = std::max(last_arrival, arrival);
-  }
-  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-    return std::tie(a.time, a.kind) < std::tie(b.time, b.kind);
-  });
   std::vector<Demand> demand;
   demand.reserve(pods.size());
   for (const TracePod& p : pods) demand.push_back(DemandOf(p, model));
   MigCluster cluster(nodes, model, seed);
   double held_integral = 0;
   int64_t last = first_arrival;
-  for (const Event& e : events) {
+  for (const ChurnEvent& e : timeline->events) {
     const int64_t until = std::min(e.time, last_arrival);
     if (until > last) held_integral += static_cast<double>(cluster.ComputeSlicesHeld()) * static_cast<double>(until - last);
     last = std::max(last, until);

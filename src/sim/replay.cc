@@ -229,10 +229,7 @@ Curve MeanCurve(const std::vector<ArrivalResult>& runs) {
   return out;
 }
 
-absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
-                                     const std::vector<TracePod>& pods,
-                                     const allocator::PackingPolicy& policy, uint64_t seed,
-                                     double speedup) {
+absl::StatusOr<ChurnTimeline> MakeChurnTimeline(const std::vector<TracePod>& pods, double speedup) {
   if (!(speedup >= 1.0 && speedup <= 1e6)) {
     return absl::InvalidArgumentError("the speedup must be between 1 and 1,000,000");
   }
@@ -242,35 +239,39 @@ absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
           fmt::format("churn mode needs creation_time and deletion_time; pod {} has none", p.name));
     }
   }
+  ChurnTimeline t;
+  t.events.reserve(pods.size() * 2);
+  t.first_arrival = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const int64_t arrival =
+        static_cast<int64_t>(std::llround(static_cast<double>(pods[i].creation_time) / speedup));
+    const int64_t life = std::max<int64_t>(pods[i].deletion_time - pods[i].creation_time, 0);
+    t.events.push_back({arrival, 1, i});
+    t.events.push_back({arrival + life, 0, i});
+    t.first_arrival = std::min(t.first_arrival, arrival);
+    t.last_arrival = std::max(t.last_arrival, arrival);
+  }
+  if (pods.empty()) t.first_arrival = 0;
+  std::stable_sort(t.events.begin(), t.events.end(), [](const ChurnEvent& a, const ChurnEvent& b) {
+    return std::tie(a.time, a.kind) < std::tie(b.time, b.kind);
+  });
+  return t;
+}
+
+absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
+                                     const std::vector<TracePod>& pods,
+                                     const allocator::PackingPolicy& policy, uint64_t seed,
+                                     double speedup) {
+  absl::StatusOr<ChurnTimeline> timeline = MakeChurnTimeline(pods, speedup);
+  if (!timeline.ok()) return timeline.status();
+  const std::vector<ChurnEvent>& events = timeline->events;
+  const int64_t first_arrival = timeline->first_arrival, last_arrival = timeline->last_arrival;
   ChurnResult out;
   out.seed = seed;
   out.pods = static_cast<int64_t>(pods.size());
   Scheduler sched(nodes, policy, allocator::TypicalPodsOf(ShapesOf(pods)), seed);
   std::vector<int> shape(pods.size());
   for (size_t i = 0; i < pods.size(); ++i) shape[i] = sched.Intern(pods[i].shape);
-
-  // Events in time order; at equal times departures first (they free room), then arrivals in
-  // file order.
-  struct Event {
-    int64_t time;
-    int kind;  // 0 departure, 1 arrival
-    size_t pod;
-  };
-  std::vector<Event> events;
-  events.reserve(pods.size() * 2);
-  int64_t first_arrival = std::numeric_limits<int64_t>::max(), last_arrival = 0;
-  for (size_t i = 0; i < pods.size(); ++i) {
-    const int64_t arrival =
-        static_cast<int64_t>(std::llround(static_cast<double>(pods[i].creation_time) / speedup));
-    const int64_t life = std::max<int64_t>(pods[i].deletion_time - pods[i].creation_time, 0);
-    events.push_back({arrival, 1, i});
-    events.push_back({arrival + life, 0, i});
-    first_arrival = std::min(first_arrival, arrival);
-    last_arrival = std::max(last_arrival, arrival);
-  }
-  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-    return std::tie(a.time, a.kind) < std::tie(b.time, b.kind);
-  });
 
   struct Running {
     int node = -1;
@@ -316,7 +317,7 @@ absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
     queue.swap(keep);
   };
 
-  for (const Event& e : events) {
+  for (const ChurnEvent& e : events) {
     used_integral += static_cast<double>(sched.UsedMilli()) * window(e.time);
     pending_integral += static_cast<double>(pending) * window(e.time);
     last = std::max(last, e.time);

@@ -138,6 +138,21 @@ struct ChurnResult {
   double avg_pending = 0;  // time-averaged number of waiting pods
 };
 
+// Churn's timeline: each pod arrives at creation_time / `speedup` and leaves its lifetime later;
+// in time order, departures first at equal times (they free room), then arrivals in file order.
+// InvalidArgument for a speedup outside 1..1,000,000 or a pod without both times.
+struct ChurnEvent {
+  int64_t time = 0;
+  int kind = 0;  // 0 departure, 1 arrival
+  size_t pod = 0;
+};
+struct ChurnTimeline {
+  std::vector<ChurnEvent> events;
+  int64_t first_arrival = 0;
+  int64_t last_arrival = 0;
+};
+absl::StatusOr<ChurnTimeline> MakeChurnTimeline(const std::vector<TracePod>& pods, double speedup);
+
 // Churn mode. Needs creation_time and deletion_time on every pod. `speedup` divides arrival
 // times and keeps lifetimes: the trace's own timing loads its cluster to a fraction of a percent
 // on average, so contention needs arrivals sped up (x100 to x1000). Averages are over the
