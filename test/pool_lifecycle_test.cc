@@ -54,12 +54,13 @@ class PoolLifecycle : public ::testing::Test {
     }
   }
   void Request(const std::string& name, std::vector<model::PoolItem> items, bool approve = true,
-               const std::string& cluster = "alpha") {
+               const std::string& cluster = "alpha", bool movable = false) {
     GpuPool p;
     p.metadata.name = name;
     p.metadata.ns = "vision";
     p.spec.cluster = cluster;
     p.spec.items = std::move(items);
+    p.spec.move_idle_instances = movable;
     ASSERT_TRUE(service_->CreatePool(p, "alice").ok());
     if (approve) {
       ASSERT_TRUE(service_->Approve("vision", name, true, "ok", "ops").ok());
@@ -184,6 +185,81 @@ TEST_F(PoolLifecycle, APoolGetsDevicesOfItsModelInItsCluster) {
       EXPECT_EQ(d.node.find(std::string(cluster) + ".h100"), 0u) << d.node;
     }
   }
+}
+
+// A pool that lets its idle instances move: defragmentation empties the GPU it shares with
+// nobody by moving its instance into a free one elsewhere; the pool follows, stays Ready, and the
+// GPU it left is idle, a whole GPU again. Another pool's instances never move.
+TEST_F(PoolLifecycle, DefragmentationMovesIdleInstancesOfPoolsThatAllowIt) {
+  Request("first", {{"H200-SXM-141GB", "3g.71gb", 1}});
+  Request("movable", {{"H200-SXM-141GB", "3g.71gb", 1}}, true, "alpha", /*movable=*/true);
+  Converge(1);
+  const std::string shared = Get("movable").status.allocation.at(0).gpu_uuid;
+  ASSERT_EQ(Get("first").status.allocation.at(0).gpu_uuid, shared) << "packed onto one GPU";
+  Request("other", {{"H200-SXM-141GB", "3g.71gb", 1}});
+  Converge(1);
+  const model::AllocatedDevice others = Get("other").status.allocation.at(0);
+  ASSERT_NE(others.gpu_uuid, shared);
+  service::DefragService defrag(*store_, clock_);
+  auto relocations = [&]() {
+    std::vector<allocator::DefragMove> out;
+    absl::StatusOr<allocator::DefragPlan> plan = defrag.Plan();
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    for (allocator::DefragMove& mv : plan->moves) {
+      if (!mv.relocations.empty()) out.push_back(std::move(mv));
+    }
+    return out;
+  };
+  EXPECT_TRUE(relocations().empty()) << "the GPU still holds another pool's instance";
+  // Released, "first" leaves "movable" alone on its GPU.
+  ASSERT_TRUE(service_->Release("vision", "first", "alice").ok());
+  Converge(2);
+  std::vector<allocator::DefragMove> moves = relocations();
+  ASSERT_EQ(moves.size(), 1u);
+  ASSERT_EQ(moves[0].gpu_uuid, shared);
+  ASSERT_EQ(moves[0].relocations.size(), 1u);
+  const allocator::Relocation r = moves[0].relocations[0];
+  EXPECT_EQ(r.pool, "vision/movable");
+  // A workload on the instance keeps it where it is.
+  model::Workload w;
+  w.metadata.name = "job";
+  w.metadata.ns = "vision";
+  w.spec = {"movable", "nvidia.com/mig-3g.71gb", 1, model::PriorityClass::kBatch};
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) { return store::CreateObject(tx, w, clock_.Now()); }).ok());
+  Converge(2);
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) {
+    auto job = store::GetObject<model::Workload>(tx, "vision", "job");
+    if (!job.ok()) return job.status();
+    EXPECT_TRUE(*job && (*job)->status.phase == model::WorkloadPhase::kRunning) << "the workload runs on the instance";
+    return absl::OkStatus();
+  }).ok());
+  ASSERT_EQ(Get("movable").status.allocation.at(0).gpu_uuid, shared);
+  EXPECT_TRUE(relocations().empty()) << "a running workload's instance does not move";
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) { return store::DeleteObject<model::Workload>(tx, "vision", "job"); }).ok());
+  Converge(2);
+  ASSERT_EQ(relocations().size(), 1u);
+
+  absl::StatusOr<std::vector<allocator::DefragMove>> made = defrag.Apply({shared}, "ops");
+  ASSERT_TRUE(made.ok()) << made.status();
+  Converge(5);
+  const GpuPool moved = Get("movable");
+  ASSERT_EQ(moved.status.allocation.size(), 1u);
+  EXPECT_EQ(moved.status.allocation[0].gpu_uuid, r.to_gpu);
+  EXPECT_EQ(moved.status.allocation[0].start, r.to_start);
+  EXPECT_EQ(Cond(moved, "Ready"), "True/Ready");
+  EXPECT_EQ(moved.status.allocation[0].instance_uuid.rfind("MIG-", 0), 0u) << "the instance exists";
+  EXPECT_EQ(Get("other").status.allocation.at(0), others) << "a pool that did not allow it stays";
+  // The GPU it left holds nothing: the allocator may lay it out anew, even as a whole GPU.
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) {
+    auto pools = store::ListObjects<GpuPool>(tx);
+    if (!pools.ok()) return pools.status();
+    for (const GpuPool& p : *pools) {
+      if (!model::PoolIsLive(p)) continue;
+      for (const model::AllocatedDevice& d : p.status.allocation) EXPECT_NE(d.gpu_uuid, shared) << p.metadata.name;
+    }
+    return absl::OkStatus();
+  }).ok());
+  EXPECT_TRUE(relocations().empty());
 }
 
 TEST_F(PoolLifecycle, ReconfiguresIdleGpusThenReleaseAndReuse) {

@@ -572,5 +572,101 @@ TEST(DefragProperty, NeverTouchesAHeldInstanceOrABusyGpuAndEveryLayoutIsLegal) {
   EXPECT_GT(moves, 100) << "the random fleets exercise the planner";
 }
 
+TEST(Defrag, APoolThatAllowsItMovesIdleInstancesToEmptyAGpu) {
+  FleetSnapshot f;
+  // GPU 0: the movable pool's 3g.71gb and a free one; GPU 1: another pool's 3g.71gb and a free
+  // one; GPU 2: idle. Destroying a free instance gains nothing on either.
+  f.gpus = {Gpu("n1", 0, "3g.71gb@0 3g.71gb@4"), Gpu("n1", 1, "3g.71gb@0 3g.71gb@4"), Gpu("n1", 2, "-")};
+  f.gpus[0].instances[0].owner = "ns/movable";
+  f.gpus[1].instances[0].owner = "ns/other";
+  EXPECT_TRUE(PlanDefrag(f).moves.empty() || PlanDefrag(f).moves[0].relocations.empty()) << "only pools that allow it";
+  DefragPlan plan = PlanDefrag(f, {"ns/movable"});
+  const auto emptied = std::find_if(plan.moves.begin(), plan.moves.end(), [](const DefragMove& m) { return !m.relocations.empty(); });
+  ASSERT_NE(emptied, plan.moves.end());
+  EXPECT_EQ(emptied->gpu_uuid, "GPU-n1-0");
+  ASSERT_EQ(emptied->relocations.size(), 1u);
+  const Relocation& r = emptied->relocations[0];
+  EXPECT_EQ(r.pool, "ns/movable");
+  EXPECT_EQ(r.to_gpu, "GPU-n1-1");
+  EXPECT_EQ(r.to_start, 4);
+  EXPECT_EQ(r.to_instance, "GPU-n1-1-mig4") << "the free instance there, nothing created";
+  EXPECT_EQ(emptied->largest_after, "7g.141gb");
+  EXPECT_EQ(plan.after["H200-SXM-141GB"]["7g.141gb"], plan.before["H200-SXM-141GB"]["7g.141gb"] + 1);
+  // Work on the instance, or nowhere to go, and it stays.
+  f.gpus[0].instances[0].busy = true;
+  for (const DefragMove& m : PlanDefrag(f, {"ns/movable"}).moves) EXPECT_TRUE(m.relocations.empty());
+  f.gpus[0].instances[0].busy = false;
+  f.gpus[1].instances[1].owner = "ns/other";
+  for (const DefragMove& m : PlanDefrag(f, {"ns/movable"}).moves) EXPECT_TRUE(m.relocations.empty()) << "the idle GPU is no target";
+}
+
+TEST(DefragProperty, MovesOnlyIdleInstancesOfPoolsThatAllowItToLegalPlaces) {
+  std::mt19937 rng(20261205);
+  int relocated = 0;
+  const char* models[] = {"H200-SXM-141GB", "A100-80GB"};
+  const char* pools[] = {"ns/move", "ns/also", "ns/stay"};
+  std::map<std::string, std::vector<catalog::Layout>> maximal;
+  for (const char* model : models) maximal[model] = catalog::MaximalLayouts(*catalog::FindModel(model));
+  for (int round = 0; round < 200; ++round) {
+    FleetSnapshot f;
+    for (const char* model : models) {
+      const std::vector<catalog::Layout>& layouts = maximal[model];
+      for (int i = 0; i < 6; ++i) {
+        GpuState g = Gpu(std::string("node-") + model, i, "-", model, i % 3 == 0 ? "beta" : "alpha");
+        for (const catalog::Instance& inst : layouts[rng() % layouts.size()]) {
+          if (rng() % 3 == 0) continue;
+          g.instances.push_back({inst.profile, inst.start, g.uuid + "-mig" + std::to_string(inst.start),
+                                 rng() % 3 == 0 ? pools[rng() % 3] : "", rng() % 12 == 0});
+        }
+        g.healthy = rng() % 15 != 0;
+        f.gpus.push_back(std::move(g));
+      }
+    }
+    const DefragPlan plan = PlanDefrag(f, {"ns/move", "ns/also"});
+    std::map<std::string, const GpuState*> by_uuid;
+    for (const GpuState& g : f.gpus) by_uuid[g.uuid] = &g;
+    std::set<std::string> emptied, destroyed;
+    for (const DefragMove& mv : plan.moves) (mv.relocations.empty() ? destroyed : emptied).insert(mv.gpu_uuid);
+    std::map<std::string, catalog::Layout> added;  // target GPU -> new instances
+    std::set<std::string> taken;                   // free instances claimed
+    for (const DefragMove& mv : plan.moves) {
+      if (mv.relocations.empty()) continue;
+      const GpuState& src = *by_uuid.at(mv.gpu_uuid);
+      ASSERT_TRUE(src.healthy);
+      std::multiset<std::tuple<std::string, std::string, int>> held, moved;
+      for (const InstanceState& i : src.instances) {
+        ASSERT_FALSE(i.busy) << "no work runs on an emptied GPU";
+        if (i.owner.empty()) continue;
+        ASSERT_TRUE(i.owner == "ns/move" || i.owner == "ns/also") << i.owner << " did not allow moves";
+        held.insert({i.owner, std::string(i.profile->name), i.start});
+      }
+      for (const Relocation& r : mv.relocations) {
+        ++relocated;
+        moved.insert({r.pool, std::string(r.profile->name), r.from_start});
+        const GpuState& t = *by_uuid.at(r.to_gpu);
+        ASSERT_EQ(t.model, src.model);
+        ASSERT_EQ(t.cluster, src.cluster);
+        ASSERT_TRUE(t.healthy && !t.Idle());
+        ASSERT_FALSE(emptied.contains(r.to_gpu) || destroyed.contains(r.to_gpu)) << "targets lose nothing";
+        if (!r.to_instance.empty()) {
+          ASSERT_TRUE(taken.insert(r.to_instance).second) << "a free instance is taken once";
+          const auto it = std::find_if(t.instances.begin(), t.instances.end(), [&](const InstanceState& i) { return i.uuid == r.to_instance; });
+          ASSERT_NE(it, t.instances.end());
+          ASSERT_TRUE(it->owner.empty() && !it->busy && it->profile == r.profile && it->start == r.to_start);
+        } else {
+          added[r.to_gpu].push_back({r.profile, r.to_start});
+        }
+      }
+      ASSERT_EQ(held, moved) << "every held instance moves, once";
+    }
+    for (const auto& [uuid, extra] : added) {
+      catalog::Layout l = by_uuid.at(uuid)->Layout();
+      l.insert(l.end(), extra.begin(), extra.end());
+      ASSERT_TRUE(catalog::ValidateLayout(*by_uuid.at(uuid)->model, l).ok()) << catalog::FormatLayout(l);
+    }
+  }
+  EXPECT_GT(relocated, 50) << "the random fleets exercise the moves";
+}
+
 }  // namespace
 }  // namespace gpuaas::allocator

@@ -770,7 +770,17 @@ struct ApiServer::Impl {
             {"after", catalog::FormatLayout(mv.after)},
             {"destroys", catalog::FormatLayout(mv.removed)},
             {"largestBefore", mv.largest_before},
-            {"largestAfter", mv.largest_after}};
+            {"largestAfter", mv.largest_after},
+            {"moves", [&] {
+               nlohmann::json out = nlohmann::json::array();
+               for (const allocator::Relocation& r : mv.relocations) {
+                 out.push_back({{"pool", r.pool},
+                                {"profile", r.profile->name},
+                                {"from", {{"gpu", r.from_gpu}, {"start", r.from_start}}},
+                                {"to", {{"gpu", r.to_gpu}, {"node", r.to_node}, {"start", r.to_start}, {"instance", r.to_instance}}}});
+               }
+               return out;
+             }()}};
   }
   absl::StatusOr<Reply> DefragPlanReply(const HttpRequest&, const Params&, const Principal&) {
     if (options.defrag == nullptr) return absl::UnimplementedError("this server does not plan defragmentation");

@@ -434,6 +434,7 @@ int PoolRequestCmd(const ClientOptions& o, const PoolRequest& r, std::ostream& o
             {"spec", {{"items", items}, {"workloadType", r.workload_type}}}};
   if (!r.cluster.empty()) j["spec"]["cluster"] = r.cluster;
   if (r.time_slicing > 0) j["spec"]["sharing"] = {{"timeSlicing", {{"replicas", r.time_slicing}}}};
+  if (r.move_idle_instances) j["spec"]["moveIdleInstances"] = true;
   return PrintWritten(o, Send(o, "POST", fmt::format("/apis/gpuaas.io/v1/namespaces/{}/gpupools", Escape(r.project)), j.dump()),
                       "requested", out, err);
 }
@@ -653,6 +654,18 @@ void PrintMoves(const json& moves, std::ostream& out) {
            or_dash("destroys"), or_dash("largestBefore"), or_dash("largestAfter")});
   }
   t.Print(out);
+  // Moves that empty a GPU: where each instance goes.
+  bool header = false;
+  for (const json& m : moves) {
+    for (const json& r : m.value("moves", json::array())) {
+      if (!header) out << "\nmoved instances (pools that allow it; no workload uses them):\n";
+      header = true;
+      const json from = r.value("from", json::object()), to = r.value("to", json::object());
+      out << fmt::format("  {} {} on {}@{} -> {}@{}{}\n", r.value("pool", ""), r.value("profile", ""),
+                         from.value("gpu", ""), from.value("start", 0), to.value("gpu", ""), to.value("start", 0),
+                         to.value("instance", "").empty() ? " (a new instance)" : " (a free instance there)");
+    }
+  }
 }
 
 }  // namespace
@@ -667,7 +680,8 @@ int DefragPlanCmd(const ClientOptions& o, std::ostream& out, std::ostream& err) 
   const json j = json::parse(*body, nullptr, false);
   const json moves = j.value("moves", json::array());
   if (moves.empty()) {
-    out << "nothing to defragment: no GPU's free instances stand in the way of a larger profile\n";
+    out << "nothing to defragment: no GPU's free instances stand in the way of a larger profile, and no GPU can be "
+           "emptied by moving idle instances of pools that allow it\n";
     return 0;
   }
   PrintMoves(moves, out);

@@ -47,6 +47,7 @@ struct PoolRequest {
   std::string cluster;
   std::string workload_type = "training";
   int time_slicing = 0;
+  bool move_idle_instances = false;
 };
 // gpuaas pool request NAME -p PROJECT --item MODEL/PROFILE=COUNT ...
 int PoolRequestCmd(const ClientOptions& o, const PoolRequest& r, std::ostream& out, std::ostream& err);

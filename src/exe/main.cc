@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
   pool_request->add_option("--workload-type", pr.workload_type, "training, inference or development")
       ->capture_default_str();
   pool_request->add_option("--time-slicing", pr.time_slicing, "time-slicing replicas per device");
+  pool_request->add_flag("--move-idle-instances", pr.move_idle_instances,
+                         "let MIG defragmentation move the pool's instances that no workload uses");
   add_client_flags(pool_request, true);
   std::string pool_name, pool_project, reason;
   CLI::App* pool_list = pool->add_subcommand("list", "list pools (of one project with -p)");

@@ -584,6 +584,7 @@ std::string Encode(const GpuPool& p) {
   if (p.spec.time_slicing_replicas > 0) {
     spec["sharing"] = {{"timeSlicing", {{"replicas", p.spec.time_slicing_replicas}}}};
   }
+  if (p.spec.move_idle_instances) spec["moveIdleInstances"] = true;
   j["spec"] = std::move(spec);
   json st = json::object();
   if (p.status.approval) {
@@ -624,6 +625,7 @@ absl::StatusOr<GpuPool> Decode(std::string_view text) {
       In sh = s.Obj("sharing");
       if (sh.Has("timeSlicing")) p.spec.time_slicing_replicas = sh.Obj("timeSlicing").Int("replicas", true, 1);
     }
+    p.spec.move_idle_instances = s.Bool("moveIdleInstances", false);
     if (root.Has("status")) {
       In st = root.Obj("status");
       if (st.Has("approval")) {

@@ -84,6 +84,9 @@ struct GpuPool {
     std::vector<PoolItem> items;
     WorkloadType workload_type = WorkloadType::kTraining;
     int64_t time_slicing_replicas = 0;  // 0 or 1: no time slicing
+    // MIG defragmentation may move the pool's instances that no workload uses to other GPUs
+    // (allocator/defrag.h), so that the GPUs they leave become whole again.
+    bool move_idle_instances = false;
     friend bool operator==(const Spec&, const Spec&) = default;
   };
   struct Approval {

@@ -13,6 +13,7 @@ GpuPool Pool() {
   p.spec.items = {{"H200-SXM-141GB", "full", 2}, {"H200-SXM-141GB", "3g.71gb", 4}};
   p.spec.workload_type = WorkloadType::kInference;
   p.spec.time_slicing_replicas = 4;
+  p.spec.move_idle_instances = true;
   p.status.approval = GpuPool::Approval{true, "budget ok", "ops", std::chrono::system_clock::from_time_t(1764688445)};
   p.status.allocation = {{"alpha", "alpha.h200-01", "GPU-1", "full", 0, ""},
                          {"alpha", "alpha.h200-02", "GPU-2", "3g.71gb", 4, "MIG-9"}};
@@ -32,6 +33,19 @@ TEST(PoolCodec, RoundTrips) {
   Project open;
   open.metadata.name = "open";
   EXPECT_FALSE(Decode<Project>(Encode(open))->spec.quota.has_value());
+}
+
+TEST(PoolCodec, MoveIdleInstancesIsABooleanAndOffUnlessSaid) {
+  std::string text = Encode(Pool());
+  ASSERT_NE(text.find("\"moveIdleInstances\":true"), std::string::npos) << text;
+  GpuPool plain = Pool();
+  plain.spec.move_idle_instances = false;
+  EXPECT_EQ(Encode(plain).find("moveIdleInstances"), std::string::npos);
+  EXPECT_FALSE(Decode<GpuPool>(Encode(plain))->spec.move_idle_instances);
+  text.replace(text.find("\"moveIdleInstances\":true"), 24, "\"moveIdleInstances\":\"yes\"");
+  absl::StatusOr<GpuPool> r = Decode<GpuPool>(text);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("spec.moveIdleInstances: expected true or false"), std::string::npos) << r.status();
 }
 
 TEST(PoolCodec, RejectsUnknownWorkloadType) {

@@ -2,8 +2,12 @@
 // of allocator/defrag.h for the fleet as the store holds it, and applying its moves. Applying
 // writes each GPU's desired layout (a MigLayout, as the pool controller does for new instances)
 // in one transaction that plans again from what it reads, so an instance a pool took meanwhile is
-// never destroyed; the MIG controller then changes the GPUs, through their cluster's driver. Every
-// application is in the audit log. Thread-safe.
+// never destroyed; the MIG controller then changes the GPUs, through their cluster's driver. A
+// move that empties a GPU (pools with spec.moveIdleInstances; an instance counts as used while a
+// Running workload of gpuaas or the cluster holds it) points each moved device of the pool's
+// allocation at its new place in the same transaction, and asks for the new instances it needs
+// (a MigLayout that adds them to what the GPU has); the pool controller then waits for them as
+// for any new device. Every application is in the audit log. Thread-safe.
 #ifndef GPUAAS_SERVICE_DEFRAG_H_
 #define GPUAAS_SERVICE_DEFRAG_H_
 

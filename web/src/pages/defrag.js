@@ -55,7 +55,9 @@ export function Defrag() {
           <th scope="col">${t('defrag.now')}</th><th scope="col">${t('defrag.destroys')}</th><th scope="col">${t('defrag.largest')}</th>
           <th scope="col"><span class="sr-only">${t('col.actions')}</span></th></tr></thead>
         <tbody>${moves.map((m) => html`<tr data-gpu=${m.gpu}>
-          <td>${link(m.gpu)}</td><td>${m.node}</td><td>${m.model}</td><td>${m.before}</td><td>${m.destroys}</td>
+          <td>${link(m.gpu)}</td><td>${m.node}</td><td>${m.model}</td><td>${m.before}</td><td>${(m.moves ?? []).length > 0
+            ? t('defrag.moves', { moves: m.moves.map((r) => t('defrag.moveOne', { pool: r.pool, profile: r.profile, gpu: r.to.gpu })).join('; ') })
+            : m.destroys}</td>
           <td>${t('defrag.largestChange', { before: m.largestBefore || t('defrag.nothing'), after: m.largestAfter || t('defrag.nothing') })}</td>
           <td><button type="button" class="secondary" aria-label=${t('defrag.applyOneLabel', { gpu: m.gpu })} onClick=${() => { setError(''); setAsking([m.gpu]); }}>${t('defrag.applyOne')}</button></td>
         </tr>`)}</tbody></table>
