@@ -136,6 +136,49 @@ TEST_F(E2eTest, PoolLifecycleThroughTheCli) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// `gpuaas defrag plan|apply` as an operator meets it: a pool that lets its idle instances move
+// is left alone on a GPU; the plan moves its instance, says what the fleet gains, and applying
+// it moves the pool.
+TEST_F(E2eTest, DefragmentationThroughTheCli) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(Auth() + "--demo --db sqlite:" + dir_ + "/g.db", dir_ + "/log")) << server.Log();
+  const std::string s = " --server " + server.Url();
+  ASSERT_EQ(RunGpuaas("project create vision" + s).code, 0);
+  auto ready = [&](const std::string& pool) {
+    for (int i = 0; i < 400; ++i) {
+      RunResult get = RunGpuaas("pool get " + pool + " -p vision -o json" + s);
+      const nlohmann::json p = nlohmann::json::parse(get.out, nullptr, false);
+      for (const auto& c : p["status"].value("conditions", nlohmann::json::array())) {
+        if (c["type"] == "Ready" && c["status"] == "True") return p;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return nlohmann::json();
+  };
+  for (const std::string pool : {"first", "movable", "other"}) {
+    const std::string flag = pool == "movable" ? " --move-idle-instances" : "";
+    ASSERT_EQ(RunGpuaas("pool request " + pool + " -p vision --cluster alpha --item H200-SXM-141GB/3g.71gb=1" + flag + s).code, 0);
+    ASSERT_EQ(RunGpuaas("pool approve " + pool + " -p vision --reason ok" + s).code, 0);
+    ASSERT_FALSE(ready(pool).is_null()) << pool;
+  }
+  ASSERT_EQ(RunGpuaas("pool release first -p vision" + s).code, 0);
+  RunResult plan;
+  for (int i = 0; i < 100 && plan.out.find("moved instances") == std::string::npos; ++i) {
+    plan = RunGpuaas("defrag plan" + s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("vision/movable 3g.71gb on GPU-"), std::string::npos) << plan.out;
+  // What the fleet gains: an emptied H200 can hand out a 7g.141gb.
+  EXPECT_TRUE(std::regex_search(plan.out, std::regex(R"(H200-SXM-141GB +7g\.141gb +0 +1)"))) << plan.out;
+  EXPECT_EQ(RunGpuaas("defrag plan --token " + std::string(kMemberToken) + s).code, 1) << "operators only";
+  RunResult apply = RunGpuaas("defrag apply" + s);
+  ASSERT_EQ(apply.code, 0) << apply.out;
+  const nlohmann::json moved = ready("movable");
+  ASSERT_FALSE(moved.is_null());
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 TEST_F(E2eTest, TokensAndRoles) {
   ServerProcess server;
   ASSERT_TRUE(server.Start(Auth() + "--demo --db sqlite:" + dir_ + "/g.db", dir_ + "/log")) << server.Log();

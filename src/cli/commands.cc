@@ -687,7 +687,8 @@ int DefragPlanCmd(const ClientOptions& o, std::ostream& out, std::ostream& err) 
   PrintMoves(moves, out);
   // What changes in what the fleet could hand out.
   Table room({"MODEL", "PROFILE", "ROOM NOW", "ROOM AFTER"});
-  for (const auto& [model, profiles] : j.value("room", json::object()).items()) {
+  const json rooms = j.value("room", json::object());  // kept: items() refers to it
+  for (const auto& [model, profiles] : rooms.items()) {
     for (const auto& [profile, r] : profiles.items()) {
       if (r.value("now", 0) == r.value("after", 0)) continue;
       room.Add({model, profile, std::to_string(r.value("now", 0)), std::to_string(r.value("after", 0))});
