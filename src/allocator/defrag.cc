@@ -114,9 +114,20 @@ DefragPlan PlanDefrag(const FleetSnapshot& fleet, const std::set<std::string>& m
     for (const size_t si : sources) {
       const GpuState& src = fleet.gpus[si];
       if (after[si].receives) continue;  // took instances from an earlier move: it stays in use
-      std::vector<After> trial = after;  // committed only if every instance finds a place
+      // The GPUs this move changes, over `after`: committed only if every instance finds a place
+      // (a copy of the GPUs touched, not of the fleet, per GPU tried).
+      std::unordered_map<size_t, After> changed;
+      auto trial = [&](size_t i) -> After& {
+        auto it = changed.find(i);
+        if (it == changed.end()) it = changed.emplace(i, after[i]).first;
+        return it->second;
+      };
+      auto seen = [&](size_t i) -> const After& {
+        auto it = changed.find(i);
+        return it == changed.end() ? after[i] : it->second;
+      };
       std::vector<Relocation> moved;
-      trial[si].emptied = true;
+      trial(si).emptied = true;
       bool all = true;
       for (const InstanceState& inst : src.instances) {
         if (inst.owner.empty()) continue;
@@ -129,16 +140,17 @@ DefragPlan PlanDefrag(const FleetSnapshot& fleet, const std::set<std::string>& m
         for (size_t ti = 0; ti < fleet.gpus.size(); ++ti) {
           const GpuState& t = fleet.gpus[ti];
           if (ti == si || t.model != src.model || t.cluster != src.cluster || !mig_gpu(t) || !t.healthy ||
-              !t.schedulable || trial[ti].destroys || trial[ti].emptied || t.Idle()) {
+              !t.schedulable || seen(ti).destroys || seen(ti).emptied || t.Idle()) {
             continue;
           }
           int used = 0;
-          for (const catalog::Instance& i : trial[ti].layout) used += i.profile->compute_slices;
-          for (const catalog::Instance& i : trial[ti].free) used -= i.profile->compute_slices;
+          const After& here = seen(ti);
+          for (const catalog::Instance& i : here.layout) used += i.profile->compute_slices;
+          for (const catalog::Instance& i : here.free) used -= i.profile->compute_slices;
           const int free_after = t.model->compute_slices - used - inst.profile->compute_slices;
-          auto existing = std::find_if(trial[ti].free.begin(), trial[ti].free.end(),
+          auto existing = std::find_if(here.free.begin(), here.free.end(),
                                        [&](const catalog::Instance& i) { return i.profile == inst.profile; });
-          if (existing != trial[ti].free.end()) {
+          if (existing != here.free.end()) {
             const bool busy_instance = std::any_of(t.instances.begin(), t.instances.end(), [&](const InstanceState& i) {
               return i.start == existing->start && i.profile == existing->profile && i.busy;
             });
@@ -148,7 +160,7 @@ DefragPlan PlanDefrag(const FleetSnapshot& fleet, const std::set<std::string>& m
             continue;
           }
           if (best_existing) continue;
-          const std::vector<int> starts = catalog::FreeStarts(*t.model, trial[ti].layout, *inst.profile);
+          const std::vector<int> starts = catalog::FreeStarts(*t.model, here.layout, *inst.profile);
           if (!starts.empty() && (best == fleet.gpus.size() || free_after < best_free)) {
             best = ti, best_free = free_after, best_start = starts.front();
           }
@@ -160,17 +172,18 @@ DefragPlan PlanDefrag(const FleetSnapshot& fleet, const std::set<std::string>& m
         const GpuState& t = fleet.gpus[best];
         Relocation r{inst.owner, inst.profile, src.uuid, inst.start, t.uuid, t.cluster, t.node, best_start, ""};
         if (best_existing) {
-          auto f = std::find_if(trial[best].free.begin(), trial[best].free.end(), [&](const catalog::Instance& i) {
+          After& into = trial(best);
+          auto f = std::find_if(into.free.begin(), into.free.end(), [&](const catalog::Instance& i) {
             return i.profile == inst.profile && i.start == best_start;
           });
-          trial[best].free.erase(f);
+          into.free.erase(f);
           for (const InstanceState& i : t.instances) {
             if (i.profile == inst.profile && i.start == best_start) r.to_instance = i.uuid;
           }
         } else {
-          trial[best].layout.push_back({inst.profile, best_start});
+          trial(best).layout.push_back({inst.profile, best_start});
         }
-        trial[best].receives = true;
+        trial(best).receives = true;
         moved.push_back(std::move(r));
       }
       if (!all) continue;
@@ -188,10 +201,11 @@ DefragPlan PlanDefrag(const FleetSnapshot& fleet, const std::set<std::string>& m
                     std::move(moved)};
       catalog::SortLayout(mv.before);
       plan.moves.push_back(std::move(mv));
-      trial[si].layout.clear();  // idle: laid out anew when it is needed
-      trial[si].free.clear();
-      trial[si].destroys = false;
-      after = std::move(trial);
+      After& emptied = trial(si);
+      emptied.layout.clear();  // idle: laid out anew when it is needed
+      emptied.free.clear();
+      emptied.destroys = false;
+      for (auto& [i, a] : changed) after[i] = std::move(a);
     }
     // In fleet order, as the rest.
     std::unordered_map<std::string_view, size_t> position;

@@ -118,7 +118,7 @@ absl::StatusOr<std::vector<allocator::DefragMove>> DefragService::Apply(const st
       }
     }
     const Time now = clock_.Now();
-    // Instances moves add to GPUs they move instances to, by GPU: added to what the GPU has.
+    // The instances moves create, by the GPU they go to, on top of what that GPU has.
     std::map<std::string, std::pair<const allocator::GpuState*, catalog::Layout>> grown;
     std::map<std::string, std::vector<const allocator::Relocation*>> by_pool;
     for (const allocator::DefragMove& mv : made) {
