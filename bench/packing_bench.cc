@@ -45,17 +45,16 @@ int main(int argc, char** argv) {
               seeds);
   std::printf("%-8s %12s %12s %14s %10s\n", "policy", "decisions", "seconds", "decisions/s",
               "x k8s");
-  for (std::string_view name : gpuaas::allocator::PackingPolicyNames()) {
-    const auto policy = gpuaas::allocator::PackingPolicyByName(name);
+  for (const std::string& name : gpuaas::sim::PolicyNames()) {
     int64_t decisions = 0;
     double seconds = 0;
     for (int s = 0; s < seeds; ++s) {
-      const gpuaas::sim::ArrivalResult r = gpuaas::sim::RunArrival(*nodes, *pods, *policy, 42 + s);
+      const gpuaas::sim::ArrivalResult r = gpuaas::sim::RunArrival(*nodes, *pods, name, 42 + s);
       decisions += r.pods;
       seconds += r.seconds;
     }
     const double rate = static_cast<double>(decisions) / seconds;
-    std::printf("%-8s %12lld %12.3f %14.0f %10.1f\n", std::string(name).c_str(),
+    std::printf("%-8s %12lld %12.3f %14.0f %10.1f\n", name.c_str(),
                 static_cast<long long>(decisions), seconds, rate,
                 rate / kKubeSchedulerPodsPerSecond);
   }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 
@@ -18,14 +19,24 @@ namespace {
 using catalog::GpuModel;
 using catalog::MigProfile;
 
+// Whole GPUs and shares of them (which take a GPU with MIG disabled, as whole GPUs do).
 bool IsFull(const RequestItem& item) { return item.profile == catalog::kFullProfile; }
+bool IsShare(const RequestItem& item) { return IsFull(item) && item.share_milli > 0; }
+bool IsWhole(const RequestItem& item) { return IsFull(item) && item.share_milli == 0; }
+
+// What a whole GPU with MIG disabled has left for shares, in thousandths; 0 when it is held
+// whole or runs work.
+int32_t ShareRoom(const GpuState& g) {
+  if (g.mig_enabled || !g.owner.empty() || g.busy) return 0;
+  return kMilliGpu - g.shared_milli;
+}
 
 // The working state of one Allocate call: the snapshot plus copies of the GPUs this request has
 // reserved on. Unreserve is dropping the copies, so it undoes exactly what Reserve did.
-class Overlay {
+class Overlay final : public GpuView {
  public:
   explicit Overlay(const FleetSnapshot& base) : base_(base), marked_(base.gpus.size(), false) {}
-  const GpuState& Get(size_t i) const { return marked_[i] ? changed_.at(i) : base_.gpus[i]; }
+  const GpuState& Get(size_t i) const override { return marked_[i] ? changed_.at(i) : base_.gpus[i]; }
   GpuState& Mutable(size_t i) {
     auto it = changed_.find(i);
     if (it == changed_.end()) it = changed_.emplace(i, base_.gpus[i]).first;
@@ -148,7 +159,7 @@ class SameNodeFilter final : public FilterPlugin {
   std::string_view Filter(const CycleState& s, const RequestItem& item, const GpuState&) const override {
     if (!item.one_node) return "";
     if (s.unit > 0) return static_cast<int64_t>(s.node) == s.item_node ? "" : "are on other nodes than the item's first device";
-    if (IsFull(item) && item.count > 1 && s.free_full_on_node[s.node] < item.count) {
+    if (IsWhole(item) && item.count > 1 && s.free_full_on_node[s.node] < item.count) {
       return "are on nodes without room for the whole item";
     }
     return "";
@@ -165,9 +176,10 @@ class TierScore final : public ScorePlugin {
   int64_t Score(const CycleState&, const RequestItem&, const GpuState&,
                 const Option& o) const override {
     switch (o.action) {
-      case Action::kUseInstance: return 3'000'000'000'000;
+      case Action::kUseInstance: return 3'000'000'000'000'000;
       case Action::kCreateInstance:
-      case Action::kUseGpu: return 2'000'000'000'000;
+      case Action::kUseGpu:
+      case Action::kShareGpu: return 2'000'000'000'000'000;
       case Action::kReconfigure: return 0;
     }
     return 0;
@@ -193,7 +205,9 @@ class StrandingScore final : public ScorePlugin {
     if (item.cpu_milli > 0 || item.memory_mib > 0) {
       // What the item asks is taken: the GPUs' worth its node strands the least more of.
       const auto [cpu, memory] = CycleState::Charge(item, state.unit);
-      const int idle_taken = state.profile == nullptr ? std::max(1, std::min(state.left, free_here())) : (g.Idle() ? 1 : 0);
+      const double idle_taken = IsWhole(item)   ? std::max(1, std::min(state.left, free_here()))
+                                : IsShare(item) ? static_cast<double>(item.share_milli) / kMilliGpu
+                                                : (g.Idle() ? 1 : 0);
       return -std::llround(state.StrandGrowth(g, idle_taken, cpu, memory) * 1000) * 1'000'000;
     }
     // Within a device's cycle the verdict depends on the node alone: asked once per node.
@@ -202,6 +216,8 @@ class StrandingScore final : public ScorePlugin {
       double gpus = 1.0;
       if (state.profile != nullptr) {
         gpus = static_cast<double>(state.profile->compute_slices) / g.model->compute_slices;
+      } else if (IsShare(item)) {
+        gpus = static_cast<double>(item.share_milli) / kMilliGpu;
       } else {  // whole GPUs go together: the rest of the item, as far as the node holds it
         gpus = std::max(1, std::min(state.left, free_here()));
       }
@@ -212,12 +228,14 @@ class StrandingScore final : public ScorePlugin {
 };
 
 // Pack MIG devices onto the fullest GPUs, and at the start slot that keeps the most room for
-// large profiles; a reconfigured GPU is laid out to keep that room too.
+// large profiles; a reconfigured GPU is laid out to keep that room too. A share goes to the
+// shared GPU with the least room that holds it.
 class BestFitScore final : public ScorePlugin {
  public:
   std::string_view Name() const override { return "BestFit"; }
   int64_t Score(const CycleState& state, const RequestItem& item, const GpuState& g,
                 const Option& o) const override {
+    if (IsShare(item)) return o.action == Action::kShareGpu ? -int64_t{ShareRoom(g) - item.share_milli} * 1000 : 0;
     if (IsFull(item) || g.model == nullptr) return 0;
     const catalog::GpuModel& m = *g.model;
     const MigProfile* p = state.profile != nullptr ? state.profile : catalog::FindProfile(m, item.profile);
@@ -240,16 +258,74 @@ class LocalityScore final : public ScorePlugin {
                 const Option& o) const override {
     int64_t score = 0;
     if (const int n = state.devices_on_node[state.node]; n > 0) score += 1'000'000'000 + n;
-    const bool takes_idle = IsFull(item) || o.action == Action::kReconfigure || (o.action == Action::kCreateInstance && g.Idle());
+    const bool takes_idle = IsWhole(item) || o.action == Action::kReconfigure ||
+                            ((o.action == Action::kCreateInstance || o.action == Action::kShareGpu) && g.Idle());
     if (!takes_idle) return score;
     const int free = state.free_full_on_node[state.node];
-    if (IsFull(item)) {
+    if (IsWhole(item)) {
       score += free >= state.left ? 500'000'000 - free : free;
     } else {
-      score -= free;  // a MIG device that takes an idle GPU: on the fullest node
+      score -= free;  // a MIG device or a share that takes an idle GPU: on the fullest node
     }
     return score;
   }
+};
+
+// FGD (Weng et al., "Beware of Fragmentation", USENIX ATC'23): a whole GPU or a share goes
+// where the fragmentation of its node against the expected workload grows least (packing.h:
+// NodeFragmentation, FragmentationScore). The node is seen as the trace policies see one: the
+// thousandths each of its GPUs has left for shares, and the CPU and memory it has left. A
+// whole-GPU item that keeps to one node is weighed whole at its first device.
+class FragmentationPlugin final : public ScorePlugin {
+ public:
+  explicit FragmentationPlugin(TypicalPods typical) : typical_(std::move(typical)) {}
+  std::string_view Name() const override { return "Fragmentation"; }
+  bool Skip(const CycleState& s, const RequestItem& item) const override {
+    return !IsFull(item) || s.view == nullptr || s.node_first == nullptr || typical_.empty();
+  }
+  int64_t Score(const CycleState& s, const RequestItem& item, const GpuState& g, const Option&) const override {
+    if (g.model == nullptr) return 0;
+    NodeState before;
+    const auto [cpu_left, memory_left] = s.RoomLeft(g);
+    before.cpu_left = cpu_left < 0 ? kUnknown : cpu_left;
+    before.memory_left = memory_left < 0 ? kUnknown : memory_left;
+    int at = -1;
+    for (const uint32_t pos : s.NodeGpus()) {
+      if (before.gpus == kMaxGpusPerNode) break;
+      const GpuState& x = s.view->Get(pos);
+      if (&x == &g) at = before.gpus;
+      int32_t left = 0;
+      if (x.healthy && x.model != nullptr) left = x.mig_enabled ? (x.Idle() ? kMilliGpu : 0) : ShareRoom(x);
+      before.gpu_left[static_cast<size_t>(before.gpus++)] = left;
+    }
+    if (at < 0) return 0;  // past the 16 GPUs a node is seen with
+    // The node's GPUs are interchangeable for the measure: the score depends on the node and
+    // what the GPU at hand has left.
+    const uint64_t key = (uint64_t{s.node} << 16) | static_cast<uint64_t>(before.gpu_left[static_cast<size_t>(at)]);
+    if (auto it = s.memo.find(key); it != s.memo.end()) return it->second;
+    double& frag_before = s.node_value[s.node];
+    if (std::isnan(frag_before)) frag_before = NodeFragmentation(g.model->name, before, typical_);
+    NodeState after = before;
+    const auto [cpu, memory] = CycleState::Charge(item, s.unit);
+    after.cpu_left -= cpu;
+    after.memory_left -= memory;
+    if (IsShare(item)) {
+      after.gpu_left[static_cast<size_t>(at)] -= item.share_milli;
+    } else {
+      after.gpu_left[static_cast<size_t>(at)] = 0;
+      int more = item.one_node && s.unit == 0 ? s.left - 1 : 0;  // the rest of the item, here too
+      for (int k = 0; k < after.gpus && more > 0; ++k) {
+        if (k != at && after.gpu_left[static_cast<size_t>(k)] == kMilliGpu) after.gpu_left[static_cast<size_t>(k)] = 0, --more;
+      }
+    }
+    const int64_t score = allocator::FragmentationScore(frag_before, NodeFragmentation(g.model->name, after, typical_)) * 1'000'000'000'000;
+    s.memo.emplace(key, score);
+    return score;
+  }
+
+ private:
+  static constexpr int64_t kUnknown = int64_t{1} << 50;  // room nobody reported: no limit
+  TypicalPods typical_;
 };
 
 std::string Plural(int64_t n, std::string_view what) {
@@ -263,6 +339,7 @@ std::string_view ToString(Action a) {
     case Action::kUseInstance: return "UseInstance";
     case Action::kCreateInstance: return "CreateInstance";
     case Action::kUseGpu: return "UseGpu";
+    case Action::kShareGpu: return "ShareGpu";
     case Action::kReconfigure: return "Reconfigure";
   }
   return "Unknown";
@@ -297,20 +374,30 @@ bool CycleState::Starves(const GpuState& g, double gpus) const {
   return short_of(cpu_left, room.cpu_share_milli) || short_of(memory_left, room.memory_share_mib);
 }
 
-double CycleState::StrandGrowth(const GpuState& g, int idle_taken, int64_t cpu, int64_t memory) const {
+double StrandedGpus(const NodeRoom& room, double free_gpus, int64_t cpu_left, int64_t memory_left) {
+  double s = 0;
+  if (cpu_left >= 0 && room.cpu_share_milli > 0) {
+    s = std::max(s, free_gpus - static_cast<double>(cpu_left) / static_cast<double>(room.cpu_share_milli));
+  }
+  if (memory_left >= 0 && room.memory_share_mib > 0) {
+    s = std::max(s, free_gpus - static_cast<double>(memory_left) / static_cast<double>(room.memory_share_mib));
+  }
+  return s;
+}
+
+double CycleState::StrandGrowth(const GpuState& g, double idle_taken, int64_t cpu, int64_t memory) const {
   if (fleet == nullptr || g.node_room < 0 || static_cast<size_t>(g.node_room) >= fleet->nodes.size()) return 0;
   const NodeRoom& room = fleet->nodes[static_cast<size_t>(g.node_room)];
-  const int free = free_full_on_node[node];
   const auto [cpu_left, memory_left] = RoomLeft(g);
-  auto stranded = [&](int gpus, int64_t c, int64_t m) {
-    double s = 0;
-    if (c >= 0 && room.cpu_share_milli > 0) s = std::max(s, gpus - static_cast<double>(c) / static_cast<double>(room.cpu_share_milli));
-    if (m >= 0 && room.memory_share_mib > 0) s = std::max(s, gpus - static_cast<double>(m) / static_cast<double>(room.memory_share_mib));
-    return s;
-  };
-  return stranded(std::max(0, free - idle_taken), cpu_left < 0 ? -1 : std::max<int64_t>(0, cpu_left - cpu),
-                  memory_left < 0 ? -1 : std::max<int64_t>(0, memory_left - memory)) -
-         stranded(free, cpu_left, memory_left);
+  const double free = free_full_on_node[node] + shared_room_on_node[node];
+  return StrandedGpus(room, std::max(0.0, free - idle_taken), cpu_left < 0 ? -1 : std::max<int64_t>(0, cpu_left - cpu),
+                      memory_left < 0 ? -1 : std::max<int64_t>(0, memory_left - memory)) -
+         StrandedGpus(room, free, cpu_left, memory_left);
+}
+
+std::span<const uint32_t> CycleState::NodeGpus() const {
+  if (node_first == nullptr || node_gpus == nullptr || node + 1 >= node_first->size()) return {};
+  return {node_gpus->data() + (*node_first)[node], (*node_first)[node + 1] - (*node_first)[node]};
 }
 
 int Plan::ReconfiguredGpus() const {
@@ -334,24 +421,95 @@ std::shared_ptr<const Profile> ProfileByName(std::string_view name) {
   return nullptr;
 }
 
+std::shared_ptr<const Profile> FragmentationAwareProfile(TypicalPods typical) {
+  auto p = std::make_shared<Profile>(*ProfileByName("default"));
+  // FGD decides which node a whole GPU or share goes to: Locality's packing of whole GPUs onto
+  // the fullest node works against it (docs/packing.md, "The pool allocator in the trace replay").
+  std::erase_if(p->scorers, [](const auto& sc) { return sc->Name() == "Locality"; });
+  p->scorers.insert(p->scorers.begin() + 1, FragmentationScorer(std::move(typical)));
+  return p;
+}
+
+std::shared_ptr<const ScorePlugin> FragmentationScorer(TypicalPods typical) {
+  return std::make_shared<FragmentationPlugin>(std::move(typical));
+}
+
+namespace {
+
+// The GPU models `names` allows (RequestItem::model): models the fleet's GPUs carry, and
+// catalogue models, by name; "*" is every model of the fleet. False
+// (with the name in `unknown`) when a name is neither.
+bool ModelsOf(const FleetSnapshot& fleet, const SnapshotIndex* index, std::string_view names,
+              std::vector<const GpuModel*>& out, std::string& unknown) {
+  out.clear();
+  std::vector<const GpuModel*> fleet_models;
+  auto in_fleet = [&]() -> const std::vector<const GpuModel*>& {
+    if (!fleet_models.empty()) return fleet_models;
+    if (index != nullptr) {
+      for (const auto& [m, of] : index->models) fleet_models.push_back(m);
+    } else {
+      for (const GpuState& g : fleet.gpus) {
+        if (g.model != nullptr && std::find(fleet_models.begin(), fleet_models.end(), g.model) == fleet_models.end()) {
+          fleet_models.push_back(g.model);
+        }
+      }
+    }
+    return fleet_models;
+  };
+  if (names == "*") {
+    out = in_fleet();
+    return true;
+  }
+  size_t pos = 0;
+  while (pos <= names.size()) {
+    const size_t bar = std::min(names.find('|', pos), names.size());
+    const std::string_view name = names.substr(pos, bar - pos);
+    pos = bar + 1;
+    // The fleet's own model of that exact name first (a simulated cluster's, which may share a
+    // name with a catalogue model), then the catalogue's.
+    const GpuModel* m = nullptr;
+    for (const GpuModel* f : in_fleet()) {
+      if (f->name == name) m = f;
+    }
+    if (m == nullptr) m = catalog::FindModel(name);
+    if (m == nullptr) {
+      unknown = std::string(name);
+      return false;
+    }
+    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+  }
+  return true;
+}
+
+bool Allowed(const std::vector<const GpuModel*>& models, const GpuModel* m) {
+  return m != nullptr && std::find(models.begin(), models.end(), m) != models.end();
+}
+
+}  // namespace
+
 int64_t FleetCapacity(const FleetSnapshot& fleet, const std::string& model, const std::string& profile) {
-  const GpuModel* m = catalog::FindModel(model);
-  if (m == nullptr) return 0;
+  std::vector<const GpuModel*> models;
+  std::string unknown;
+  if (!ModelsOf(fleet, nullptr, model, models, unknown) || models.empty()) return 0;
   int per_gpu = 1;
   if (profile != catalog::kFullProfile) {
-    const MigProfile* p = catalog::FindProfile(*m, profile);
+    const MigProfile* p = models.size() == 1 ? catalog::FindProfile(*models[0], profile) : nullptr;
     if (p == nullptr) return 0;
     per_gpu = p->max_count;
   }
   int64_t gpus = 0;
-  for (const GpuState& g : fleet.gpus) gpus += g.model == m ? 1 : 0;
+  for (const GpuState& g : fleet.gpus) gpus += Allowed(models, g.model) ? 1 : 0;
   return gpus * per_gpu;
 }
 
 namespace {
 
 // Why a GPU offers nothing for the item (for the explanation), given it passed the filters.
-std::string_view NoRoomReason(const GpuState& g, bool full) {
+std::string_view NoRoomReason(const GpuState& g, const RequestItem& item) {
+  const bool full = IsFull(item);
+  if (full && !g.mig_enabled && !g.shares.empty() && g.owner.empty() && !g.busy) {
+    return IsShare(item) ? "are shared and have too little left for the share" : "are shared by others";
+  }
   const bool runs = g.busy || std::any_of(g.instances.begin(), g.instances.end(),
                                           [](const InstanceState& i) { return i.busy; });
   if (full) {
@@ -369,7 +527,11 @@ void Options(const GpuState& g, const RequestItem& item, const MigProfile* p, st
   out.clear();
   if (IsFull(item)) {
     if (!g.mig_enabled) {
-      if (g.owner.empty() && !g.busy) out.push_back({Action::kUseGpu, 0, 0});
+      if (IsShare(item)) {
+        if (ShareRoom(g) >= item.share_milli) out.push_back({Action::kShareGpu, 0, 0});
+      } else if (g.owner.empty() && !g.busy && g.shares.empty()) {
+        out.push_back({Action::kUseGpu, 0, 0});
+      }
     } else if (g.Idle()) {
       out.push_back({Action::kReconfigure, 0, 0});
     }
@@ -390,7 +552,7 @@ void Options(const GpuState& g, const RequestItem& item, const MigProfile* p, st
     if (out.empty() && g.Idle()) {
       for (int s : p->starts) out.push_back({Action::kReconfigure, s, 0});
     }
-  } else if (g.owner.empty() && !g.busy) {
+  } else if (g.Idle()) {
     for (int s : p->starts) out.push_back({Action::kReconfigure, s, 0});
   }
 }
@@ -409,7 +571,13 @@ void Reserve(GpuState& g, const Request& req, const RequestItem& item, const Mig
       g.instances.clear();
       plan.gpu_changes[g.uuid] = {{}, false, true};
     }
-    g.owner = req.pool;
+    if (IsShare(item)) {
+      g.shares.push_back({req.pool, item.share_milli});
+      g.shared_milli += item.share_milli;
+      out.share_milli = item.share_milli;
+    } else {
+      g.owner = req.pool;
+    }
     return;
   }
   bool reconfigure = o.action == Action::kReconfigure;
@@ -426,6 +594,7 @@ void Reserve(GpuState& g, const Request& req, const RequestItem& item, const Mig
       g.instances.push_back({p, o.start, "", req.pool, false});
       break;
     case Action::kUseGpu:
+    case Action::kShareGpu:
       return;
   }
   Plan::GpuChange& change = plan.gpu_changes[g.uuid];
@@ -455,19 +624,32 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
   };
   // PreFilter: every item must be possible on this fleet at all.
   std::vector<const MigProfile*> profiles;
-  for (const RequestItem& item : req.items) {
-    const GpuModel* m = catalog::FindModel(item.model);
-    if (m == nullptr) {
-      return {Code::kUnschedulableAndUnresolvable, {},
-              fmt::format("unknown GPU model \"{}\"", item.model)};
+  std::vector<std::vector<const GpuModel*>> models(req.items.size());  // per item, what it allows
+  std::vector<std::string> names;  // per item, the model(s) as messages name them
+  for (size_t it = 0; it < req.items.size(); ++it) {
+    const RequestItem& item = req.items[it];
+    std::string unknown;
+    if (!ModelsOf(fleet, index, item.model, models[it], unknown)) {
+      return {Code::kUnschedulableAndUnresolvable, {}, fmt::format("unknown GPU model \"{}\"", unknown)};
     }
+    const std::vector<const GpuModel*>& ms = models[it];
+    names.push_back(ms.size() == 1 ? std::string(ms[0]->name) : item.model == "*" ? "(any model)" : item.model);
     const MigProfile* p = nullptr;
     if (!IsFull(item)) {
-      p = catalog::FindProfile(*m, item.profile);
+      if (ms.size() != 1) {
+        return {Code::kUnschedulableAndUnresolvable, {},
+                fmt::format("MIG profile \"{}\" of \"{}\": a MIG item names one GPU model", item.profile, item.model)};
+      }
+      p = catalog::FindProfile(*ms[0], item.profile);
       if (p == nullptr) {
         return {Code::kUnschedulableAndUnresolvable, {},
-                fmt::format("{} has no MIG profile \"{}\"", m->name, item.profile)};
+                fmt::format("{} has no MIG profile \"{}\"", ms[0]->name, item.profile)};
       }
+    }
+    if (item.share_milli != 0 && (!IsFull(item) || item.share_milli < 0 || item.share_milli >= kMilliGpu)) {
+      return {Code::kUnschedulableAndUnresolvable, {},
+              fmt::format("{}/{}: a share is 1 to 999 thousandths of a whole GPU, not {}", item.model, item.profile,
+                          item.share_milli)};
     }
     if (item.count <= 0) {
       return {Code::kUnschedulableAndUnresolvable, {},
@@ -476,13 +658,16 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     int64_t cap = 0;
     if (index == nullptr) {
       cap = FleetCapacity(fleet, item.model, item.profile);
-    } else if (const SnapshotIndex::OfModel* of = of_model(m)) {
-      cap = static_cast<int64_t>(of->all.size()) * (IsFull(item) ? 1 : catalog::FindProfile(*m, item.profile)->max_count);
+    } else {
+      for (const GpuModel* m : ms) {
+        if (const SnapshotIndex::OfModel* of = of_model(m)) cap += static_cast<int64_t>(of->all.size());
+      }
+      cap *= p == nullptr ? 1 : p->max_count;
     }
     if (cap < item.count) {
       return {Code::kUnschedulableAndUnresolvable, {},
               fmt::format("{} x {}/{} is more than the whole fleet could hold ({})", item.count,
-                          m->name, item.profile, cap)};
+                          names.back(), item.profile, cap)};
     }
     profiles.push_back(p);
   }
@@ -492,14 +677,22 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
   // decision visits every GPU), else made for this call.
   const bool has_index = fleet.index.built_for == fleet.gpus.data() && fleet.index.size == fleet.gpus.size();
   const SnapshotIndex* numbered = index != nullptr ? index : has_index ? &fleet.index : nullptr;
-  std::vector<uint32_t> own_nodes;
-  const uint32_t nodes = numbered != nullptr ? numbered->nodes : NumberNodes(fleet.gpus, own_nodes);
-  const std::vector<uint32_t>& node_of = numbered != nullptr ? numbered->node_of : own_nodes;
+  if (numbered == nullptr) {  // (only when visiting every GPU of an unindexed snapshot)
+    own = IndexGpus(fleet.gpus);
+    numbered = &own;
+  }
+  const uint32_t nodes = numbered->nodes;
+  const std::vector<uint32_t>& node_of = numbered->node_of;
   CycleState state;
   state.request = &req;
   state.fleet = &fleet;
+  state.view = &work;
+  state.node_first = &numbered->node_first;
+  state.node_gpus = &numbered->node_gpus;
+  state.node_value.assign(nodes, std::numeric_limits<double>::quiet_NaN());
   state.devices_on_node.assign(nodes, 0);
   state.free_full_on_node.assign(nodes, 0);
+  state.shared_room_on_node.assign(nodes, 0.0);
   state.gpus_on_node.assign(nodes, 0.0);
   state.node_memo.assign(nodes, -1);
   // One device of item `it` (the `unit`-th) on the best GPU, by the filters and scores; with
@@ -508,36 +701,52 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
   // The GPUs worth visiting for a device of `item` (ascending positions): from the index, and
   // every GPU this request has changed; with no index, or `every`, all of them.
   std::vector<uint32_t> visit;
-  auto candidates = [&](const RequestItem& item, const MigProfile* p, bool existing_only, bool every) {
+  std::vector<const std::vector<uint32_t>*> lists;
+  auto candidates = [&](const RequestItem& item, const std::vector<const GpuModel*>& ms, const MigProfile* p,
+                        bool existing_only, bool every) {
     visit.clear();
-    const GpuModel* m = catalog::FindModel(item.model);
-    const SnapshotIndex::OfModel* of = of_model(m);
     if (index == nullptr || every) {
-      if (of != nullptr && !every) {
-        visit = of->all;
+      for (size_t i = 0; i < work.size(); ++i) visit.push_back(static_cast<uint32_t>(i));
+      return;
+    }
+    lists.clear();
+    for (const GpuModel* m : ms) {
+      const SnapshotIndex::OfModel* of = of_model(m);
+      if (of == nullptr) continue;
+      if (IsFull(item)) {
+        lists.push_back(&of->whole_free);
+        lists.push_back(&of->idle_mig);
+        if (IsShare(item)) lists.push_back(&of->shared);
+      } else if (existing_only) {
+        const auto at = static_cast<size_t>(p - m->profiles.data());
+        lists.push_back(&of->free_instance[at]);
+        lists.push_back(&of->free_slots[at]);
       } else {
-        for (size_t i = 0; i < work.size(); ++i) visit.push_back(static_cast<uint32_t>(i));
+        lists.push_back(&of->all);
+      }
+    }
+    // The index's lists are ascending: two (of one model) are merged. More are whole-GPU and
+    // share lists of several models, which no GPU is in twice: joined unsorted (a decision
+    // breaks ties by position, not by the order of its visit), the request's own GPUs added.
+    if (lists.size() > 2) {
+      for (const std::vector<uint32_t>* l : lists) visit.insert(visit.end(), l->begin(), l->end());
+      for (const auto& [i, g] : work.changed()) {
+        if (Allowed(ms, g.model) && std::find(visit.begin(), visit.end(), static_cast<uint32_t>(i)) == visit.end()) {
+          visit.push_back(static_cast<uint32_t>(i));
+        }
       }
       return;
     }
-    if (of != nullptr) {
-      // The index's lists are ascending: merged, not sorted.
-      auto merge = [&](const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
-        visit.resize(a.size() + b.size());
-        visit.erase(std::set_union(a.begin(), a.end(), b.begin(), b.end(), visit.begin()), visit.end());
-      };
-      if (IsFull(item)) {
-        merge(of->whole_free, of->idle_mig);
-      } else if (existing_only) {
-        const auto at = static_cast<size_t>(p - m->profiles.data());
-        merge(of->free_instance[at], of->free_slots[at]);
-      } else {
-        visit = of->all;
-      }
+    if (lists.size() == 1) {
+      visit = *lists[0];
+    } else if (lists.size() == 2) {
+      const std::vector<uint32_t>&a = *lists[0], &b = *lists[1];
+      visit.resize(a.size() + b.size());
+      visit.erase(std::set_union(a.begin(), a.end(), b.begin(), b.end(), visit.begin()), visit.end());
     }
     const size_t indexed = visit.size();
     for (const auto& [i, g] : work.changed()) {
-      if (g.model == m) visit.push_back(static_cast<uint32_t>(i));
+      if (Allowed(ms, g.model)) visit.push_back(static_cast<uint32_t>(i));
     }
     if (visit.size() > indexed) {  // the request's own GPUs, few: sorted in
       std::sort(visit.begin() + static_cast<std::ptrdiff_t>(indexed), visit.end());
@@ -551,10 +760,10 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     const GpuState& g = work.Get(i);
     const uint32_t node = node_of[i];
     ++state.devices_on_node[node];
-    state.gpus_on_node[node] += IsFull(item) || g.model == nullptr
-                                    ? 1.0
-                                    : static_cast<double>(catalog::FindProfile(*g.model, item.profile)->compute_slices) /
-                                          g.model->compute_slices;
+    state.gpus_on_node[node] += IsShare(item)                     ? static_cast<double>(item.share_milli) / kMilliGpu
+                                : IsFull(item) || g.model == nullptr ? 1.0
+                                                                     : static_cast<double>(catalog::FindProfile(*g.model, item.profile)->compute_slices) /
+                                                                           g.model->compute_slices;
     if (unit == 0) state.item_node = node;
     const auto [cpu, memory] = CycleState::Charge(item, unit);
     placement.cpu_milli = cpu;
@@ -567,7 +776,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
   };
   std::function<bool(size_t, int, bool, bool)> place = [&](size_t it, int unit, bool existing_only, bool every) -> bool {
     const RequestItem& item = req.items[it];
-    const GpuModel* m = catalog::FindModel(item.model);
+    const std::vector<const GpuModel*>& ms = models[it];
     const MigProfile* p = profiles[it];
     state.unit = unit;
     state.left = item.count - unit;
@@ -578,8 +787,10 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     Option best_option;
     int64_t best_score = std::numeric_limits<int64_t>::min();
     bool found = false;
-    candidates(item, p, existing_only, every);
+    candidates(item, ms, p, existing_only, every);
     std::fill(state.node_memo.begin(), state.node_memo.end(), int8_t{-1});
+    std::fill(state.node_value.begin(), state.node_value.end(), std::numeric_limits<double>::quiet_NaN());
+    state.memo.clear();
     std::vector<Option> options;
     std::vector<const FilterPlugin*> filters;
     std::vector<const ScorePlugin*> scorers;
@@ -591,7 +802,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     }
     for (const uint32_t i : visit) {
       const GpuState& g = work.Get(i);
-      if (g.model != m) continue;
+      if (!Allowed(ms, g.model)) continue;
       ++considered;
       state.node = node_of[i];
       std::string_view why;
@@ -615,13 +826,15 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
         });
       }
       if (options.empty()) {
-        ++rejected[NoRoomReason(g, IsFull(item))];
+        ++rejected[NoRoomReason(g, item)];
         continue;
       }
       for (const Option& o : options) {
         int64_t score = 0;
         for (const ScorePlugin* sc : scorers) score += sc->Score(state, item, g, o);
-        if (score > best_score) {
+        // The best score; the first GPU in the snapshot's order among equals, whatever order
+        // the GPUs are visited in.
+        if (score > best_score || (score == best_score && i < best_gpu)) {
           best_score = score;
           best_gpu = i;
           best_option = o;
@@ -636,16 +849,24 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
       std::string detail;
       for (const auto& [why, n] : rejected) detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", n, why);
       out.code = Code::kUnschedulable;
-      out.reason = fmt::format("no {} GPU can take {} {}/{} of this pool ({} of {} wanted placed so far); of {}: {}",
-                               m->name, IsFull(item) ? "another whole GPU" : "another", m->name, item.profile, unit,
-                               item.count, Plural(considered, fmt::format("{} GPU", m->name)),
+      const std::string& name = names[it];
+      const std::string what = IsShare(item)  ? fmt::format("another share of {}/1000 of a {} GPU", item.share_milli, name)
+                               : IsFull(item) ? fmt::format("another whole GPU {}/{}", name, item.profile)
+                                              : fmt::format("another {}/{}", name, item.profile);
+      out.reason = fmt::format("no {} GPU can take {} of this pool ({} of {} wanted placed so far); of {}: {}", name, what,
+                               unit, item.count, Plural(considered, fmt::format("{} GPU", name)),
                                detail.empty() ? "none" : detail);
       out.plan = {};
       return false;  // Unreserve: the overlay is dropped with everything reserved on it
     }
     Placement placement;
     placement.item = it;
-    if (work.Get(best_gpu).Idle()) --state.free_full_on_node[node_of[best_gpu]];
+    if (work.Get(best_gpu).Idle()) {
+      --state.free_full_on_node[node_of[best_gpu]];
+      if (IsShare(item)) state.shared_room_on_node[node_of[best_gpu]] += static_cast<double>(kMilliGpu - item.share_milli) / kMilliGpu;
+    } else if (IsShare(item)) {
+      state.shared_room_on_node[node_of[best_gpu]] -= static_cast<double>(item.share_milli) / kMilliGpu;
+    }
     Reserve(work.Mutable(best_gpu), req, item, p, best_option, out.plan, placement);
     Taken(best_gpu, item, unit, placement);
     out.plan.placements.push_back(std::move(placement));
@@ -654,21 +875,27 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
 
   // GPUs of model `m` per node that could become a whole GPU now (free whole GPUs and idle MIG
   // GPUs, healthy and schedulable), from a whole-GPU item's candidates, which stay in `visit`.
-  auto count_free_full = [&](const GpuModel* m, const std::string& model) {
+  // (Shared GPUs' room is counted too, in GPUs' worth: whole GPUs and shares are candidates.)
+  auto count_free_full = [&](const std::vector<const GpuModel*>& ms) {
     std::fill(state.free_full_on_node.begin(), state.free_full_on_node.end(), 0);
-    candidates(RequestItem{model, std::string(catalog::kFullProfile), 1}, nullptr, false, false);
+    std::fill(state.shared_room_on_node.begin(), state.shared_room_on_node.end(), 0.0);
+    candidates(RequestItem{.model = "", .profile = std::string(catalog::kFullProfile), .count = 1, .share_milli = 1}, ms, nullptr, false, false);
     for (const uint32_t i : visit) {
       const GpuState& g = work.Get(i);
-      if (g.model == m && g.Idle() && g.healthy && g.schedulable) ++state.free_full_on_node[node_of[i]];
+      if (!Allowed(ms, g.model) || !g.healthy || !g.schedulable) continue;
+      if (g.Idle()) {
+        ++state.free_full_on_node[node_of[i]];
+      } else if (!g.shares.empty()) {
+        state.shared_room_on_node[node_of[i]] += static_cast<double>(ShareRoom(g)) / kMilliGpu;
+      }
     }
   };
 
   std::set<const GpuModel*> mig_planned;
   for (size_t it = 0; it < req.items.size(); ++it) {
     const RequestItem& item = req.items[it];
-    const GpuModel* m = catalog::FindModel(item.model);
     if (IsFull(item)) {
-      count_free_full(m, item.model);
+      count_free_full(models[it]);
       for (int unit = 0; unit < item.count; ++unit) {
         if (!place(it, unit, false, false)) return out;
       }
@@ -676,14 +903,16 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     }
     // Every MIG item of the model at once: first existing instances and free slots (no GPU is
     // reconfigured for what fits without), then the rest on the fewest idle GPUs (mig_plan.h).
+    const GpuModel* m = models[it][0];
+    const std::vector<const GpuModel*>& only_m = models[it];
     if (!mig_planned.insert(m).second) continue;
     // Items that ask for CPU or memory are scored by how many idle GPUs they strand.
     bool asks = false;
     for (size_t j = it; j < req.items.size(); ++j) {
-      asks = asks || (!IsFull(req.items[j]) && catalog::FindModel(req.items[j].model) == m &&
+      asks = asks || (!IsFull(req.items[j]) && models[j][0] == m &&
                       (req.items[j].cpu_milli > 0 || req.items[j].memory_mib > 0));
     }
-    if (asks) count_free_full(m, item.model);
+    if (asks) count_free_full(only_m);
     struct Device {
       size_t item = 0;
       int unit = 0;
@@ -691,7 +920,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     std::map<const MigProfile*, std::vector<Device>> rest;  // profile -> the devices left
     bool one_node = false;  // an item whose devices must share a node goes device by device
     for (size_t j = it; j < req.items.size(); ++j) {
-      if (IsFull(req.items[j]) || catalog::FindModel(req.items[j].model) != m) continue;
+      if (IsFull(req.items[j]) || models[j][0] != m) continue;
       for (int unit = 0; unit < req.items[j].count; ++unit) {
         if (place(j, unit, true, false)) continue;
         rest[profiles[j]].push_back({j, unit});
@@ -703,7 +932,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     for (const auto& [p, devices] : rest) demand[p] = static_cast<int>(devices.size());
     const std::vector<catalog::Layout> layouts = PackInstances(*m, demand);
     // Idle GPUs of the model that the filters let through, each offering a new layout.
-    count_free_full(m, item.model);
+    count_free_full(only_m);
     std::vector<size_t> idle;
     const Device& first_left = rest.begin()->second.front();
     state.unit = first_left.unit;
@@ -786,10 +1015,22 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
 }
 
 void ApplyPlan(FleetSnapshot& fleet, const Request& req, const Plan& plan) {
-  std::unordered_map<std::string, GpuState*> by_uuid;
-  for (GpuState& g : fleet.gpus) by_uuid[g.uuid] = &g;
+  // The plan's GPUs, few, found in one pass (a map of every GPU would cost more than the rest).
+  std::unordered_map<std::string_view, GpuState*> by_uuid;
+  for (const Placement& p : plan.placements) by_uuid.emplace(p.gpu_uuid, nullptr);
+  for (const auto& [uuid, change] : plan.gpu_changes) by_uuid.emplace(uuid, nullptr);
+  size_t found = 0;
+  for (GpuState& g : fleet.gpus) {
+    if (found == by_uuid.size()) break;
+    if (auto it = by_uuid.find(g.uuid); it != by_uuid.end() && it->second == nullptr) it->second = &g, ++found;
+  }
+  auto gpu = [&](const std::string& uuid) -> GpuState& {
+    GpuState* g = by_uuid.at(uuid);
+    if (g == nullptr) throw std::out_of_range("ApplyPlan: no GPU " + uuid + " in the snapshot");
+    return *g;
+  };
   for (const auto& [uuid, change] : plan.gpu_changes) {
-    GpuState& g = *by_uuid.at(uuid);
+    GpuState& g = gpu(uuid);
     if (!change.mig_enabled) {
       g.mig_enabled = false;
       g.instances.clear();
@@ -812,7 +1053,12 @@ void ApplyPlan(FleetSnapshot& fleet, const Request& req, const Plan& plan) {
     g.instances = std::move(next);
   }
   for (const Placement& p : plan.placements) {
-    GpuState& g = *by_uuid.at(p.gpu_uuid);
+    GpuState& g = gpu(p.gpu_uuid);
+    if (p.share_milli > 0) {
+      g.shares.push_back({req.pool, p.share_milli});
+      g.shared_milli += p.share_milli;
+      continue;
+    }
     if (p.profile == catalog::kFullProfile) {
       g.owner = req.pool;
       continue;
@@ -829,6 +1075,11 @@ void ReleasePool(FleetSnapshot& fleet, const std::string& pool) {
     if (g.owner == pool) {
       g.owner.clear();
       g.busy = false;
+    }
+    if (!g.shares.empty()) {
+      std::erase_if(g.shares, [&](const GpuShare& s) { return s.owner == pool; });
+      g.shared_milli = 0;
+      for (const GpuShare& s : g.shares) g.shared_milli += s.milli;
     }
     for (InstanceState& i : g.instances) {
       if (i.owner == pool) {

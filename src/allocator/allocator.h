@@ -13,19 +13,24 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "allocator/packing.h"
 #include "allocator/snapshot.h"
 #include "catalog/catalog.h"
 
 namespace gpuaas::allocator {
 
 struct RequestItem {
-  std::string model;    // catalogue name, "H200-SXM-141GB"
-  std::string profile;  // "3g.71gb", or "full" for whole GPUs
+  // A catalogue name, "H200-SXM-141GB", or a model the snapshot's GPUs carry that the catalogue
+  // does not know (a simulated cluster's). Whole GPUs and shares may name several, joined by
+  // '|' ("V100M16|V100M32"), or "*" for any model of the fleet; a MIG profile names one.
+  std::string model;
+  std::string profile;  // "3g.71gb", or "full" for whole GPUs and shares
   int count = 0;
   // What the item's work needs of its nodes besides GPUs, for the whole item, spread over its
   // devices in equal integer parts (a pod's request). 0 for pools, whose pods are counted when
@@ -35,6 +40,9 @@ struct RequestItem {
   // Every device on one node, as a pod's GPUs are; the item's CPU and memory are then taken on
   // that node at its first device.
   bool one_node = false;
+  // With profile "full": each device is this share of a whole GPU, in thousandths (1..999),
+  // time-sliced with other holders' shares (GpuShare); 0 takes the whole GPU.
+  int32_t share_milli = 0;
 };
 
 struct Request {
@@ -48,6 +56,7 @@ enum class Action {
   kUseInstance,     // a free MIG instance that exists already
   kCreateInstance,  // a new MIG instance in free slots, leaving the GPU's other instances alone
   kUseGpu,          // a whole GPU with MIG disabled
+  kShareGpu,        // a share of a whole GPU with MIG disabled, beside the shares it has
   kReconfigure,     // an idle GPU whose MIG layout (or MIG mode) must change first
 };
 std::string_view ToString(Action a);
@@ -63,6 +72,7 @@ struct Placement {
   Action action = Action::kUseInstance;
   int64_t cpu_milli = 0;   // what this device takes of its node's room (RequestItem::cpu_milli)
   int64_t memory_mib = 0;
+  int32_t share_milli = 0;  // for kShareGpu (RequestItem::share_milli)
 };
 
 struct Plan {
@@ -98,11 +108,22 @@ struct Option {
   size_t instance = 0;  // index into GpuState::instances for kUseInstance
 };
 
+// The GPUs as a decision has left them so far (the snapshot's, with this request's
+// reservations), by position in FleetSnapshot::gpus.
+class GpuView {
+ public:
+  virtual ~GpuView() = default;
+  virtual const GpuState& Get(size_t position) const = 0;
+};
+
 // What one scheduling cycle (one device of an item) knows beyond the GPU at hand, as the
 // Kubernetes scheduler's CycleState: the request's reservations so far.
 struct CycleState {
   const Request* request = nullptr;
   const FleetSnapshot* fleet = nullptr;
+  const GpuView* view = nullptr;
+  const std::vector<uint32_t>* node_first = nullptr;  // SnapshotIndex::node_first and node_gpus
+  const std::vector<uint32_t>* node_gpus = nullptr;
   int unit = 0;  // devices of the current item placed so far
   int left = 0;  // devices of the current item still to place, this one included
   const catalog::MigProfile* profile = nullptr;  // the item's MIG profile; null for whole GPUs
@@ -115,12 +136,21 @@ struct CycleState {
   // idle MIG GPUs, healthy and schedulable), for items that take idle GPUs; kept current as
   // units are reserved.
   std::vector<int> free_full_on_node;
+  // What shared GPUs (GpuShare) of the item's model(s) have left per node, in GPUs' worth, for
+  // whole-GPU and share items; kept current as units are reserved.
+  std::vector<double> shared_room_on_node;
   std::vector<double> gpus_on_node;  // GPUs' worth of this request's devices per node (MIG: compute share)
   // CPU and memory this request has taken per node (by FleetSnapshot::nodes index).
   std::unordered_map<int32_t, std::pair<int64_t, int64_t>> taken_on_node;
   // Per node, cleared (-1) before each device: what a scorer found that depends on the node
   // alone within a device's cycle (the Stranding score's verdict), so it is worked out once.
   mutable std::vector<int8_t> node_memo;
+  mutable std::vector<double> node_value;  // the same for a figure (NaN: not yet worked out)
+  // What a scorer worked out within a device's cycle under a key of its own (cleared per device).
+  mutable std::unordered_map<uint64_t, int64_t> memo;
+
+  // Positions of the GPUs on the node at hand (`node`).
+  std::span<const uint32_t> NodeGpus() const;
 
   // What device `unit` of `item` takes of its node: its share of the item's CPU and memory.
   static std::pair<int64_t, int64_t> Charge(const RequestItem& item, int unit);
@@ -131,10 +161,10 @@ struct CycleState {
   // its devices there without their share of the node's CPU or memory (NodeRoom): GPUs
   // stranded behind CPU and memory that other work has taken.
   bool Starves(const GpuState& gpu, double gpus) const;
-  // How many more of its node's idle GPUs (free_full_on_node) would lack their share of CPU or
-  // memory once this request takes `idle_taken` of them and `cpu` and `memory` there (GPUs'
-  // worth; negative when fewer would).
-  double StrandGrowth(const GpuState& gpu, int idle_taken, int64_t cpu, int64_t memory) const;
+  // How many more GPUs' worth of its node's idle GPUs (free_full_on_node, and the room of shared
+  // ones, shared_room_on_node) would lack their share of CPU or memory once this request takes
+  // `idle_taken` GPUs' worth of them and `cpu` and `memory` there (negative when fewer would).
+  double StrandGrowth(const GpuState& gpu, double idle_taken, int64_t cpu, int64_t memory) const;
 };
 
 // A filter: may reject a GPU for one device of an item, saying why in a few words
@@ -174,8 +204,22 @@ struct Profile {
 // tier, stranding, best-fit and locality scores). Empty pointer for an unknown name.
 std::shared_ptr<const Profile> ProfileByName(std::string_view name);
 
+// The "default" profile with FGD's fragmentation score (packing.h, NodeFragmentation) against
+// `typical`, the workload the fleet expects, ranked below the tier and above every other score,
+// and without the Locality score: a whole GPU or share goes where the fleet's fragmentation grows
+// least, then where the fewest idle GPUs are stranded, then to the tightest shared GPU.
+std::shared_ptr<const Profile> FragmentationAwareProfile(TypicalPods typical);
+// That profile's "Fragmentation" score plugin alone.
+std::shared_ptr<const ScorePlugin> FragmentationScorer(TypicalPods typical);
+
+// How many GPUs' worth of a node's `free_gpus` idle GPUs' worth its CPU and memory left could no
+// longer feed at their share of the node (NodeRoom::cpu_share_milli, memory_share_mib); a
+// negative figure left is unknown and strands nothing. The stranding key of the Stranding score.
+double StrandedGpus(const NodeRoom& room, double free_gpus, int64_t cpu_left, int64_t memory_left);
+
 // The most devices of (model, profile) the fleet could hold if it were empty: the number of
-// GPUs of the model times the profile's max count (1 for "full").
+// GPUs of the model (or models: RequestItem::model) times the profile's max count (1 for
+// "full").
 int64_t FleetCapacity(const FleetSnapshot& fleet, const std::string& model, const std::string& profile);
 
 // Places every device of `req`, all or nothing. A decision visits the GPUs the snapshot's index

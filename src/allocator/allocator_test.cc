@@ -38,6 +38,13 @@ Request Req(const std::string& pool, std::vector<RequestItem> items, std::string
 
 const Profile& Default() { return *ProfileByName("default"); }
 
+// One device that is `milli` thousandths of a whole GPU.
+RequestItem Share(const std::string& model, int32_t milli, const std::string& profile = "full") {
+  RequestItem item{model, profile, 1};
+  item.share_milli = milli;
+  return item;
+}
+
 TEST(Allocator, UsesFreeExistingInstancesFirst) {
   FleetSnapshot f;
   f.gpus = {Gpu("n1", 0, "-"), Gpu("n1", 1, "3g.71gb@0 3g.71gb@4")};
@@ -252,6 +259,109 @@ TEST(Allocator, ImpossibleRequestsAreUnresolvable) {
   EXPECT_NE(too_many.reason.find("could hold (4)"), std::string::npos) << too_many.reason;
   EXPECT_EQ(code({"H200-SXM-141GB", "full", 0}).code, Code::kUnschedulableAndUnresolvable);
   EXPECT_EQ(FleetCapacity(f, "H200-SXM-141GB", "1g.18gb"), 14);
+  // A share is a part of a whole GPU: 1..999 thousandths, never of a MIG profile.
+  for (RequestItem bad : {Share("H200-SXM-141GB", 1000), Share("H200-SXM-141GB", -5), Share("H200-SXM-141GB", 500, "3g.71gb")}) {
+    const Outcome o = code(bad);
+    EXPECT_EQ(o.code, Code::kUnschedulableAndUnresolvable) << bad.share_milli;
+    EXPECT_NE(o.reason.find("a share is 1 to 999 thousandths"), std::string::npos) << o.reason;
+  }
+  // A MIG profile belongs to one model; an unknown name among several is still unknown.
+  EXPECT_NE(code({"H200-SXM-141GB|H100-SXM5-80GB", "3g.71gb", 1}).reason.find("names one GPU model"), std::string::npos);
+  EXPECT_EQ(code({"H200-SXM-141GB|Z100", "full", 1}).reason, "unknown GPU model \"Z100\"");
+}
+
+// Shares of whole GPUs, as the trace's GPU-sharing pods ask for: each goes to the tightest GPU
+// that holds it, no GPU is shared beyond its whole, a shared GPU is no longer whole for anyone,
+// and releasing a holder frees exactly its share.
+TEST(Allocator, SharesTimeSliceWholeGpusWithoutOvercommitting) {
+  FleetSnapshot f;
+  f.gpus = {Gpu("n1", 0), Gpu("n1", 1)};
+  f.Reindex();
+  auto share = [&](const std::string& pool, int32_t milli) {
+    Request req = Req(pool, {Share("H200-SXM-141GB", milli)});
+    Outcome o = Allocate(f, req, Default());
+    if (o.code == Code::kSuccess) {
+      EXPECT_EQ(o.plan.placements[0].action, Action::kShareGpu);
+      EXPECT_EQ(o.plan.placements[0].share_milli, milli);
+      ApplyPlan(f, req, o.plan);
+    }
+    return o;
+  };
+  EXPECT_EQ(share("p/a", 600).plan.placements[0].gpu_uuid, "GPU-n1-0");
+  EXPECT_EQ(share("p/b", 500).plan.placements[0].gpu_uuid, "GPU-n1-1") << "500 does not fit beside 600";
+  EXPECT_EQ(f.gpus[0].shared_milli, 600);
+  EXPECT_EQ(f.gpus[1].shared_milli, 500);
+  EXPECT_EQ(share("p/c", 400).plan.placements[0].gpu_uuid, "GPU-n1-0") << "the tightest GPU that holds it";
+  EXPECT_EQ(f.gpus[0].shared_milli, 1000);
+  const Outcome too_big = share("p/d", 600);
+  EXPECT_EQ(too_big.code, Code::kUnschedulable);
+  EXPECT_NE(too_big.reason.find("too little left for the share"), std::string::npos) << too_big.reason;
+  const Outcome whole = Allocate(f, Req("p/e", {{"H200-SXM-141GB", "full", 1}}), Default());
+  EXPECT_EQ(whole.code, Code::kUnschedulable);
+  EXPECT_NE(whole.reason.find("are shared by others"), std::string::npos) << whole.reason;
+  ReleasePool(f, "p/a");
+  EXPECT_EQ(f.gpus[0].shared_milli, 400);
+  ASSERT_EQ(f.gpus[0].shares.size(), 1u);
+  EXPECT_EQ(f.gpus[0].shares[0].owner, "p/c");
+  ReleasePool(f, "p/c");
+  EXPECT_TRUE(f.gpus[0].Idle());
+  EXPECT_EQ(Allocate(f, Req("p/e", {{"H200-SXM-141GB", "full", 1}}), Default()).code, Code::kSuccess);
+}
+
+// With FGD's fragmentation score (against one expected pod: a whole GPU and 10 CPUs), a pod
+// goes where fragmentation grows least; among equals, where the fewest idle GPUs lose their
+// share of the node's CPU (the Stranding score). Node "x" has 30 of its 100 CPUs left for 4
+// idle GPUs, "y" all 100: fragmentation is the same either way, and on "x" the pod leaves fewer
+// GPUs stranded (it takes one of them). A node where the pod would leave too little CPU for the
+// expected pod ("tight") loses to both, whatever the stranding.
+TEST(Allocator, FragmentationComesFirstThenStranding) {
+  const std::shared_ptr<const Profile> fgd = FragmentationAwareProfile({{{10000, 0, 1, 1000, ""}, 1.0}});
+  auto fleet = [](std::vector<std::pair<std::string, int64_t>> nodes) {
+    FleetSnapshot f;
+    for (const auto& [name, cpu_left] : nodes) {
+      f.nodes.push_back({name, cpu_left, 1 << 20, 25000, 1 << 18});
+      for (int i = 0; i < 4; ++i) {
+        f.gpus.push_back(Gpu(name, i));
+        f.gpus.back().node_room = static_cast<int32_t>(f.nodes.size() - 1);
+      }
+    }
+    f.Reindex();
+    return f;
+  };
+  RequestItem pod{"H200-SXM-141GB", "full", 1, 1000, 1024, true};
+  auto node_of = [&](const FleetSnapshot& f) {
+    const Outcome o = Allocate(f, Req("p/a", {pod}), *fgd);
+    return o.code == Code::kSuccess ? o.plan.placements[0].node : o.reason;
+  };
+  EXPECT_EQ(node_of(fleet({{"y", 100000}, {"x", 30000}})), "x");
+  EXPECT_EQ(node_of(fleet({{"tight", 10500}, {"y", 100000}})), "y");
+  // A share too.
+  pod.share_milli = 300;
+  EXPECT_EQ(node_of(fleet({{"y", 100000}, {"x", 30000}})), "x");
+  EXPECT_EQ(node_of(fleet({{"tight", 10500}, {"y", 100000}})), "y");
+}
+
+// An item may name several models, or any ("*"), for whole GPUs and shares; GPUs of a model the
+// catalogue does not know are chosen when a request names it.
+TEST(Allocator, ItemsMayNameSeveralModelsOrAny) {
+  catalog::GpuModel t4{"T4", "", 16, 0, 0, false, {}, {}};
+  FleetSnapshot f;
+  f.gpus = {Gpu("a", 0, "", "H100-SXM5-80GB"), Gpu("b", 0), Gpu("c", 0)};
+  f.gpus[2].model = &t4;
+  f.gpus[2].uuid = "GPU-t4";
+  f.Reindex();
+  auto where = [&](const std::string& model) {
+    Outcome o = Allocate(f, Req("p/a", {{model, "full", 1}}), Default());
+    return o.code == Code::kSuccess ? o.plan.placements[0].gpu_uuid : o.reason;
+  };
+  EXPECT_EQ(where("T4"), "GPU-t4");
+  EXPECT_EQ(where("T4|H200-SXM-141GB"), "GPU-b-0");  // the first of the allowed GPUs
+  EXPECT_EQ(where("*"), "GPU-a-0");
+  f.gpus[0].owner = f.gpus[1].owner = "other/pool";
+  f.Reindex();
+  EXPECT_EQ(where("*"), "GPU-t4");
+  EXPECT_NE(where("H100-SXM5-80GB|H200-SXM-141GB").find("no H100-SXM5-80GB|H200-SXM-141GB GPU can take"), std::string::npos)
+      << where("H100-SXM5-80GB|H200-SXM-141GB");
 }
 
 TEST(Allocator, AllOrNothing) {
@@ -290,6 +400,13 @@ std::map<DeviceOwner, std::string> Owners(const FleetSnapshot& f) {
 TEST(AllocatorProperty, RandomSequencesKeepTheInvariants) {
   const char* models[] = {"H200-SXM-141GB", "H100-SXM5-80GB", "A100-80GB"};
   std::mt19937 rng(20261202);
+  // Half the rounds decide with FGD's fragmentation score too, against a few pod shapes.
+  TypicalPods typical;
+  for (auto [gpus, milli, weight] : {std::tuple{1, 500, 0.4}, {1, 1000, 0.3}, {2, 1000, 0.2}, {0, 0, 0.1}}) {
+    typical.push_back({{4000, 0, gpus, milli, ""}, weight});
+  }
+  const std::shared_ptr<const Profile> fgd = FragmentationAwareProfile(typical);
+  int shared = 0;
   int allocations = 0, failures = 0, reconfigurations = 0;
   for (int round = 0; round < 100; ++round) {
     FleetSnapshot f;
@@ -314,6 +431,8 @@ TEST(AllocatorProperty, RandomSequencesKeepTheInvariants) {
         f.gpus.push_back(std::move(g));
       }
     }
+    f.Reindex();
+    const Profile& profile = round % 2 == 0 ? Default() : *fgd;
     std::vector<std::string> live;
     for (int step = 0; step < 50; ++step) {
       if (!live.empty() && rng() % 3 == 0) {
@@ -326,14 +445,17 @@ TEST(AllocatorProperty, RandomSequencesKeepTheInvariants) {
       const catalog::GpuModel& m = *catalog::FindModel(model);
       std::vector<RequestItem> items;
       for (int k = 0, n = 1 + static_cast<int>(rng() % 2); k < n; ++k) {
-        std::string profile = rng() % 4 == 0 ? "full" : std::string(m.profiles[rng() % m.profiles.size()].name);
-        items.push_back({model, profile, 1 + static_cast<int>(rng() % 3)});
+        std::string p = rng() % 4 == 0 ? "full" : std::string(m.profiles[rng() % m.profiles.size()].name);
+        const int32_t share = p == "full" && rng() % 2 == 0 ? 100 + static_cast<int32_t>(rng() % 800) : 0;
+        RequestItem item{rng() % 8 == 0 && p == "full" ? "*" : model, p, 1 + static_cast<int>(rng() % 3)};
+        item.share_milli = share;
+        items.push_back(std::move(item));
       }
       const std::string pool = "ns/pool-" + std::to_string(round) + "-" + std::to_string(step);
       Request req = Req(pool, items);
-      Outcome o = Allocate(f, req, Default());
+      Outcome o = Allocate(f, req, profile);
       // The index changes which GPUs are visited, never the decision.
-      const Outcome scanned = Allocate(f, req, Default(), /*scan_fleet=*/true);
+      const Outcome scanned = Allocate(f, req, profile, /*scan_fleet=*/true);
       ASSERT_EQ(o.code, scanned.code) << o.reason << " / " << scanned.reason;
       ASSERT_EQ(o.reason, scanned.reason);
       ASSERT_EQ(o.plan.placements.size(), scanned.plan.placements.size());
@@ -380,6 +502,17 @@ TEST(AllocatorProperty, RandomSequencesKeepTheInvariants) {
         }
         if (owner == pool) ++mine;
       }
+      // Shares: only on whole GPUs nobody holds, never beyond the whole GPU.
+      for (const GpuState& g : f.gpus) {
+        int32_t sum = 0;
+        for (const GpuShare& s : g.shares) {
+          sum += s.milli;
+          if (s.owner == pool) ++mine, ++shared;
+        }
+        ASSERT_EQ(sum, g.shared_milli) << g.uuid;
+        ASSERT_LE(sum, 1000) << g.uuid;
+        ASSERT_TRUE(g.shares.empty() || (!g.mig_enabled && g.owner.empty())) << g.uuid;
+      }
       ASSERT_EQ(mine, want);
       // Every layout stays legal and no busy device lost its GPU.
       for (const GpuState& g : f.gpus) {
@@ -394,6 +527,7 @@ TEST(AllocatorProperty, RandomSequencesKeepTheInvariants) {
   EXPECT_GT(allocations, 500);
   EXPECT_GT(failures, 100);
   EXPECT_GT(reconfigurations, 50);
+  EXPECT_GT(shared, 100);
 }
 
 // A pool's MIG instances on new GPUs take the fewest GPUs whose legal layouts hold them all:

@@ -36,10 +36,6 @@ NodeState PackedAfter(const NodeState& s, const PodShape& pod) {
   return out;
 }
 
-int64_t Sigmoid100(double x) {
-  return static_cast<int64_t>(1.0 / (1.0 + std::exp(-x)) * static_cast<double>(kMaxNodeScore));
-}
-
 // Scores a node by the state the pod would leave it in (`key(after)`, higher is better): for a
 // sharing pod each GPU that holds it is tried and the best wins (the lowest index among equals);
 // otherwise the pod is packed as PackedAfter packs it and gets BestFitGpus.
@@ -146,59 +142,10 @@ class FgdPolicy final : public PackingPolicy {
   NodeScore Score(const NodeSpec& spec, const NodeState& state, const PodShape& pod,
                   const PackingContext& ctx) const override {
     const TypicalPods& typical = *ctx.typical;
-    const double before = NodeFragmentation(spec, state, typical);
+    const double before = NodeFragmentation(spec.gpu_model, state, typical);
     return ScoreByStateAfter(state, pod, [&](const NodeState& after) {
-      return Sigmoid100((before - NodeFragmentation(spec, after, typical)) / kMilliGpu);
+      return FragmentationScore(before, NodeFragmentation(spec.gpu_model, after, typical));
     });
-  }
-};
-
-// gpuaas's own policy. It uses what FGD uses (the expected workload's typical pod shapes) and
-// FGD's fragmentation score as the primary key, truncated as FGD truncates it: nodes within the
-// same step are interchangeable for fragmentation, and keeping them interchangeable lets the
-// fixed node order consolidate pods. Among them it prefers the node and GPU where the pod
-// strands the least GPU behind exhausted CPU: the GPU share a node's remaining CPU could no
-// longer feed, at the workload's average CPU per GPU. When the workload asks for clearly more
-// CPU per GPU than the cluster has, CPU rather than GPU is the scarce resource; CPU-only pods
-// then keep FGD's order, since moving them towards CPU-rich nodes takes the CPU GPU pods need.
-// Measured on every trace of the FGD paper (docs/packing.md).
-class GpuaasPolicy final : public PackingPolicy {
- public:
-  std::string_view Name() const override { return "gpuaas"; }
-  NodeScore Score(const NodeSpec& spec, const NodeState& state, const PodShape& pod,
-                  const PackingContext& ctx) const override {
-    const TypicalPods& typical = *ctx.typical;
-    const bool strand_key =
-        pod.TotalGpuMilli() > 0 ||
-        ctx.workload_cpu_per_gpu_milli <= kCpuBound * ctx.cluster_cpu_per_gpu_milli;
-    const double before = NodeFragmentation(spec, state, typical);
-    return ScoreByStateAfter(state, pod, [&](const NodeState& after) {
-      const int64_t primary =
-          Sigmoid100((before - NodeFragmentation(spec, after, typical)) / kMilliGpu);
-      const int64_t secondary =
-          strand_key ? StrandGrowth(ctx.gpu_pod_cpu_per_gpu_milli, state, after) : 0;
-      return primary * kStrandRange - secondary;
-    });
-  }
-
- private:
-  static constexpr int64_t kStrandRange = 65536;
-  // The workload is CPU-bound when it asks for this much more CPU per GPU than the cluster has.
-  // Chosen on the CPU-heavy traces: cpu235 asks for 1.03 x the cluster's ratio and gains from
-  // steering CPU-only pods, cpu300 asks for 1.19 x and loses (docs/packing.md).
-  static constexpr double kCpuBound = 1.1;
-
-  // How much more GPU (milli) the node's CPU can no longer feed after the pod, offset into
-  // 0..kStrandRange so that a decrease still sorts correctly.
-  static int64_t StrandGrowth(double cpu_per_milli, const NodeState& before,
-                              const NodeState& after) {
-    if (cpu_per_milli <= 0) return kStrandRange / 2;
-    auto stranded = [&](const NodeState& s) {
-      return std::max(0.0, static_cast<double>(s.GpuLeftTotal()) -
-                               static_cast<double>(s.cpu_left) / cpu_per_milli);
-    };
-    const double grow = stranded(after) - stranded(before) + static_cast<double>(kStrandRange / 2);
-    return std::clamp<int64_t>(std::llround(grow), 0, kStrandRange - 1);
   }
 };
 
@@ -292,30 +239,6 @@ GpuChoice RandomGpus(const NodeState& state, const PodShape& pod, uint64_t draw)
   return c;
 }
 
-PackingContext MakePackingContext(const TypicalPods& typical, const std::vector<NodeSpec>& nodes) {
-  PackingContext ctx;
-  ctx.typical = &typical;
-  double cpu = 0, gpu = 0;
-  for (const NodeSpec& n : nodes) {
-    cpu += static_cast<double>(n.cpu_milli);
-    gpu += static_cast<double>(std::min(n.gpus, kMaxGpusPerNode)) * kMilliGpu;
-  }
-  if (gpu > 0) ctx.cluster_cpu_per_gpu_milli = cpu / gpu;
-  double gpu_pod_cpu = 0, all_cpu = 0, pod_gpu = 0;
-  for (const TypicalPod& t : typical) {
-    const double c = t.weight * static_cast<double>(t.shape.cpu_milli);
-    all_cpu += c;
-    if (t.shape.TotalGpuMilli() == 0) continue;
-    gpu_pod_cpu += c;
-    pod_gpu += t.weight * static_cast<double>(t.shape.TotalGpuMilli());
-  }
-  if (pod_gpu > 0) {
-    ctx.gpu_pod_cpu_per_gpu_milli = gpu_pod_cpu / pod_gpu;
-    ctx.workload_cpu_per_gpu_milli = all_cpu / pod_gpu;
-  }
-  return ctx;
-}
-
 void Place(NodeState& state, const PodShape& pod, const GpuChoice& gpus, int sign) {
   state.cpu_left -= sign * pod.cpu_milli;
   state.memory_left -= sign * pod.memory_mib;
@@ -350,14 +273,19 @@ TypicalPods TypicalPodsOf(const std::vector<PodShape>& pods, double coverage) {
   return out;
 }
 
-double NodeFragmentation(const NodeSpec& spec, const NodeState& state, const TypicalPods& typical) {
+int64_t FragmentationScore(double before, double after) {
+  const double x = (before - after) / kMilliGpu;
+  return static_cast<int64_t>(1.0 / (1.0 + std::exp(-x)) * static_cast<double>(kMaxNodeScore));
+}
+
+double NodeFragmentation(std::string_view gpu_model, const NodeState& state, const TypicalPods& typical) {
   const int64_t idle = state.GpuLeftTotal();
   if (idle == 0) return 0;
   double frag = 0;
   for (const TypicalPod& t : typical) {
     const PodShape& p = t.shape;
     int64_t unusable = idle;
-    if (p.gpu_milli > 0 && ModelAllowed(p.gpu_models, spec.gpu_model) &&
+    if (p.gpu_milli > 0 && (p.gpu_models.empty() || ModelAllowed(p.gpu_models, gpu_model)) &&
         state.cpu_left >= p.cpu_milli) {
       int room = 0;
       int64_t small = 0;
@@ -388,12 +316,11 @@ std::shared_ptr<const PackingPolicy> PackingPolicyByName(std::string_view name) 
   if (name == "packing") return std::make_shared<GpuPackingPolicy>();
   if (name == "bestfit") return std::make_shared<BestFitPolicy>();
   if (name == "fgd") return std::make_shared<FgdPolicy>();
-  if (name == "gpuaas") return std::make_shared<GpuaasPolicy>();
   return nullptr;
 }
 
 std::vector<std::string_view> PackingPolicyNames() {
-  return {"random", "dotprod", "packing", "bestfit", "fgd", "gpuaas"};
+  return {"random", "dotprod", "packing", "bestfit", "fgd"};
 }
 
 }  // namespace gpuaas::allocator

@@ -4,10 +4,12 @@
 // Fragmentation" (USENIX ATC'23), and the one the Kubernetes scheduler solves with a score plugin
 // per policy. Part of the allocator layer: pure functions of their arguments, no I/O.
 //
-// A policy scores one (node, pod) pair and names the GPUs it would use; the caller (the trace
-// simulator, later the pool controller) filters nodes with Fits, asks every feasible node for a
-// score, breaks ties among the best at random as kube-scheduler's selectHost does, and applies
-// the choice with Place. Policies are chosen by name through PackingPolicyByName.
+// Here: the shapes and node state the trace replay measures, FGD's fragmentation measure (which
+// the pool allocator's Fragmentation score uses, allocator.h), and the baseline policies gpuaas
+// is measured against. A policy scores one (node, pod) pair and names the GPUs it would use; the
+// trace simulator filters nodes with Fits, asks every feasible node for a score, takes the first
+// best in a fixed node order, and applies the choice with Place. Policies are chosen by name
+// through PackingPolicyByName.
 #ifndef GPUAAS_ALLOCATOR_PACKING_H_
 #define GPUAAS_ALLOCATOR_PACKING_H_
 
@@ -99,7 +101,12 @@ TypicalPods TypicalPodsOf(const std::vector<PodShape>& pods, double coverage = 0
 // pod, the idle GPU share it could not use here (all of it when the pod cannot run on the node
 // at all, or asks for no GPU; otherwise the idle share of GPUs too small for it), weighted by the
 // pod's popularity.
-double NodeFragmentation(const NodeSpec& spec, const NodeState& state, const TypicalPods& typical);
+// `gpu_model` is the node's (NodeSpec::gpu_model).
+double NodeFragmentation(std::string_view gpu_model, const NodeState& state, const TypicalPods& typical);
+
+// FGD's score of a placement that takes a node from fragmentation `before` to `after`:
+// int(100 * sigmoid(decrease / 1000)), truncated as the FGD artifact's plugin does, 0..100.
+int64_t FragmentationScore(double before, double after);
 
 // A random GPU of the node that holds a sharing pod (`draw` is a uniform random number); the
 // first fully free GPUs for whole GPUs, as BestFitGpus.
@@ -111,17 +118,11 @@ struct NodeScore {
   GpuChoice gpus;     // where the pod goes on this node
 };
 
-// What a policy may know beyond the node at hand: the expected workload, and figures derived
-// once from it and the cluster. Read-only during decisions.
+// What a policy may know beyond the node at hand: the expected workload. Read-only during
+// decisions.
 struct PackingContext {
-  const TypicalPods* typical = nullptr;   // the expected workload (FGD, gpuaas)
-  double cluster_cpu_per_gpu_milli = 0;   // the cluster's CPU milli per GPU milli
-  double gpu_pod_cpu_per_gpu_milli = 0;   // what the typical GPU pods ask for, per GPU milli
-  double workload_cpu_per_gpu_milli = 0;  // the same with CPU-only pods' CPU counted too
+  const TypicalPods* typical = nullptr;  // the expected workload (FGD)
 };
-
-// The context for `typical` (which must outlive it) on a cluster of `nodes`.
-PackingContext MakePackingContext(const TypicalPods& typical, const std::vector<NodeSpec>& nodes);
 
 class PackingPolicy {
  public:
@@ -139,8 +140,9 @@ class PackingPolicy {
                           const PackingContext& ctx) const = 0;
 };
 
-// The registry: "random", "dotprod", "packing", "bestfit", "fgd" (the baselines of the FGD paper,
-// reimplemented from its description and artifact), and "gpuaas" (ours). nullptr for another name.
+// The registry: "random", "dotprod", "packing", "bestfit", "fgd", the baselines of the FGD paper,
+// reimplemented from its description and artifact. nullptr for another name. (gpuaas's own
+// placement is the pool allocator's, allocator.h; the trace replay runs both, sim/replay.h.)
 std::shared_ptr<const PackingPolicy> PackingPolicyByName(std::string_view name);
 std::vector<std::string_view> PackingPolicyNames();
 

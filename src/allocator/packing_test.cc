@@ -104,11 +104,11 @@ TEST(Packing, NodeFragmentationByHand) {
   const TypicalPods typical = HandTypical();
   // 0.5-GPU pod: GPU 1 (400) is too small: 400 x 0.5; whole GPU pod lacks CPU: 1400 x 0.25;
   // CPU-only pod: all idle GPU x 0.25.
-  EXPECT_DOUBLE_EQ(NodeFragmentation(spec, State(spec, 10000, {1000, 400}), typical), 900);
-  EXPECT_DOUBLE_EQ(NodeFragmentation(spec, State(spec, 10000, {0, 0}), typical), 0);
+  EXPECT_DOUBLE_EQ(NodeFragmentation(spec.gpu_model, State(spec, 10000, {1000, 400}), typical), 900);
+  EXPECT_DOUBLE_EQ(NodeFragmentation(spec.gpu_model, State(spec, 10000, {0, 0}), typical), 0);
   // The pod names another model: everything is a fragment for it.
   const TypicalPods other = {{Pod(1000, 1, 500, "T4"), 1.0}};
-  EXPECT_DOUBLE_EQ(NodeFragmentation(spec, State(spec, 10000, {1000, 400}), other), 1400);
+  EXPECT_DOUBLE_EQ(NodeFragmentation(spec.gpu_model, State(spec, 10000, {1000, 400}), other), 1400);
 }
 
 TEST(Packing, FgdPicksTheGpuThatLeavesTheLeastFragmentation) {
@@ -154,37 +154,6 @@ TEST(Packing, NormalizeScoresMinMax) {
   v = {0, 1, 3};
   NormalizeScores(v);
   EXPECT_EQ(v, (std::vector<int64_t>{0, 33, 100}));
-}
-
-TEST(Packing, GpuaasBreaksFgdTiesTowardsLessStrandedGpu) {
-  // One expected pod: a whole GPU with 10 CPUs, i.e. 10 CPU milli per GPU milli.
-  const TypicalPods typical = {{Pod(10000, 1, 1000), 1.0}};
-  const NodeSpec spec = Node(100000, 4);
-  // X has 30 CPUs for 4 idle GPUs: 1000 milli of GPU it cannot feed. Y has CPU to spare.
-  const NodeState x = State(spec, 30000, {1000, 1000, 1000, 1000});
-  const NodeState y = State(spec, 100000, {1000, 1000, 1000, 1000});
-  const PodShape pod = Pod(1000, 1, 1000);
-  // A cluster with 17 CPUs per GPU: the workload (10 per GPU) is not CPU-bound.
-  const PackingContext ctx = MakePackingContext(typical, {Node(68000, 4)});
-  EXPECT_DOUBLE_EQ(ctx.cluster_cpu_per_gpu_milli, 17);
-  EXPECT_DOUBLE_EQ(ctx.gpu_pod_cpu_per_gpu_milli, 10);
-  const auto fgd = PackingPolicyByName("fgd");
-  EXPECT_EQ(fgd->Score(spec, x, pod, ctx).score, fgd->Score(spec, y, pod, ctx).score);
-  const auto ours = PackingPolicyByName("gpuaas");
-  EXPECT_GT(ours->Score(spec, x, pod, ctx).score, ours->Score(spec, y, pod, ctx).score);
-  // Fragmentation still comes first: a node where the pod would strand the expected pods'
-  // CPU loses to one where it would not, whatever the stranding.
-  const NodeState tight = State(spec, 10500, {1000, 1000, 1000, 1000});
-  EXPECT_LT(ours->Score(spec, tight, pod, ctx).score, ours->Score(spec, y, pod, ctx).score);
-}
-
-TEST(Packing, ContextRatiosCountCpuOnlyPodsInTheWorkloadOnly) {
-  const TypicalPods typical = {{Pod(10000, 1, 1000), 0.5}, {Pod(30000, 0, 0), 0.5}};
-  const PackingContext ctx = MakePackingContext(typical, {Node(64000, 8), Node(32000, 0, "")});
-  EXPECT_EQ(ctx.typical, &typical);
-  EXPECT_DOUBLE_EQ(ctx.cluster_cpu_per_gpu_milli, 96000.0 / 8000);
-  EXPECT_DOUBLE_EQ(ctx.gpu_pod_cpu_per_gpu_milli, 10);   // 5000 / 500
-  EXPECT_DOUBLE_EQ(ctx.workload_cpu_per_gpu_milli, 40);  // 20000 / 500
 }
 
 TEST(Packing, RandomGpusDrawsAmongGpusThatHoldThePod) {

@@ -8,7 +8,7 @@
 namespace gpuaas::allocator {
 
 bool GpuState::Idle() const {
-  if (!owner.empty() || busy) return false;
+  if (!owner.empty() || busy || !shares.empty()) return false;
   return std::none_of(instances.begin(), instances.end(),
                       [](const InstanceState& i) { return !i.owner.empty() || i.busy; });
 }
@@ -175,7 +175,7 @@ SnapshotIndex IndexGpus(const std::vector<GpuState>& gpus) {
     const auto at = static_cast<uint32_t>(i);
     of.all.push_back(at);
     if (!g.mig_enabled) {
-      if (g.owner.empty() && !g.busy) of.whole_free.push_back(at);
+      if (g.owner.empty() && !g.busy) (g.shares.empty() ? of.whole_free : of.shared).push_back(at);
       continue;
     }
     std::vector<bool> seen(m.profiles.size(), false);
@@ -205,6 +205,12 @@ SnapshotIndex IndexGpus(const std::vector<GpuState>& gpus) {
     }
   }
   index.nodes = sorted ? nodes : NumberNodes(gpus, index.node_of);
+  index.node_first.assign(index.nodes + 1, 0);
+  for (uint32_t n : index.node_of) ++index.node_first[n + 1];
+  for (uint32_t n = 0; n < index.nodes; ++n) index.node_first[n + 1] += index.node_first[n];
+  index.node_gpus.resize(gpus.size());
+  std::vector<uint32_t> next(index.node_first.begin(), index.node_first.end() - 1);
+  for (size_t i = 0; i < gpus.size(); ++i) index.node_gpus[next[index.node_of[i]]++] = static_cast<uint32_t>(i);
   return index;
 }
 

@@ -26,6 +26,13 @@ struct InstanceState {
   bool busy = false;  // a workload runs on it (whoever allocated it)
 };
 
+// A share of a whole GPU (MIG disabled) that a holder time-slices with others: milli-GPU, as the
+// GPU-sharing pods of a trace ask for (sim/). Pools take whole devices; none holds a share yet.
+struct GpuShare {
+  std::string owner;
+  int32_t milli = 0;  // thousandths of the GPU, 1..999
+};
+
 struct GpuState {
   std::string uuid;
   std::string cluster;
@@ -38,6 +45,8 @@ struct GpuState {
   std::vector<InstanceState> instances;  // MIG instances, when mig_enabled
   std::string owner;  // the pool holding the whole GPU (MIG disabled); empty when free
   bool busy = false;  // a workload runs on the whole GPU
+  std::vector<GpuShare> shares;  // MIG disabled and no owner: who time-shares the GPU
+  int32_t shared_milli = 0;      // the sum of `shares`
   int32_t node_room = -1;  // index into FleetSnapshot::nodes; -1 when its node's room is unknown
 
   // True when nothing on the GPU is allocated or running, so its layout may change.
@@ -51,7 +60,8 @@ struct GpuState {
 struct SnapshotIndex {
   struct OfModel {
     std::vector<uint32_t> all;
-    std::vector<uint32_t> whole_free;  // MIG disabled, no owner, not busy
+    std::vector<uint32_t> whole_free;  // MIG disabled, no owner, not busy, not shared
+    std::vector<uint32_t> shared;      // MIG disabled, no owner, not busy, shared in part
     std::vector<uint32_t> idle_mig;    // MIG enabled, nothing allocated or running
     // MIG enabled, by profile (indexed like GpuModel::profiles): with a free instance of the
     // profile; and, of those in use (not idle), with free slots where one could be made.
@@ -63,6 +73,9 @@ struct SnapshotIndex {
   // so that a decision counts per node in arrays rather than maps of names.
   std::vector<uint32_t> node_of;
   uint32_t nodes = 0;
+  // The GPUs of node n: node_gpus[node_first[n] .. node_first[n + 1]), ascending positions.
+  std::vector<uint32_t> node_first;
+  std::vector<uint32_t> node_gpus;
   const GpuState* built_for = nullptr;  // gpus.data() and size when built: a stale index is not used
   size_t size = 0;
 };

@@ -60,21 +60,20 @@ absl::StatusOr<std::vector<std::string>> ParsePolicies(const std::string& text, 
   std::vector<std::string> out;
   if (text == "all") {
     if (mig) return std::vector<std::string>{"gpuaas"};
-    for (std::string_view n : allocator::PackingPolicyNames()) out.emplace_back(n);
-    return out;
+    return sim::PolicyNames();
   }
   std::string_view rest = text;
   while (true) {
     const size_t comma = rest.find(',');
     std::string name(rest.substr(0, comma));
-    const bool known = mig ? name == "gpuaas"
-                           : allocator::PackingPolicyByName(name) != nullptr;
+    const std::vector<std::string> all = sim::PolicyNames();
+    const bool known = mig ? name == "gpuaas" : std::find(all.begin(), all.end(), name) != all.end();
     if (!known) {
       std::string names;
       if (mig) {
         names = "gpuaas, the pool allocator, which the MIG modes replay through";
       } else {
-        for (std::string_view n : allocator::PackingPolicyNames()) {
+        for (const std::string& n : all) {
           names += names.empty() ? "" : ", ";
           names += n;
         }
@@ -188,10 +187,9 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
       rows.push_back({"POLICY", "ALLOC@70", "ALLOC@80", "ALLOC@90", "ALLOC@100", "ALLOC@110",
                       "ALLOC@120", "ALLOC@130", "FRAG%IDLE@130", "FAILED", "DECISIONS/S"});
       for (const std::string& name : *policies) {
-        const auto policy = allocator::PackingPolicyByName(name);
         std::vector<sim::ArrivalResult> runs(seeds->size());
         ParallelFor(seeds->size(), jobs, [&](size_t i) {
-          runs[i] = sim::RunArrival(*nodes, *pods, *policy, (*seeds)[i], {o.tune});
+          runs[i] = sim::RunArrival(*nodes, *pods, name, (*seeds)[i], {o.tune});
         });
         const sim::Curve mean = sim::MeanCurve(runs);
         if (o.format == "csv") {
@@ -221,10 +219,9 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
       rows.push_back({"POLICY", "TIME-AVG-ALLOC", "PLACED", "PLACED-LATE", "GAVE-UP", "PENDING-END",
                       "MAX-PENDING", "AVG-PENDING"});
       for (const std::string& name : *policies) {
-        const auto policy = allocator::PackingPolicyByName(name);
         std::vector<absl::StatusOr<sim::ChurnResult>> runs(seeds->size());
         ParallelFor(seeds->size(), jobs, [&](size_t i) {
-          runs[i] = sim::RunChurn(*nodes, *pods, *policy, (*seeds)[i], o.speedup);
+          runs[i] = sim::RunChurn(*nodes, *pods, name, (*seeds)[i], o.speedup);
         });
         double alloc = 0, placed = 0, late = 0, gave_up = 0, pend = 0, max_pend = 0, avg = 0;
         for (const auto& r : runs) {

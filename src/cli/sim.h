@@ -1,7 +1,7 @@
 // `gpuaas sim`: replays a cluster trace (Alibaba `openb_*` node and pod lists) through the
-// packing policies and prints allocation and fragmentation. Reads the two files, runs
-// sim/replay.h, prints a table or CSV. Returns the process exit code (0, or 1 with the error on
-// `err`).
+// pool allocator and the FGD paper's policies and prints allocation and fragmentation. Reads the
+// two files, runs sim/replay.h, prints a table or CSV. Returns the process exit code (0, or 1
+// with the error on `err`).
 #ifndef GPUAAS_CLI_SIM_H_
 #define GPUAAS_CLI_SIM_H_
 

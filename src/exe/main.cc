@@ -251,13 +251,14 @@ int main(int argc, char** argv) {
 
   gpuaas::cli::SimOptions so;
   CLI::App* sim = app.add_subcommand(
-      "sim", "replay a cluster trace (Alibaba openb_* CSV) through the packing policies");
+      "sim", "replay a cluster trace (Alibaba openb_* CSV) through the pool allocator and the FGD paper's policies");
   sim->add_option("--nodes", so.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
       ->required();
   sim->add_option("--pods", so.pods, "pod list CSV(s) (name,cpu_milli,memory_mib,num_gpu,gpu_milli,...)")
       ->required();
   sim->add_option("--policy", so.policy,
-                  "random, dotprod, packing, bestfit, fgd, gpuaas; a comma-separated list, or all")
+                  "random, dotprod, packing, bestfit, fgd (the FGD paper's), gpuaas (the pool allocator); "
+                  "a comma-separated list, or all")
       ->capture_default_str();
   sim->add_option("--seeds", so.seeds, "seeds: N, A-B or a list")->capture_default_str();
   sim->add_option("--tune", so.tune, "sample pods until GPU requests reach this x capacity")

@@ -10,6 +10,7 @@
 #include "allocator/allocator.h"
 #include "allocator/defrag.h"
 #include "allocator/snapshot.h"
+#include "sim/allocated.h"
 #include "sim/replay.h"
 
 namespace gpuaas::sim {
@@ -46,27 +47,8 @@ class MigCluster {
  public:
   MigCluster(const std::vector<allocator::NodeSpec>& specs, const MigModel& model, uint64_t seed)
       : model_(model), profile_(allocator::ProfileByName("default")) {
-    const std::vector<uint32_t> order = NodeOrder(specs.size(), seed);
-    for (size_t k = 0; k < order.size(); ++k) {
-      const allocator::NodeSpec& spec = specs[order[k]];
-      const std::string name = fmt::format("n{:05d}-{}", k, spec.name);
-      room_of_[name] = fleet_.nodes.size();
-      first_gpu_.push_back(fleet_.gpus.size());
-      const int gpus = std::max(spec.gpus, 1);
-      fleet_.nodes.push_back({name, spec.cpu_milli, spec.memory_mib, spec.cpu_milli / gpus, spec.memory_mib / gpus});
-      for (int i = 0; i < spec.gpus; ++i) {
-        GpuState g;
-        g.uuid = fmt::format("GPU-{:05d}-{}", k, i);
-        g.cluster = "sim";
-        g.node = name;
-        g.index = i;
-        g.model = &model;
-        g.node_room = static_cast<int32_t>(k);
-        fleet_.gpus.push_back(std::move(g));
-      }
-    }
-    first_gpu_.push_back(fleet_.gpus.size());
-    fleet_.Reindex();
+    fleet_ = SimFleet(specs, NodeOrder(specs.size(), seed), [&](const allocator::NodeSpec&) { return &model; }, first_gpu_);
+    for (size_t k = 0; k < fleet_.nodes.size(); ++k) room_of_[fleet_.nodes[k].name] = k;
   }
 
   // Places pod instance `id`; false when it fits nowhere.

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "absl/status/status.h"
+#include "sim/allocated.h"
 
 namespace gpuaas::sim {
 
@@ -36,20 +37,16 @@ uint64_t TieSeed(uint64_t seed) { return seed * 0xD1B54A32D192ED03ULL + 7; }
 
 }  // namespace
 
-Scheduler::Scheduler(std::vector<NodeSpec> nodes, const allocator::PackingPolicy& policy,
-                     allocator::TypicalPods typical, uint64_t seed)
-    : nodes_(std::move(nodes)), policy_(policy), typical_(std::move(typical)), rng_(TieSeed(seed)) {
-  ctx_ = allocator::MakePackingContext(typical_, nodes_);
+Scheduler::Scheduler(std::vector<NodeSpec> nodes, allocator::TypicalPods typical)
+    : nodes_(std::move(nodes)), typical_(std::move(typical)) {
   states_.reserve(nodes_.size());
   for (const NodeSpec& n : nodes_) {
     states_.push_back(NodeState::Empty(n));
     capacity_milli_ += static_cast<int64_t>(states_.back().gpus) * allocator::kMilliGpu;
   }
-  version_.assign(nodes_.size(), 1);
-  order_ = NodeOrder(nodes_.size(), seed);
   frag_.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    frag_[i] = allocator::NodeFragmentation(nodes_[i], states_[i], typical_);
+    frag_[i] = allocator::NodeFragmentation(nodes_[i].gpu_model, states_[i], typical_);
     frag_total_ += frag_[i];
   }
 }
@@ -64,62 +61,95 @@ int Scheduler::Intern(const PodShape& shape) {
     }
   }
   shapes_.push_back(shape);
-  cache_.emplace_back(nodes_.size());
   return static_cast<int>(shapes_.size() - 1);
 }
 
-const NodeScore& Scheduler::ScoreOf(size_t node, int shape) {
-  Cached& c = cache_[static_cast<size_t>(shape)][node];
+void Scheduler::Update(size_t node) {
+  frag_total_ -= frag_[node];
+  frag_[node] = allocator::NodeFragmentation(nodes_[node].gpu_model, states_[node], typical_);
+  frag_total_ += frag_[node];
+  Changed(node);
+}
+
+int Scheduler::Schedule(int shape, GpuChoice* gpus) {
+  const int node = Choose(shape, gpus);
+  if (node < 0) return -1;
+  const PodShape& pod = shapes_[static_cast<size_t>(shape)];
+  allocator::Place(states_[static_cast<size_t>(node)], pod, *gpus);
+  used_milli_ += pod.TotalGpuMilli();
+  Update(static_cast<size_t>(node));
+  return node;
+}
+
+void Scheduler::Remove(int node, int shape, const GpuChoice& gpus) {
+  Released(node, shape, gpus);
+  const PodShape& pod = shapes_[static_cast<size_t>(shape)];
+  allocator::Place(states_[static_cast<size_t>(node)], pod, gpus, -1);
+  used_milli_ -= pod.TotalGpuMilli();
+  Update(static_cast<size_t>(node));
+}
+
+PolicyScheduler::PolicyScheduler(std::vector<NodeSpec> nodes, std::shared_ptr<const allocator::PackingPolicy> policy,
+                                 allocator::TypicalPods typical, uint64_t seed)
+    : Scheduler(std::move(nodes), std::move(typical)), policy_(std::move(policy)), rng_(TieSeed(seed)) {
+  ctx_.typical = &Typical();
+  version_.assign(Nodes().size(), 1);
+  order_ = NodeOrder(Nodes().size(), seed);
+}
+
+const NodeScore& PolicyScheduler::ScoreOf(size_t node, int shape) {
+  if (cache_.size() <= static_cast<size_t>(shape)) cache_.resize(static_cast<size_t>(shape) + 1);
+  std::vector<Cached>& column = cache_[static_cast<size_t>(shape)];
+  if (column.empty()) column.resize(Nodes().size());
+  Cached& c = column[node];
   if (c.version != version_[node]) {
-    c.score = policy_.Score(nodes_[node], states_[node], shapes_[static_cast<size_t>(shape)], ctx_);
+    c.score = policy_->Score(Nodes()[node], States()[node], Shape(shape), ctx_);
     c.version = version_[node];
   }
   return c.score;
 }
 
-void Scheduler::Changed(size_t node) {
-  ++version_[node];
-  frag_total_ -= frag_[node];
-  frag_[node] = allocator::NodeFragmentation(nodes_[node], states_[node], typical_);
-  frag_total_ += frag_[node];
-}
-
-int Scheduler::Schedule(int shape, GpuChoice* gpus) {
-  const PodShape& pod = shapes_[static_cast<size_t>(shape)];
+int PolicyScheduler::Choose(int shape, GpuChoice* gpus) {
+  const PodShape& pod = Shape(shape);
   scratch_nodes_.clear();
   for (uint32_t n : order_) {
-    if (allocator::Fits(nodes_[n], states_[n], pod)) scratch_nodes_.push_back(n);
+    if (allocator::Fits(Nodes()[n], States()[n], pod)) scratch_nodes_.push_back(n);
   }
   if (scratch_nodes_.empty()) return -1;
   size_t chosen = 0;
-  if (policy_.Random()) {
+  if (policy_->Random()) {
     chosen = scratch_nodes_[rng_() % scratch_nodes_.size()];
-    *gpus = allocator::RandomGpus(states_[chosen], pod, rng_());
-  } else {
-    scratch_scores_.clear();
-    for (uint32_t n : scratch_nodes_) scratch_scores_.push_back(ScoreOf(n, shape).score);
-    if (policy_.Normalizes()) allocator::NormalizeScores(scratch_scores_);
-    // The highest score; the first in node order among equals.
-    int64_t best = std::numeric_limits<int64_t>::min();
-    for (size_t i = 0; i < scratch_nodes_.size(); ++i) {
-      if (scratch_scores_[i] > best) {
-        best = scratch_scores_[i];
-        chosen = scratch_nodes_[i];
-      }
-    }
-    *gpus = ScoreOf(chosen, shape).gpus;
+    *gpus = allocator::RandomGpus(States()[chosen], pod, rng_());
+    return static_cast<int>(chosen);
   }
-  allocator::Place(states_[chosen], pod, *gpus);
-  used_milli_ += pod.TotalGpuMilli();
-  Changed(chosen);
+  scratch_scores_.clear();
+  for (uint32_t n : scratch_nodes_) scratch_scores_.push_back(ScoreOf(n, shape).score);
+  if (policy_->Normalizes()) allocator::NormalizeScores(scratch_scores_);
+  // The highest score; the first in node order among equals.
+  int64_t best = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < scratch_nodes_.size(); ++i) {
+    if (scratch_scores_[i] > best) {
+      best = scratch_scores_[i];
+      chosen = scratch_nodes_[i];
+    }
+  }
+  *gpus = ScoreOf(chosen, shape).gpus;
   return static_cast<int>(chosen);
 }
 
-void Scheduler::Remove(int node, int shape, const GpuChoice& gpus) {
-  const PodShape& pod = shapes_[static_cast<size_t>(shape)];
-  allocator::Place(states_[static_cast<size_t>(node)], pod, gpus, -1);
-  used_milli_ -= pod.TotalGpuMilli();
-  Changed(static_cast<size_t>(node));
+std::unique_ptr<Scheduler> MakeScheduler(std::string_view policy, const std::vector<NodeSpec>& nodes,
+                                         allocator::TypicalPods typical, uint64_t seed) {
+  if (policy == "gpuaas") return std::make_unique<AllocatorScheduler>(nodes, std::move(typical), seed);
+  auto p = allocator::PackingPolicyByName(policy);
+  if (p == nullptr) return nullptr;
+  return std::make_unique<PolicyScheduler>(nodes, std::move(p), std::move(typical), seed);
+}
+
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> out;
+  for (std::string_view n : allocator::PackingPolicyNames()) out.emplace_back(n);
+  out.emplace_back("gpuaas");
+  return out;
 }
 
 std::vector<uint32_t> NodeOrder(size_t nodes, uint64_t seed) {
@@ -151,12 +181,12 @@ std::vector<size_t> ArrivalOrder(const std::vector<TracePod>& pods, int64_t capa
 }
 
 ArrivalResult RunArrival(const std::vector<NodeSpec>& nodes, const std::vector<TracePod>& pods,
-                         const allocator::PackingPolicy& policy, uint64_t seed,
-                         const ArrivalConfig& config) {
+                         std::string_view policy, uint64_t seed, const ArrivalConfig& config) {
   ArrivalResult out;
   out.seed = seed;
   const std::vector<PodShape> shapes = ShapesOf(pods);
-  Scheduler sched(nodes, policy, allocator::TypicalPodsOf(shapes), seed);
+  const std::unique_ptr<Scheduler> engine = MakeScheduler(policy, nodes, allocator::TypicalPodsOf(shapes), seed);
+  Scheduler& sched = *engine;
 
   std::vector<int> shape_of;
   shape_of.reserve(shapes.size());
@@ -260,8 +290,7 @@ absl::StatusOr<ChurnTimeline> MakeChurnTimeline(const std::vector<TracePod>& pod
 
 absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
                                      const std::vector<TracePod>& pods,
-                                     const allocator::PackingPolicy& policy, uint64_t seed,
-                                     double speedup) {
+                                     std::string_view policy, uint64_t seed, double speedup) {
   absl::StatusOr<ChurnTimeline> timeline = MakeChurnTimeline(pods, speedup);
   if (!timeline.ok()) return timeline.status();
   const std::vector<ChurnEvent>& events = timeline->events;
@@ -269,7 +298,9 @@ absl::StatusOr<ChurnResult> RunChurn(const std::vector<NodeSpec>& nodes,
   ChurnResult out;
   out.seed = seed;
   out.pods = static_cast<int64_t>(pods.size());
-  Scheduler sched(nodes, policy, allocator::TypicalPodsOf(ShapesOf(pods)), seed);
+  const std::unique_ptr<Scheduler> engine = MakeScheduler(policy, nodes, allocator::TypicalPodsOf(ShapesOf(pods)), seed);
+  if (engine == nullptr) return absl::InvalidArgumentError(fmt::format("unknown policy \"{}\"", policy));
+  Scheduler& sched = *engine;
   std::vector<int> shape(pods.size());
   for (size_t i = 0; i < pods.size(); ++i) shape[i] = sched.Intern(pods[i].shape);
 

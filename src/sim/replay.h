@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "allocator/packing.h"
@@ -30,15 +32,14 @@ namespace gpuaas::sim {
 
 inline constexpr int kMaxArrivedPercent = 130;
 
-// One placement engine: the cluster's nodes, what is left on each, and a cache of policy
-// scores per (node, pod shape) that is dropped for a node whenever the node changes. Decisions
-// are exactly those of scoring every feasible node afresh; the cache only saves the work. The
-// best score wins; among equal scores, the first node in an order drawn once per seed.
+// A placement engine: the cluster's nodes and what is left on each, as the replay measures
+// them. Where a pod goes is for the engine's kind to say: a node-level packing policy
+// (PolicyScheduler) or the pool allocator (AllocatorScheduler, sim/allocated.h).
 class Scheduler {
  public:
-  Scheduler(std::vector<allocator::NodeSpec> nodes, const allocator::PackingPolicy& policy,
-            allocator::TypicalPods typical, uint64_t seed);
-  // Not copyable: the context points into the object.
+  Scheduler(std::vector<allocator::NodeSpec> nodes, allocator::TypicalPods typical);
+  virtual ~Scheduler() = default;
+  // Not copyable: contexts point into the object.
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -59,32 +60,69 @@ class Scheduler {
   double FragMilli() const { return frag_total_; }
   int64_t IdleMilli() const { return capacity_milli_ - used_milli_; }
   const std::vector<allocator::NodeState>& States() const { return states_; }
+  const std::vector<allocator::NodeSpec>& Nodes() const { return nodes_; }
+  const allocator::TypicalPods& Typical() const { return typical_; }
+
+ protected:
+  // Where a pod of `shape` goes: the node index and its GPUs, or -1. The engine may book the
+  // pod in its own state; Schedule then applies it to States().
+  virtual int Choose(int shape, allocator::GpuChoice* gpus) = 0;
+  // A pod placed by Choose leaves (called before States() change back).
+  virtual void Released(int node, int shape, const allocator::GpuChoice& gpus) = 0;
+  // A node's state changed (after a placement or a removal).
+  virtual void Changed(size_t node) = 0;
+  // FGD's fragmentation of a node now, against Typical().
+  double FragOf(size_t node) const { return frag_[node]; }
+
+ private:
+  void Update(size_t node);
+
+  std::vector<allocator::NodeSpec> nodes_;
+  std::vector<allocator::NodeState> states_;
+  std::vector<double> frag_;
+  allocator::TypicalPods typical_;
+  std::vector<allocator::PodShape> shapes_;
+  int64_t capacity_milli_ = 0;
+  int64_t used_milli_ = 0;
+  double frag_total_ = 0;
+};
+
+// A node-level packing policy (allocator/packing.h) with a cache of its scores per (node, pod
+// shape) that is dropped for a node whenever the node changes. Decisions are exactly those of
+// scoring every feasible node afresh; the cache only saves the work. The best score wins; among
+// equal scores, the first node in an order drawn once per seed.
+class PolicyScheduler final : public Scheduler {
+ public:
+  PolicyScheduler(std::vector<allocator::NodeSpec> nodes, std::shared_ptr<const allocator::PackingPolicy> policy,
+                  allocator::TypicalPods typical, uint64_t seed);
 
  private:
   struct Cached {
     uint32_t version = 0;  // 0: empty
     allocator::NodeScore score;
   };
+  int Choose(int shape, allocator::GpuChoice* gpus) override;
+  void Released(int, int, const allocator::GpuChoice&) override {}
+  void Changed(size_t node) override { ++version_[node]; }
   const allocator::NodeScore& ScoreOf(size_t node, int shape);
-  void Changed(size_t node);
 
-  std::vector<allocator::NodeSpec> nodes_;
-  std::vector<allocator::NodeState> states_;
   std::vector<uint32_t> version_;
   std::vector<uint32_t> order_;  // node indices in scoring order
-  std::vector<double> frag_;
-  const allocator::PackingPolicy& policy_;
-  allocator::TypicalPods typical_;
+  std::shared_ptr<const allocator::PackingPolicy> policy_;
   allocator::PackingContext ctx_;
-  std::vector<allocator::PodShape> shapes_;
-  std::vector<std::vector<Cached>> cache_;  // [shape][node]
+  std::vector<std::vector<Cached>> cache_;  // [shape][node], grown as shapes are interned
   std::mt19937_64 rng_;
   std::vector<int64_t> scratch_scores_;
   std::vector<uint32_t> scratch_nodes_;
-  int64_t capacity_milli_ = 0;
-  int64_t used_milli_ = 0;
-  double frag_total_ = 0;
 };
+
+// The engine a policy name stands for: "gpuaas" is the pool allocator (sim/allocated.h) with
+// FGD's fragmentation score against `typical`; the others are PackingPolicyByName's. nullptr for
+// an unknown name.
+std::unique_ptr<Scheduler> MakeScheduler(std::string_view policy, const std::vector<allocator::NodeSpec>& nodes,
+                                         allocator::TypicalPods typical, uint64_t seed);
+// Every name MakeScheduler knows, the baselines first.
+std::vector<std::string> PolicyNames();
 
 // A curve over arrived GPU request 0..130%: NaN where no pod landed in that bucket.
 struct Curve {
@@ -118,9 +156,10 @@ std::vector<uint32_t> NodeOrder(size_t nodes, uint64_t seed);
 std::vector<size_t> ArrivalOrder(const std::vector<TracePod>& pods, int64_t capacity_milli,
                                  double tune, uint64_t seed);
 
-// One seed of the arrival protocol. `typical` comes from the trace's own pods (TypicalPodsOf).
+// One seed of the arrival protocol with the engine `policy` names (MakeScheduler, which must
+// know it). The typical pods come from the trace's own pods (TypicalPodsOf).
 ArrivalResult RunArrival(const std::vector<allocator::NodeSpec>& nodes,
-                         const std::vector<TracePod>& pods, const allocator::PackingPolicy& policy,
+                         const std::vector<TracePod>& pods, std::string_view policy,
                          uint64_t seed, const ArrivalConfig& config = {});
 
 // The pointwise mean of per-seed curves (buckets missing in a seed are left out of the mean).
@@ -158,9 +197,8 @@ absl::StatusOr<ChurnTimeline> MakeChurnTimeline(const std::vector<TracePod>& pod
 // on average, so contention needs arrivals sped up (x100 to x1000). Averages are over the
 // arrival window (first to last arrival).
 absl::StatusOr<ChurnResult> RunChurn(const std::vector<allocator::NodeSpec>& nodes,
-                                     const std::vector<TracePod>& pods,
-                                     const allocator::PackingPolicy& policy, uint64_t seed,
-                                     double speedup = 1.0);
+                                     const std::vector<TracePod>& pods, std::string_view policy,
+                                     uint64_t seed, double speedup = 1.0);
 
 }  // namespace gpuaas::sim
 

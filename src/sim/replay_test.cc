@@ -8,6 +8,8 @@
 #include <random>
 #include <sstream>
 
+#include "allocator/allocator.h"
+#include "sim/allocated.h"
 #include "sim/mig.h"
 
 namespace gpuaas::sim {
@@ -68,14 +70,14 @@ std::vector<TracePod> RandomPods(std::mt19937_64& rng, int n) {
 // and per-GPU share equal its capacity minus what the pods recorded on it hold, and stay within
 // capacity. Checked independently of the scheduler's own bookkeeping, for every policy.
 TEST(Replay, NeverOvercommitsANodeOrGpu) {
-  for (std::string_view name : allocator::PackingPolicyNames()) {
+  for (const std::string& name : PolicyNames()) {
     std::mt19937_64 rng(11);
     const std::vector<NodeSpec> nodes = RandomNodes(rng, 40);
     const std::vector<TracePod> pods = RandomPods(rng, 1500);
     std::vector<PodShape> shapes;
     for (const TracePod& p : pods) shapes.push_back(p.shape);
-    const auto policy = allocator::PackingPolicyByName(name);
-    Scheduler sched(nodes, *policy, allocator::TypicalPodsOf(shapes), 3);
+    const std::unique_ptr<Scheduler> engine = MakeScheduler(name, nodes, allocator::TypicalPodsOf(shapes), 3);
+    Scheduler& sched = *engine;
     struct Held {
       int node;
       int shape;
@@ -131,6 +133,21 @@ TEST(Replay, NeverOvercommitsANodeOrGpu) {
       if (i % 50 == 0) check();
     }
     check();
+    // The allocator's own fleet agrees with what the replay measures, GPU by GPU.
+    if (const auto* a = dynamic_cast<const AllocatorScheduler*>(&sched)) {
+      std::map<std::string, size_t> by_name;
+      for (size_t n = 0; n < nodes.size(); ++n) by_name[nodes[n].name] = n;
+      for (const allocator::NodeRoom& room : a->Fleet().nodes) {
+        const size_t n = by_name.at(room.name.substr(room.name.find('-') + 1));
+        ASSERT_EQ(room.cpu_free_milli, sched.States()[n].cpu_left) << room.name;
+        ASSERT_EQ(room.memory_free_mib, sched.States()[n].memory_left) << room.name;
+      }
+      for (const allocator::GpuState& g : a->Fleet().gpus) {
+        const size_t n = by_name.at(g.node.substr(g.node.find('-') + 1));  // "n00012-<name>"
+        const int32_t used = g.owner.empty() ? g.shared_milli : 1000;
+        ASSERT_EQ(sched.States()[n].gpu_left[static_cast<size_t>(g.index)], 1000 - used) << g.uuid;
+      }
+    }
     EXPECT_GT(placed, 100) << name;
     EXPECT_GT(failed, 0) << name;  // the workload overflows the cluster
     int64_t used = 0;
@@ -139,8 +156,41 @@ TEST(Replay, NeverOvercommitsANodeOrGpu) {
     for (const Held& h : held) sched.Remove(h.node, h.shape, h.gpus);
     EXPECT_EQ(sched.UsedMilli(), 0);
     EXPECT_NEAR(sched.FragMilli(),
-                Scheduler(nodes, *policy, allocator::TypicalPodsOf(shapes), 3).FragMilli(), 1e-6);
+                MakeScheduler(name, nodes, allocator::TypicalPodsOf(shapes), 3)->FragMilli(), 1e-6);
   }
+}
+
+// The pool allocator with only the tier and FGD's fragmentation score decides every GPU pod as
+// the node-level FGD policy does: the same node and the same GPUs, pod after pod. FGD's measure
+// has one code path, in the allocator's plugin.
+TEST(Replay, TheAllocatorsFragmentationScoreDecidesAsTheFgdPolicy) {
+  std::mt19937_64 rng(17);
+  const std::vector<NodeSpec> nodes = RandomNodes(rng, 100);
+  std::vector<TracePod> pods = RandomPods(rng, 1500);
+  std::erase_if(pods, [](const TracePod& p) { return p.shape.TotalGpuMilli() == 0; });
+  std::vector<PodShape> shapes;
+  for (const TracePod& p : pods) shapes.push_back(p.shape);
+  const allocator::TypicalPods typical = allocator::TypicalPodsOf(shapes);
+  auto fgd_only = std::make_shared<allocator::Profile>();
+  fgd_only->filters = allocator::ProfileByName("default")->filters;
+  for (const auto& sc : allocator::ProfileByName("default")->scorers) {
+    if (sc->Name() == "Tier") fgd_only->scorers.push_back(sc);
+  }
+  fgd_only->scorers.push_back(allocator::FragmentationScorer(typical));
+  AllocatorScheduler ours(nodes, typical, 5, fgd_only);
+  PolicyScheduler theirs(nodes, allocator::PackingPolicyByName("fgd"), typical, 5);
+  int placed = 0, failed = 0;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    GpuChoice a, b;
+    const int na = ours.Schedule(ours.Intern(pods[i].shape), &a);
+    const int nb = theirs.Schedule(theirs.Intern(pods[i].shape), &b);
+    ASSERT_EQ(na, nb) << "pod " << i;
+    ASSERT_EQ(a.count, b.count) << "pod " << i;
+    for (int k = 0; k < a.count; ++k) ASSERT_EQ(a.index[static_cast<size_t>(k)], b.index[static_cast<size_t>(k)]) << "pod " << i;
+    (na >= 0 ? placed : failed) += 1;
+  }
+  EXPECT_GT(placed, 150);
+  EXPECT_GT(failed, 50);
 }
 
 TEST(Replay, ArrivalOrderIsTheTracePlusSamplesUpToTheTarget) {
@@ -198,7 +248,7 @@ TEST(Replay, ReproducesThePublishedBestFitAndFgd) {
            {"bestfit", "05-BestFit"}, {"fgd", "06-FGD"}}) {
     std::vector<ArrivalResult> runs;
     for (uint64_t s : seeds)
-      runs.push_back(RunArrival(*nodes, *pods, *allocator::PackingPolicyByName(name), s));
+      runs.push_back(RunArrival(*nodes, *pods, name, s));
     const Curve mean = MeanCurve(runs);
     for (int column : {100, 130}) {
       const double theirs = Published("openb_pod_list_default", published, column, seeds);
@@ -223,7 +273,7 @@ TEST(Replay, ChurnReleasesCapacityAndRetriesWaitingPods) {
     p.deletion_time = t[1];
     pods.push_back(p);
   }
-  auto r = RunChurn(nodes, pods, *allocator::PackingPolicyByName("bestfit"), 1);
+  auto r = RunChurn(nodes, pods, "bestfit", 1);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->placed_at_once, 1);  // p0
   EXPECT_EQ(r->placed_late, 2);     // p1 at 10 (until 20), p2 at 20
@@ -234,13 +284,13 @@ TEST(Replay, ChurnReleasesCapacityAndRetriesWaitingPods) {
   EXPECT_NEAR(r->time_avg_alloc, 100.0, 1e-9);
   EXPECT_NEAR(r->avg_pending, (0 * 1 + 1 * 1 + 2 * 1) / 3.0, 1e-9);
   // Twice the speed: arrivals at 0, 0.5 (rounds to 1), 1, 1.5 (2): the same outcome here.
-  auto fast = RunChurn(nodes, pods, *allocator::PackingPolicyByName("bestfit"), 1, 2.0);
+  auto fast = RunChurn(nodes, pods, "bestfit", 1, 2.0);
   ASSERT_TRUE(fast.ok());
   EXPECT_EQ(fast->placed_at_once + fast->placed_late + fast->gave_up, 4);
-  EXPECT_FALSE(RunChurn(nodes, pods, *allocator::PackingPolicyByName("bestfit"), 1, 0.5).ok());
+  EXPECT_FALSE(RunChurn(nodes, pods, "bestfit", 1, 0.5).ok());
   TracePod untimed;
   untimed.shape = {1000, 0, 0, 0, ""};
-  EXPECT_FALSE(RunChurn(nodes, {untimed}, *allocator::PackingPolicyByName("fgd"), 1).ok());
+  EXPECT_FALSE(RunChurn(nodes, {untimed}, "fgd", 1).ok());
 }
 
 TEST(Replay, MigModeMapsSharesToTheSmallestProfileByMemory) {
