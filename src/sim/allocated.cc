@@ -63,7 +63,8 @@ AllocatorScheduler::AllocatorScheduler(const std::vector<NodeSpec>& nodes, alloc
   for (size_t k = 0; k < fleet_.nodes.size(); ++k) slot_by_name_[fleet_.nodes[k].name] = static_cast<uint32_t>(k);
   // What the expected pods ask for per GPU: the GPU pods' CPU (a GPU's share of its node's CPU
   // in this replay: a GPU is stranded when its node can no longer give it what its work asks
-  // for), and with CPU-only pods' CPU counted too, to tell a CPU-bound workload.
+  // for), and with CPU-only pods' CPU counted too, to tell a CPU-bound workload. The expected
+  // pods carry no memory (FGD's shapes): a GPU's share of memory is left unknown.
   double cluster_cpu = 0, cluster_gpu = 0, gpu_pods_cpu = 0, pods_cpu = 0, pods_gpu = 0;
   for (const NodeSpec& n : nodes) {
     cluster_cpu += static_cast<double>(n.cpu_milli);
@@ -80,6 +81,7 @@ AllocatorScheduler::AllocatorScheduler(const std::vector<NodeSpec>& nodes, alloc
     const int64_t per_gpu = std::llround(gpu_pods_cpu / pods_gpu * allocator::kMilliGpu);
     for (allocator::NodeRoom& room : fleet_.nodes) {
       if (per_gpu > 0) room.cpu_share_milli = per_gpu;
+      room.memory_share_mib = -1;
     }
   }
   cpu_bound_ = cluster_gpu > 0 && pods_gpu > 0 && pods_cpu / pods_gpu > kCpuBound * cluster_cpu / cluster_gpu;

@@ -6,8 +6,8 @@
 // scheduler's other work; they go where FGD's score puts them, computed by the same functions
 // the plugins use, then where the Stranding score's key does, or, when the workload asks for
 // clearly more CPU per GPU than the cluster has, where the least CPU is left. A GPU's share of
-// its node's CPU is what the expected GPU pods ask for per GPU. Pure computation;
-// thread-compatible.
+// its node's CPU is what the expected GPU pods ask for per GPU; its share of memory is unknown.
+// Pure computation; thread-compatible.
 #ifndef GPUAAS_SIM_ALLOCATED_H_
 #define GPUAAS_SIM_ALLOCATED_H_
 
