@@ -424,7 +424,7 @@ std::shared_ptr<const Profile> ProfileByName(std::string_view name) {
 std::shared_ptr<const Profile> FragmentationAwareProfile(TypicalPods typical) {
   auto p = std::make_shared<Profile>(*ProfileByName("default"));
   // FGD decides which node a whole GPU or share goes to: Locality's packing of whole GPUs onto
-  // the fullest node works against it (docs/packing.md, "The pool allocator in the trace replay").
+  // the fullest node works against it (docs/packing.md, "gpuaas: the pool allocator").
   std::erase_if(p->scorers, [](const auto& sc) { return sc->Name() == "Locality"; });
   p->scorers.insert(p->scorers.begin() + 1, FragmentationScorer(std::move(typical)));
   return p;
