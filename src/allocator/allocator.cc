@@ -228,14 +228,15 @@ class StrandingScore final : public ScorePlugin {
 };
 
 // Pack MIG devices onto the fullest GPUs, and at the start slot that keeps the most room for
-// large profiles; a reconfigured GPU is laid out to keep that room too. A share goes to the
-// shared GPU with the least room that holds it.
+// large profiles; a reconfigured GPU is laid out to keep that room too. With `shares`, a share
+// goes to the shared GPU with the least room that holds it.
 class BestFitScore final : public ScorePlugin {
  public:
+  explicit BestFitScore(bool shares) : shares_(shares) {}
   std::string_view Name() const override { return "BestFit"; }
   int64_t Score(const CycleState& state, const RequestItem& item, const GpuState& g,
                 const Option& o) const override {
-    if (IsShare(item)) return o.action == Action::kShareGpu ? -int64_t{ShareRoom(g) - item.share_milli} * 1000 : 0;
+    if (IsShare(item)) return shares_ && o.action == Action::kShareGpu ? -int64_t{ShareRoom(g) - item.share_milli} * 1000 : 0;
     if (IsFull(item) || g.model == nullptr) return 0;
     const catalog::GpuModel& m = *g.model;
     const MigProfile* p = state.profile != nullptr ? state.profile : catalog::FindProfile(m, item.profile);
@@ -245,6 +246,9 @@ class BestFitScore final : public ScorePlugin {
     const int64_t remaining = m.compute_slices - after.used_compute;
     return -remaining * 1'000'000 + after.flexibility;
   }
+
+ private:
+  bool shares_;
 };
 
 // Keep a pool's devices together: prefer nodes that already hold some of them (NVLink and
@@ -368,8 +372,8 @@ bool CycleState::Starves(const GpuState& g, double gpus) const {
   const NodeRoom& room = fleet->nodes[static_cast<size_t>(g.node_room)];
   const double worth = gpus + gpus_on_node[node];
   const auto [cpu_left, memory_left] = RoomLeft(g);
-  auto short_of = [worth](int64_t have, int64_t share) {
-    return have >= 0 && share > 0 && static_cast<double>(have) < worth * static_cast<double>(share);
+  auto short_of = [worth](int64_t have, double share) {
+    return have >= 0 && share > 0 && static_cast<double>(have) < worth * share;
   };
   return short_of(cpu_left, room.cpu_share_milli) || short_of(memory_left, room.memory_share_mib);
 }
@@ -377,10 +381,10 @@ bool CycleState::Starves(const GpuState& g, double gpus) const {
 double StrandedGpus(const NodeRoom& room, double free_gpus, int64_t cpu_left, int64_t memory_left) {
   double s = 0;
   if (cpu_left >= 0 && room.cpu_share_milli > 0) {
-    s = std::max(s, free_gpus - static_cast<double>(cpu_left) / static_cast<double>(room.cpu_share_milli));
+    s = std::max(s, free_gpus - static_cast<double>(cpu_left) / room.cpu_share_milli);
   }
   if (memory_left >= 0 && room.memory_share_mib > 0) {
-    s = std::max(s, free_gpus - static_cast<double>(memory_left) / static_cast<double>(room.memory_share_mib));
+    s = std::max(s, free_gpus - static_cast<double>(memory_left) / room.memory_share_mib);
   }
   return s;
 }
@@ -413,7 +417,7 @@ std::shared_ptr<const Profile> ProfileByName(std::string_view name) {
       p->filters = {std::make_shared<HealthFilter>(), std::make_shared<ClusterFilter>(),
                     std::make_shared<NodeResourcesFilter>(), std::make_shared<SameNodeFilter>()};
       p->scorers = {std::make_shared<TierScore>(), std::make_shared<StrandingScore>(),
-                    std::make_shared<BestFitScore>(), std::make_shared<LocalityScore>()};
+                    std::make_shared<BestFitScore>(true), std::make_shared<LocalityScore>()};
       return p;
     }();
     return kDefault;
@@ -426,6 +430,12 @@ std::shared_ptr<const Profile> FragmentationAwareProfile(TypicalPods typical) {
   // FGD decides which node a whole GPU or share goes to: Locality's packing of whole GPUs onto
   // the fullest node works against it (docs/packing.md, "gpuaas: the pool allocator").
   std::erase_if(p->scorers, [](const auto& sc) { return sc->Name() == "Locality"; });
+  // Among GPUs FGD and the stranding key find equal, a share takes the first in the fleet's
+  // order, as FGD's own rule does, not the tightest: best fit there costs allocation on the
+  // lists where nearly every pod shares a GPU (docs/packing.md).
+  for (auto& sc : p->scorers) {
+    if (sc->Name() == "BestFit") sc = std::make_shared<BestFitScore>(false);
+  }
   p->scorers.insert(p->scorers.begin() + 1, FragmentationScorer(std::move(typical)));
   return p;
 }

@@ -207,7 +207,8 @@ std::shared_ptr<const Profile> ProfileByName(std::string_view name);
 // The "default" profile with FGD's fragmentation score (packing.h, NodeFragmentation) against
 // `typical`, the workload the fleet expects, ranked below the tier and above every other score,
 // and without the Locality score: a whole GPU or share goes where the fleet's fragmentation grows
-// least, then where the fewest idle GPUs are stranded, then to the tightest shared GPU.
+// least, then where the fewest idle GPUs are stranded, then to the first GPU in the fleet's order
+// (best fit still lays out MIG devices; it no longer ranks shares).
 std::shared_ptr<const Profile> FragmentationAwareProfile(TypicalPods typical);
 // That profile's "Fragmentation" score plugin alone.
 std::shared_ptr<const ScorePlugin> FragmentationScorer(TypicalPods typical);

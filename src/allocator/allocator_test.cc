@@ -142,8 +142,8 @@ TEST(Snapshot, NodesRoomIsCapacityLessWhatTheirPodsRequest) {
   const NodeRoom& idle = f.nodes[0].name == "alpha.h200-0" ? f.nodes[1] : f.nodes[0];
   EXPECT_EQ(busy.cpu_free_milli, 4000);
   EXPECT_EQ(busy.memory_free_mib, 12 * 1024);
-  EXPECT_EQ(busy.cpu_share_milli, 8000);
-  EXPECT_EQ(busy.memory_share_mib, 64 * 1024);
+  EXPECT_DOUBLE_EQ(busy.cpu_share_milli, 8000);
+  EXPECT_DOUBLE_EQ(busy.memory_share_mib, 64 * 1024);
   EXPECT_EQ(idle.cpu_free_milli, 64000);
   EXPECT_EQ(f.index.nodes, 2u);
   // A pool of two whole GPUs goes where their pods could run.
@@ -339,6 +339,31 @@ TEST(Allocator, FragmentationComesFirstThenStranding) {
   pod.share_milli = 300;
   EXPECT_EQ(node_of(fleet({{"y", 100000}, {"x", 30000}})), "x");
   EXPECT_EQ(node_of(fleet({{"tight", 10500}, {"y", 100000}})), "y");
+}
+
+// Where FGD and the stranding key find two shared GPUs equal, the fragmentation-aware profile
+// takes the first (FGD's own rule), the default one the tightest.
+TEST(Allocator, EqualSharedGpusGoFirstUnderFragmentationTightestByDefault) {
+  FleetSnapshot f;
+  f.nodes.push_back({"n", 100000, 1 << 20, 25000, 1 << 18});
+  for (int i = 0; i < 4; ++i) {
+    f.gpus.push_back(Gpu("n", i));
+    f.gpus.back().node_room = 0;
+  }
+  f.gpus[0].shares = {{"other/a", 400}};
+  f.gpus[0].shared_milli = 400;
+  f.gpus[1].shares = {{"other/b", 600}};
+  f.gpus[1].shared_milli = 600;
+  f.Reindex();
+  RequestItem pod{"H200-SXM-141GB", "full", 1, 1000, 1024, true};
+  pod.share_milli = 300;
+  auto gpu_under = [&](const Profile& profile) {
+    const Outcome o = Allocate(f, Req("p/a", {pod}), profile);
+    return o.code == Code::kSuccess ? o.plan.placements[0].gpu_uuid : o.reason;
+  };
+  // A typical pod wants a whole GPU: both shared GPUs are fragmented for it alike.
+  EXPECT_EQ(gpu_under(*FragmentationAwareProfile({{{10000, 0, 1, 1000, ""}, 1.0}})), "GPU-n-0");
+  EXPECT_EQ(gpu_under(Default()), "GPU-n-1");
 }
 
 // An item may name several models, or any ("*"), for whole GPUs and shares; GPUs of a model the

@@ -54,8 +54,9 @@ FleetSnapshot Unindexed(std::span<const model::GpuCapacity* const> gpus, std::sp
       room.memory_free_mib = std::max<int64_t>(0, (n->spec.memory_bytes - std::max<int64_t>(0, n->status.pod_memory_bytes)) >> 20);
     }
     if (n->spec.gpu_count > 0) {
-      if (n->spec.cpu_cores > 0) room.cpu_share_milli = n->spec.cpu_cores * 1000 / n->spec.gpu_count;
-      if (n->spec.memory_bytes > 0) room.memory_share_mib = (n->spec.memory_bytes >> 20) / n->spec.gpu_count;
+      const auto per = static_cast<double>(n->spec.gpu_count);
+      if (n->spec.cpu_cores > 0) room.cpu_share_milli = static_cast<double>(n->spec.cpu_cores * 1000) / per;
+      if (n->spec.memory_bytes > 0) room.memory_share_mib = static_cast<double>(n->spec.memory_bytes >> 20) / per;
     }
     room_of[n->metadata.name] = static_cast<int32_t>(f.nodes.size());
     f.nodes.push_back(std::move(room));

@@ -86,9 +86,10 @@ struct NodeRoom {
   std::string name;  // NodeCapacity name
   int64_t cpu_free_milli = -1;
   int64_t memory_free_mib = -1;
-  // A GPU's share of the node: its CPU and memory over its GPUs; -1 when unknown.
-  int64_t cpu_share_milli = -1;
-  int64_t memory_share_mib = -1;
+  // A GPU's share of the node: its CPU and memory over its GPUs (not rounded: a stranding key
+  // compares such shares across nodes); -1 when unknown.
+  double cpu_share_milli = -1;
+  double memory_share_mib = -1;
 };
 
 struct FleetSnapshot {

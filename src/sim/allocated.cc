@@ -24,7 +24,8 @@ FleetSnapshot SimFleet(const std::vector<NodeSpec>& specs, const std::vector<uin
     const std::string name = fmt::format("n{:05d}-{}", k, spec.name);
     first_gpu.push_back(fleet.gpus.size());
     const int gpus = std::max(spec.gpus, 1);
-    fleet.nodes.push_back({name, spec.cpu_milli, spec.memory_mib, spec.cpu_milli / gpus, spec.memory_mib / gpus});
+    fleet.nodes.push_back({name, spec.cpu_milli, spec.memory_mib, static_cast<double>(spec.cpu_milli) / gpus,
+                           static_cast<double>(spec.memory_mib) / gpus});
     const catalog::GpuModel* model = spec.gpus > 0 ? model_of(spec) : nullptr;
     for (int i = 0; i < spec.gpus; ++i) {
       GpuState g;
@@ -78,7 +79,7 @@ AllocatorScheduler::AllocatorScheduler(const std::vector<NodeSpec>& nodes, alloc
     pods_gpu += t.weight * static_cast<double>(t.shape.TotalGpuMilli());
   }
   if (pods_gpu > 0) {
-    const int64_t per_gpu = std::llround(gpu_pods_cpu / pods_gpu * allocator::kMilliGpu);
+    const double per_gpu = gpu_pods_cpu / pods_gpu * allocator::kMilliGpu;
     for (allocator::NodeRoom& room : fleet_.nodes) {
       if (per_gpu > 0) room.cpu_share_milli = per_gpu;
       room.memory_share_mib = -1;
