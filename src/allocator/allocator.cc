@@ -531,9 +531,31 @@ std::string_view NoRoomReason(const GpuState& g, const RequestItem& item) {
               : "have no free slot and could take it only after reconfiguration, but hold other pools' devices";
 }
 
+// The options of one GPU, kept inline: a decision asks every GPU it visits. At most one per
+// instance and one per start slot (8 memory slices each).
+class OptionList {
+ public:
+  void clear() { n_ = 0; }
+  void push_back(const Option& o) {
+    if (n_ == v_.size()) throw std::logic_error("more options on one GPU than its slices allow");
+    v_[n_++] = o;
+  }
+  bool empty() const { return n_ == 0; }
+  const Option* begin() const { return v_.data(); }
+  const Option* end() const { return v_.data() + n_; }
+  template <class Pred>
+  void erase_if(Pred pred) {
+    n_ = static_cast<size_t>(std::remove_if(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(n_), pred) - v_.begin());
+  }
+
+ private:
+  std::array<Option, 24> v_{};
+  size_t n_ = 0;
+};
+
 // The options GPU `g` offers for one device of `item` (after the filters passed).
 // (Into `out`, reused between GPUs: a decision visits many.)
-void Options(const GpuState& g, const RequestItem& item, const MigProfile* p, std::vector<Option>& out) {
+void Options(const GpuState& g, const RequestItem& item, const MigProfile* p, OptionList& out) {
   out.clear();
   if (IsFull(item)) {
     if (!g.mig_enabled) {
@@ -801,7 +823,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     std::fill(state.node_memo.begin(), state.node_memo.end(), int8_t{-1});
     std::fill(state.node_value.begin(), state.node_value.end(), std::numeric_limits<double>::quiet_NaN());
     state.memo.clear();
-    std::vector<Option> options;
+    OptionList options;
     std::vector<const FilterPlugin*> filters;
     std::vector<const ScorePlugin*> scorers;
     for (const auto& f : profile.filters) {
@@ -828,7 +850,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
       if (existing_only) {
         // Free slots count as existing room on GPUs in use; an idle GPU's are planned anew.
         int idle = -1;  // asked only where it matters
-        std::erase_if(options, [&](const Option& o) {
+        options.erase_if([&](const Option& o) {
           if (o.action == Action::kUseInstance) return false;
           if (o.action != Action::kCreateInstance) return true;
           if (idle < 0) idle = g.Idle() ? 1 : 0;
