@@ -532,13 +532,14 @@ std::string_view NoRoomReason(const GpuState& g, const RequestItem& item) {
 }
 
 // The options of one GPU, kept inline: a decision asks every GPU it visits. At most one per
-// instance and one per start slot (8 memory slices each).
+// instance and one per start slot (8 memory slices each) on a legal layout, which is all a
+// snapshot holds (BuildSnapshot sets a GPU whose reported layout is not legal aside); past its
+// room a list offers no more.
 class OptionList {
  public:
   void clear() { n_ = 0; }
   void push_back(const Option& o) {
-    if (n_ == v_.size()) throw std::logic_error("more options on one GPU than its slices allow");
-    v_[n_++] = o;
+    if (n_ < v_.size()) v_[n_++] = o;
   }
   bool empty() const { return n_ == 0; }
   const Option* begin() const { return v_.data(); }

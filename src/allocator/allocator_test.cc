@@ -152,6 +152,37 @@ TEST(Snapshot, NodesRoomIsCapacityLessWhatTheirPodsRequest) {
   for (const Placement& p : o.plan.placements) EXPECT_EQ(p.node, "alpha.h200-1");
 }
 
+// A cluster may report MIG instances that cannot be on one GPU together (overlapping, or more
+// than its slices hold): such a GPU is set aside, as one with a profile the catalogue does not
+// know, and decisions go on over the rest.
+TEST(Snapshot, AGpuReportingAnIllegalLayoutIsNeverTouched) {
+  std::vector<model::GpuCapacity> gpus(4);
+  for (int i = 0; i < 4; ++i) {
+    model::GpuCapacity& g = gpus[static_cast<size_t>(i)];
+    g.spec = {"alpha", "n", "GPU-" + std::to_string(i), i, "H200-SXM-141GB", "NVIDIA-H200", 143771, true};
+    g.status.mig_mode = model::MigMode::kEnabled;
+  }
+  auto inst = [](const std::string& profile, int64_t start, const std::string& uuid) {
+    return model::MigInstance{profile, start, 0, uuid};
+  };
+  gpus[0].status.mig_instances = {inst("4g.71gb", 0, "MIG-a"), inst("4g.71gb", 0, "MIG-b")};  // overlapping
+  for (int k = 0; k < 30; ++k) gpus[1].status.mig_instances.push_back(inst("1g.18gb", k % 7, "MIG-c" + std::to_string(k)));
+  gpus[2].status.mig_instances = {inst("4g.71gb", 0, "MIG-d"), inst("3g.71gb", 4, "MIG-e")};  // legal
+  const FleetSnapshot f = BuildSnapshot(gpus, {}, {}, {});
+  for (const GpuState& g : f.gpus) {
+    EXPECT_EQ(g.model == nullptr, g.uuid == "GPU-0" || g.uuid == "GPU-1") << g.uuid;
+  }
+  // Only the GPUs with a legal layout serve.
+  Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "1g.18gb", 14}}), Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  for (const Placement& p : o.plan.placements) EXPECT_TRUE(p.gpu_uuid == "GPU-2" || p.gpu_uuid == "GPU-3") << p.gpu_uuid;
+  o = Allocate(f, Req("p/b", {{"H200-SXM-141GB", "4g.71gb", 1}, {"H200-SXM-141GB", "3g.71gb", 1}}), Default());
+  ASSERT_EQ(o.code, Code::kSuccess) << o.reason;
+  for (const Placement& p : o.plan.placements) EXPECT_EQ(p.gpu_uuid, "GPU-2");
+  // Set aside, they do not count towards what the fleet could hold.
+  EXPECT_EQ(Allocate(f, Req("p/c", {{"H200-SXM-141GB", "full", 3}}), Default()).code, Code::kUnschedulableAndUnresolvable);
+}
+
 TEST(Allocator, ItemsThatAskForCpuGetNodesThatHaveIt) {
   RequestItem item{"H200-SXM-141GB", "full", 2, 20000, 1024, true};
   Outcome o = Allocate(TwoNodes(50000, 0), Req("p/a", {item}), Default());

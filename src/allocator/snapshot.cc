@@ -90,6 +90,11 @@ FleetSnapshot Unindexed(std::span<const model::GpuCapacity* const> gpus, std::sp
       s.instances.push_back({p, static_cast<int>(m.start), m.uuid, owner_of(m.uuid),
                              busy.count(m.uuid) > 0 || m.allocated});
     }
+    // The same for instances that cannot be on one GPU together (overlapping, out of range, too
+    // many): what a cluster reports is not trusted to be a legal layout.
+    if (s.model != nullptr && !s.instances.empty() && !catalog::ValidateLayout(*s.model, s.Layout()).ok()) {
+      s.model = nullptr;
+    }
     f.gpus.push_back(std::move(s));
   }
   std::sort(f.gpus.begin(), f.gpus.end(), [](const GpuState& a, const GpuState& b) {
