@@ -28,7 +28,7 @@ bool IsWhole(const RequestItem& item) { return IsFull(item) && item.share_milli 
 // whole or runs work.
 int32_t ShareRoom(const GpuState& g) {
   if (g.mig_enabled || !g.owner.empty() || g.busy) return 0;
-  return kMilliGpu - g.shared_milli;
+  return kMilliGpu - g.SharedMilli();
 }
 
 // The working state of one Allocate call: the snapshot plus copies of the GPUs this request has
@@ -606,7 +606,6 @@ void Reserve(GpuState& g, const Request& req, const RequestItem& item, const Mig
     }
     if (IsShare(item)) {
       g.shares.push_back({req.pool, item.share_milli});
-      g.shared_milli += item.share_milli;
       out.share_milli = item.share_milli;
     } else {
       g.owner = req.pool;
@@ -1089,7 +1088,6 @@ void ApplyPlan(FleetSnapshot& fleet, const Request& req, const Plan& plan) {
     GpuState& g = gpu(p.gpu_uuid);
     if (p.share_milli > 0) {
       g.shares.push_back({req.pool, p.share_milli});
-      g.shared_milli += p.share_milli;
       continue;
     }
     if (p.profile == catalog::kFullProfile) {
@@ -1109,11 +1107,7 @@ void ReleasePool(FleetSnapshot& fleet, const std::string& pool) {
       g.owner.clear();
       g.busy = false;
     }
-    if (!g.shares.empty()) {
-      std::erase_if(g.shares, [&](const GpuShare& s) { return s.owner == pool; });
-      g.shared_milli = 0;
-      for (const GpuShare& s : g.shares) g.shared_milli += s.milli;
-    }
+    std::erase_if(g.shares, [&](const GpuShare& s) { return s.owner == pool; });
     for (InstanceState& i : g.instances) {
       if (i.owner == pool) {
         i.owner.clear();

@@ -13,6 +13,12 @@ bool GpuState::Idle() const {
                       [](const InstanceState& i) { return !i.owner.empty() || i.busy; });
 }
 
+int32_t GpuState::SharedMilli() const {
+  int32_t sum = 0;
+  for (const GpuShare& s : shares) sum += s.milli;
+  return sum;
+}
+
 catalog::Layout GpuState::Layout() const {
   catalog::Layout l;
   for (const InstanceState& i : instances) l.push_back({i.profile, i.start});

@@ -46,11 +46,12 @@ struct GpuState {
   std::string owner;  // the pool holding the whole GPU (MIG disabled); empty when free
   bool busy = false;  // a workload runs on the whole GPU
   std::vector<GpuShare> shares;  // MIG disabled and no owner: who time-shares the GPU
-  int32_t shared_milli = 0;      // the sum of `shares`
   int32_t node_room = -1;  // index into FleetSnapshot::nodes; -1 when its node's room is unknown
 
   // True when nothing on the GPU is allocated or running, so its layout may change.
   bool Idle() const;
+  // The thousandths of the GPU its shares hold together.
+  int32_t SharedMilli() const;
   // The instances as a catalogue layout.
   catalog::Layout Layout() const;
 };

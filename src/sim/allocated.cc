@@ -136,7 +136,6 @@ void AllocatorScheduler::Released(int node, int shape, const GpuChoice& gpus) {
     auto it = std::find_if(g.shares.begin(), g.shares.end(),
                            [&](const allocator::GpuShare& s) { return s.milli == pod.gpu_milli; });
     if (it == g.shares.end()) continue;
-    g.shared_milli -= it->milli;
     g.shares.erase(it);
   }
   fleet_.Reindex();

@@ -144,7 +144,7 @@ TEST(Replay, NeverOvercommitsANodeOrGpu) {
       }
       for (const allocator::GpuState& g : a->Fleet().gpus) {
         const size_t n = by_name.at(g.node.substr(g.node.find('-') + 1));  // "n00012-<name>"
-        const int32_t used = g.owner.empty() ? g.shared_milli : 1000;
+        const int32_t used = g.owner.empty() ? g.SharedMilli() : 1000;
         ASSERT_EQ(sched.States()[n].gpu_left[static_cast<size_t>(g.index)], 1000 - used) << g.uuid;
       }
     }
