@@ -337,6 +337,24 @@ TEST_F(PoolLifecycle, UnplaceableAndRejectedPoolsSayWhy) {
   EXPECT_NE(c->message.find("MIG instances"), std::string::npos) << c->message;
 }
 
+// The reason a pool waits is true and adds up: the devices a decision placed before it ran out
+// are this pool's own, not "other pools'".
+TEST_F(PoolLifecycle, AWaitingPoolsReasonCountsItsOwnDevicesApart) {
+  Request("one", {{"H100-SXM5-80GB", "full", 1}}, true, /*cluster=*/"");
+  Converge(1);
+  ASSERT_EQ(Cond(Get("one"), "Ready"), "True/Ready");
+  Request("wait2", {{"H100-SXM5-80GB", "full", 64}}, true, "");  // every H100 of the fleet
+  Converge(1);
+  const GpuPool w = Get("wait2");
+  ASSERT_EQ(Cond(w, "Allocated"), "False/Unschedulable");
+  const std::string m = model::FindCondition(w.status.conditions, "Allocated")->message;
+  EXPECT_NE(m.find("63 of them would"), std::string::npos) << m;
+  EXPECT_NE(m.find("of 64 H100-SXM5-80GB GPUs: "), std::string::npos) << m;
+  EXPECT_NE(m.find("63 are taken by this pool's other devices"), std::string::npos) << m;
+  EXPECT_NE(m.find("1 is allocated to other pools"), std::string::npos) << m;
+  EXPECT_EQ(m.find("64 are allocated"), std::string::npos) << m;
+}
+
 TEST_F(PoolLifecycle, MigFailuresRetryWithBackoffAndRestartsConverge) {
   sims_[0]->FailNextMigChanges(1);
   Request("big", {{"H200-SXM-141GB", "4g.71gb", 5}});
@@ -496,6 +514,38 @@ TEST_F(WorkloadLifecycle, WorkloadsNeedAPoolWithTheirResource) {
 namespace gpuaas {
 namespace {
 
+// A workload that could never fit its pool is refused at once; a deleted workload's name is free.
+TEST_F(WorkloadLifecycle, ImpossibleWorkloadsAreRefusedAndDeletedNamesReused) {
+  Request("small", {{"H200-SXM-141GB", "full", 1}});
+  Converge(2);
+  ASSERT_EQ(Cond(Get("small"), "Ready"), "True/Ready");
+  model::Workload bad;
+  bad.metadata.name = "bad";
+  bad.metadata.ns = "vision";
+  bad.spec = {"small", "nvidia.com/gpu", 2, model::PriorityClass::kBatch};
+  absl::Status s = service_->CreateWorkload(bad, "alice").status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("can never run on pool small: it has 1 full device(s)"), std::string::npos) << s.message();
+  model::Workload serve = bad;
+  serve.metadata.name = "serve";
+  serve.spec.count = 1;
+  ASSERT_TRUE(service_->CreateWorkload(serve, "alice").ok());
+  Converge(1);
+  ASSERT_TRUE(service_->DeleteWorkload("vision", "serve", "alice").ok());
+  Converge(1);
+  ASSERT_TRUE(service_->CreateWorkload(serve, "alice").ok()) << "the name is free again";
+  Converge(1);
+  // The first run is recorded and closed; the second runs.
+  int closed = 0, open = 0;
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<model::Profile> runs, store::ListObjects<model::Profile>(tx, "vision"));
+    for (const model::Profile& r : runs) (r.spec.end ? closed : open) += r.spec.pod == "serve" ? 1 : 0;
+    return absl::OkStatus();
+  }).ok());
+  EXPECT_EQ(closed, 1);
+  EXPECT_EQ(open, 1);
+}
+
 TEST_F(WorkloadLifecycle, AFailedGpuIsReplacedAndItsRunQueuesAgain) {
   Request("train", {{"H200-SXM-141GB", "full", 1}});
   Converge(3);
@@ -603,6 +653,157 @@ TEST_F(BillingLifecycle, AFaultIsCreditedFromTheFailureUntilTheReplacement) {
   EXPECT_EQ(inv.lines[1].seconds, credited);
   EXPECT_EQ(inv.lines[1].amount_micros, -credited * 1000);
   EXPECT_EQ(inv.total_micros, inv.lines[0].amount_micros + inv.lines[1].amount_micros);
+}
+
+// A pool that waits for capacity pays for no device it has not got: each device is billed from
+// the later of the approval and its allocation, and the invoice line says so.
+TEST_F(BillingLifecycle, AWaitingPoolIsBilledFromItsAllocationNotItsApproval) {
+  Request("all", {{"H200-SXM-141GB", "full", 48}});  // every H200 of alpha
+  Converge(1);
+  ASSERT_EQ(Cond(Get("all"), "Ready"), "True/Ready");
+  Request("next", {{"H200-SXM-141GB", "full", 2}});
+  Converge(1);
+  ASSERT_EQ(Cond(Get("next"), "Allocated"), "False/Unschedulable");
+  const Time approved = std::chrono::floor<std::chrono::seconds>(Get("next").status.approval->time);
+  clock_.Advance(std::chrono::hours(1));
+  Sync();
+  auto rate = [&] {
+    return billing::Rate("vision", All<model::UsageRecord>(), billing::PriceBook(All<model::RateCard>("")),
+                         billing::MonthOf(clock_.Now()), clock_.Now());
+  };
+  for (const billing::Line& l : rate().lines) EXPECT_NE(l.pool, "next") << "an hour of waiting is not billed";
+  // The release of "all" gives "next" its devices: billing starts then.
+  ASSERT_TRUE(service_->Release("vision", "all", "alice").ok());
+  cp_->RunUntilIdle();
+  ASSERT_EQ(Cond(Get("next"), "Ready"), "True/Ready") << Cond(Get("next"), "Allocated");
+  const Time allocated = std::chrono::floor<std::chrono::seconds>(clock_.Now());
+  clock_.Advance(std::chrono::minutes(30));
+  const billing::Invoice inv = rate();
+  std::vector<const billing::Line*> next;
+  for (const billing::Line& l : inv.lines) {
+    if (l.pool == "next") next.push_back(&l);
+  }
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0]->quantity, 2);
+  EXPECT_EQ(next[0]->seconds, 1800);
+  EXPECT_EQ(next[0]->start, allocated);
+  EXPECT_EQ(next[0]->amount_micros, 2 * 1800 * 1000);
+  EXPECT_NE(next[0]->description.find("billed from the allocation at " + FormatTime(allocated)), std::string::npos)
+      << next[0]->description;
+  EXPECT_NE(next[0]->description.find("not the approval at " + FormatTime(approved)), std::string::npos);
+  // The meter records it: two devices from their allocation.
+  for (const model::UsageRecord& m : All<model::UsageRecord>()) {
+    if (m.spec.pool != "next") continue;
+    ASSERT_TRUE(m.spec.held);
+    ASSERT_EQ(m.spec.held->size(), 1u);
+    EXPECT_EQ((*m.spec.held)[0].count, 2);
+    EXPECT_EQ((*m.spec.held)[0].since, allocated);
+  }
+}
+
+// A pool released while it waits pays nothing, and is released at once (it has nothing to give
+// back), even while its retry backoff runs.
+TEST_F(BillingLifecycle, AWaitingPoolIsReleasedAtOnceAndNeverBilled) {
+  Request("all", {{"H200-SXM-141GB", "full", 48}});
+  Converge(1);
+  Request("wait", {{"H200-SXM-141GB", "full", 4}});
+  Converge(4);  // it failed a few times: its backoff is running
+  ASSERT_EQ(Cond(Get("wait"), "Allocated"), "False/Unschedulable");
+  ASSERT_TRUE(service_->Release("vision", "wait", "alice").ok());
+  cp_->RunUntilIdle();  // no clock moves: the release is not a retry after a backoff
+  const GpuPool w = Get("wait");
+  EXPECT_EQ(Cond(w, "Released"), "True/Released");
+  EXPECT_TRUE(w.status.allocation.empty());
+  for (const billing::Line& l : billing::Rate("vision", All<model::UsageRecord>(), billing::PriceBook(All<model::RateCard>("")),
+                                              billing::MonthOf(clock_.Now()), clock_.Now())
+                                    .lines) {
+    EXPECT_NE(l.pool, "wait");
+  }
+  // A pool that was Ready tells, once released, that its devices are gone.
+  ASSERT_TRUE(service_->Release("vision", "all", "alice").ok());
+  cp_->RunUntilIdle();
+  const GpuPool all = Get("all");
+  EXPECT_EQ(Cond(all, "Released"), "True/Released");
+  EXPECT_EQ(Cond(all, "Provisioned"), "False/Released");
+  EXPECT_EQ(Cond(all, "Ready"), "False/Released");
+  // Approving it again is refused with advice that fits a released pool.
+  absl::Status again = service_->Approve("vision", "all", true, "", "ops").status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(again));
+  EXPECT_EQ(again.message().find("release it"), std::string::npos) << again.message();
+  EXPECT_NE(again.message().find("pool delete all -p vision"), std::string::npos) << again.message();
+}
+
+// A meter written before devices were billed from their allocation (no `held`) is converted by
+// the pool controller: what the pool holds stays billed from the approval, the rest from later.
+TEST_F(BillingLifecycle, AnOlderMeterIsConvertedWithoutBillingWhatThePoolLacks) {
+  Request("all", {{"H200-SXM-141GB", "full", 47}});
+  Converge(1);
+  Request("two", {{"H200-SXM-141GB", "full", 2}});  // one H200 is left: it waits
+  Converge(1);
+  ASSERT_EQ(Cond(Get("two"), "Allocated"), "False/Unschedulable");
+  // Its meter as an older server wrote it.
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<model::UsageRecord> m, store::GetObject<model::UsageRecord>(tx, "vision", "two"));
+    m->spec.held.reset();
+    return store::UpdateObject(tx, *m);
+  }).ok());
+  StartControlPlane();
+  Converge(1);
+  std::optional<model::UsageRecord> two;
+  for (const model::UsageRecord& m : All<model::UsageRecord>()) {
+    if (m.spec.pool == "two") two = m;
+  }
+  ASSERT_TRUE(two && two->spec.held);
+  EXPECT_TRUE(two->spec.held->empty()) << "it holds nothing yet";
+}
+
+// Names come back: a request not yet decided is withdrawn, a released or rejected pool deleted,
+// and the name used again; the deleted pool's meter stays, under a name of its own, and still
+// bills what the pool held.
+TEST_F(BillingLifecycle, DeletedPoolsFreeTheirNamesAndKeepTheirMeters) {
+  Request("train", {{"H200-SXM-141GB", "full", 1}}, /*approve=*/false);
+  // In force or being released: refused, saying what to do first.
+  ASSERT_TRUE(service_->DeletePool("vision", "train", "alice").ok()) << "a request not yet decided is withdrawn";
+  EXPECT_TRUE(absl::IsNotFound(service_->DeletePool("vision", "train", "alice").status()));
+  Request("train", {{"H200-SXM-141GB", "full", 1}});
+  Converge(1);
+  ASSERT_EQ(Cond(Get("train"), "Ready"), "True/Ready");
+  absl::Status in_force = service_->DeletePool("vision", "train", "alice").status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(in_force));
+  EXPECT_NE(in_force.message().find("pool release train -p vision"), std::string::npos) << in_force.message();
+  const std::string first_uid = Get("train").metadata.uid;
+  const Time first_from = std::chrono::floor<std::chrono::seconds>(Get("train").status.approval->time);
+  clock_.Advance(std::chrono::minutes(10));
+  const Time first_to = std::chrono::floor<std::chrono::seconds>(clock_.Now());
+  ASSERT_TRUE(service_->Release("vision", "train", "alice").ok());
+  cp_->RunUntilIdle();
+  ASSERT_EQ(Cond(Get("train"), "Released"), "True/Released");
+  const int64_t before = store_->Revision();
+  ASSERT_TRUE(service_->DeletePool("vision", "train", "alice").ok());
+  EXPECT_GT(store_->Revision(), before);
+  // Used again.
+  Request("train", {{"H200-SXM-141GB", "full", 1}});
+  const Time second_from = std::chrono::floor<std::chrono::seconds>(clock_.Now());
+  Converge(1);
+  EXPECT_EQ(Cond(Get("train"), "Ready"), "True/Ready");
+  EXPECT_NE(Get("train").metadata.uid, first_uid);
+  std::set<std::string> names;
+  for (const model::UsageRecord& m : All<model::UsageRecord>()) names.insert(m.metadata.name);
+  EXPECT_EQ(names, (std::set<std::string>{"train", "train." + first_uid}));
+  int64_t seconds = 0;
+  for (const billing::Line& l : billing::Rate("vision", All<model::UsageRecord>(), billing::PriceBook(All<model::RateCard>("")),
+                                              billing::MonthOf(clock_.Now()), clock_.Now())
+                                    .lines) {
+    if (l.pool == "train") seconds += l.seconds;
+  }
+  const auto secs = [](Duration d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
+  EXPECT_EQ(seconds, secs(first_to - first_from) + secs(std::chrono::floor<std::chrono::seconds>(clock_.Now()) - second_from))
+      << "the first train's time to its release, and the second's since its approval";
+  EXPECT_GT(secs(first_to - first_from), 600);
+  // A rejected pool is deleted too.
+  Request("no", {{"H200-SXM-141GB", "full", 1}}, /*approve=*/false);
+  ASSERT_TRUE(service_->Approve("vision", "no", false, "not now", "ops").ok());
+  EXPECT_TRUE(service_->DeletePool("vision", "no", "alice").ok());
 }
 
 TEST_F(BillingLifecycle, AClosedMonthsInvoiceIsKeptOnceAndMissingMetersAreOpened) {

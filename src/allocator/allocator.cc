@@ -514,8 +514,15 @@ int64_t FleetCapacity(const FleetSnapshot& fleet, const std::string& model, cons
 
 namespace {
 
-// Why a GPU offers nothing for the item (for the explanation), given it passed the filters.
-std::string_view NoRoomReason(const GpuState& g, const RequestItem& item) {
+// Why a GPU offers nothing for the item (for the explanation), given it passed the filters: a
+// plural phrase, as "N GPUs <phrase>" reads (Counted makes it agree with one).
+std::string_view NoRoomReason(const GpuState& g, const RequestItem& item, std::string_view pool) {
+  // A decision places a pool's devices one at a time: the GPUs it has taken so far (and the
+  // pool's own devices, when it is replacing some) are this pool's, not another's.
+  const bool own = !pool.empty() && (g.owner == pool ||
+                   std::any_of(g.instances.begin(), g.instances.end(), [&](const InstanceState& i) { return i.owner == pool; }) ||
+                   std::any_of(g.shares.begin(), g.shares.end(), [&](const GpuShare& sh) { return sh.owner == pool; }));
+  if (own) return "are taken by this pool's other devices";
   const bool full = IsFull(item);
   if (full && !g.mig_enabled && !g.shares.empty() && g.owner.empty() && !g.busy) {
     return IsShare(item) ? "are shared and have too little left for the share" : "are shared by others";
@@ -529,6 +536,15 @@ std::string_view NoRoomReason(const GpuState& g, const RequestItem& item) {
   if (!g.mig_enabled) return runs ? "are whole GPUs that run workloads" : "are whole GPUs allocated to pools";
   return runs ? "have no free slot and could take it only after reconfiguration, but run workloads"
               : "have no free slot and could take it only after reconfiguration, but hold other pools' devices";
+}
+
+// "N <phrase>" with the verb of a plural phrase made to agree with one ("1 is unhealthy").
+std::string Counted(int n, std::string_view phrase) {
+  if (n == 1) {
+    if (phrase.rfind("are ", 0) == 0) return fmt::format("1 is {}", phrase.substr(4));
+    if (phrase.rfind("have ", 0) == 0) return fmt::format("1 has {}", phrase.substr(5));
+  }
+  return fmt::format("{} {}", n, phrase);
 }
 
 // The options of one GPU, kept inline: a decision asks every GPU it visits. At most one per
@@ -858,7 +874,7 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
         });
       }
       if (options.empty()) {
-        ++rejected[NoRoomReason(g, item)];
+        ++rejected[NoRoomReason(g, item, req.pool)];
         continue;
       }
       for (const Option& o : options) {
@@ -879,15 +895,17 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
       // Why, from every GPU of the model (the index left out those that could not serve).
       if (index != nullptr && !every) return place(it, unit, existing_only, true);
       std::string detail;
-      for (const auto& [why, n] : rejected) detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", n, why);
+      for (const auto& [why, n] : rejected) detail += fmt::format("{}{}", detail.empty() ? "" : ", ", Counted(n, why));
       out.code = Code::kUnschedulable;
       const std::string& name = names[it];
       const std::string what = IsShare(item)  ? fmt::format("another share of {}/1000 of a {} GPU", item.share_milli, name)
                                : IsFull(item) ? fmt::format("another whole GPU {}/{}", name, item.profile)
                                               : fmt::format("another {}/{}", name, item.profile);
-      out.reason = fmt::format("no {} GPU can take {} of this pool ({} of {} wanted placed so far); of {}: {}", name, what,
-                               unit, item.count, Plural(considered, fmt::format("{} GPU", name)),
-                               detail.empty() ? "none" : detail);
+      out.reason = fmt::format(
+          "{} x {}/{} do not fit now: {} of them would, and a pool gets all its devices at once or waits; no {} GPU "
+          "can take {}; of {}: {}",
+          item.count, name, item.profile, unit, name, what, Plural(considered, fmt::format("{} GPU", name)),
+          detail.empty() ? "none" : detail);
       out.plan = {};
       return false;  // Unreserve: the overlay is dropped with everything reserved on it
     }

@@ -271,9 +271,9 @@ TEST(Allocator, FiltersExplainThemselves) {
   f.gpus[1].schedulable = false;
   Outcome o = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "full", 1}}, "alpha"), Default());
   EXPECT_EQ(o.code, Code::kUnschedulable);
-  EXPECT_NE(o.reason.find("1 are unhealthy"), std::string::npos) << o.reason;
-  EXPECT_NE(o.reason.find("1 are on a cordoned node"), std::string::npos) << o.reason;
-  EXPECT_NE(o.reason.find("1 are in another cluster"), std::string::npos) << o.reason;
+  EXPECT_NE(o.reason.find("1 is unhealthy"), std::string::npos) << o.reason;
+  EXPECT_NE(o.reason.find("1 is on a cordoned node"), std::string::npos) << o.reason;
+  EXPECT_NE(o.reason.find("1 is in another cluster"), std::string::npos) << o.reason;
   Outcome beta = Allocate(f, Req("p/a", {{"H200-SXM-141GB", "full", 1}}, "beta"), Default());
   ASSERT_EQ(beta.code, Code::kSuccess);
   EXPECT_EQ(beta.plan.placements[0].cluster, "beta");

@@ -144,12 +144,12 @@ const std::vector<ResourceType>& ResourceTypes() {
       {std::string(model::NodeCapacity::kPlural), std::string(model::NodeCapacity::kKind), false},
       {std::string(model::GpuCapacity::kPlural), std::string(model::GpuCapacity::kKind), false},
       {std::string(model::SpecAndCount::kPlural), std::string(model::SpecAndCount::kKind), false},
-      {std::string(model::Project::kPlural), std::string(model::Project::kKind), false},
-      {std::string(model::GpuPool::kPlural), std::string(model::GpuPool::kKind), true},
+      {std::string(model::Project::kPlural), std::string(model::Project::kKind), false, true},
+      {std::string(model::GpuPool::kPlural), std::string(model::GpuPool::kKind), true, true, true},
       {std::string(model::MigLayout::kPlural), std::string(model::MigLayout::kKind), false},
-      {std::string(model::Workload::kPlural), std::string(model::Workload::kKind), true},
+      {std::string(model::Workload::kPlural), std::string(model::Workload::kKind), true, true, true},
       {std::string(model::Profile::kPlural), std::string(model::Profile::kKind), true},
-      {std::string(model::RateCard::kPlural), std::string(model::RateCard::kKind), false},
+      {std::string(model::RateCard::kPlural), std::string(model::RateCard::kKind), false, true},
       {std::string(model::UsageRecord::kPlural), std::string(model::UsageRecord::kKind), true},
       {"invoices", std::string(model::kInvoiceKind), true},  // closed months' invoices, as kept
       {std::string(model::CreditNote::kPlural), std::string(model::CreditNote::kKind), true},
@@ -197,6 +197,9 @@ struct ApiServer::Impl {
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
   std::unique_ptr<RequestMetrics> metrics;  // created once the routes are known
+  // What a caller whom a route refuses may do instead, by "METHOD pattern" (written once, by
+  // Routes(), before the server starts).
+  std::map<std::string, std::string> instead;
 
   // The summary is derived from the GpuCapacity and GpuPool snapshots (pools hold devices);
   // recomputed only when one of them changes.
@@ -371,9 +374,11 @@ struct ApiServer::Impl {
       if (policy.operator_ != Grant::kNo) may.emplace_back("operators");
       if (policy.member != Grant::kNo) may.emplace_back("members");
       if (policy.agent != Grant::kNo) may.emplace_back("node agents");
-      return absl::PermissionDeniedError(fmt::format("user {} ({}) may not {} {}; {} only", who->user,
+      auto hint = instead.find(method + " " + route->pattern);
+      return absl::PermissionDeniedError(fmt::format("user {} ({}) may not {} {}; {} only{}", who->user,
                                                      ToString(who->role), req.method, route->pattern,
-                                                     fmt::join(may, " and ")));
+                                                     fmt::join(may, " and "),
+                                                     hint == instead.end() ? "" : "; " + hint->second));
     }
     return who.value_or(Principal{"anonymous", Role::kMember, "", "", {}});
   }
@@ -398,6 +403,17 @@ struct ApiServer::Impl {
 
   static absl::Status UnknownResource(std::string_view plural) {
     return absl::NotFoundError(fmt::format("the server has no resource type \"{}\" in gpuaas.io/v1", plural));
+  }
+  // A verb a resource type does not take (405, as kube-apiserver answers), or an unknown type (404).
+  static absl::Status NotServed(std::string_view plural, std::string_view verb) {
+    const ResourceType* t = FindType(plural);
+    if (t == nullptr) return UnknownResource(plural);
+    std::string verbs = "get, list, watch";
+    if (t->creatable) verbs += ", create";
+    if (t->deletable) verbs += ", delete";
+    return HttpError(405, "MethodNotAllowed",
+                     fmt::format("{} cannot be {} here; {} take: {}{}", plural, verb, plural, verbs,
+                                 t->namespaced ? "" : fmt::format(" (they are not in a project: /apis/gpuaas.io/v1/{})", plural)));
   }
 
   absl::StatusOr<Reply> List(const HttpRequest& req, const Params& p, const Principal& who) {
@@ -551,7 +567,11 @@ struct ApiServer::Impl {
       return absl::NotFoundError(fmt::format("{} live in a project: GET /apis/gpuaas.io/v1/namespaces/PROJECT/{}/{}",
                                     type->plural, type->plural, p.at("name")));
     }
-    std::shared_ptr<const store::CachedObject> obj = cache.Get(type->kind, ns, p.at("name"));
+    // GPUs (and their layouts) are named by the GPU UUID in lower case; a UUID as NVIDIA spells
+    // it (GPU-..., as every command prints it) names the same GPU.
+    const bool by_uuid = type->kind == model::GpuCapacity::kKind || type->kind == model::MigLayout::kKind;
+    const std::string name = by_uuid ? ToLower(p.at("name")) : std::string(p.at("name"));
+    std::shared_ptr<const store::CachedObject> obj = cache.Get(type->kind, ns, name);
     if (!obj) {
       return absl::NotFoundError(fmt::format("{} \"{}\" not found{}", type->plural, p.at("name"),
                                     ns.empty() ? "" : fmt::format(" in project {}", ns)));
@@ -691,6 +711,15 @@ struct ApiServer::Impl {
       return absl::NotFoundError(fmt::format("workloads \"{}\" not found", params.at("name")));
     }
     return Written(pools->DeleteWorkload(std::string(params.at("namespace")), std::string(params.at("name")), who.user),
+                   200);
+  }
+
+  absl::StatusOr<Reply> DeletePool(const HttpRequest&, const Params& params, const Principal& who) {
+    if (!pools) return NoPools();
+    if (!who.Sees(params.at("namespace"))) {
+      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
+    }
+    return Written(pools->DeletePool(std::string(params.at("namespace")), std::string(params.at("name")), who.user),
                    200);
   }
 
@@ -934,10 +963,9 @@ struct ApiServer::Impl {
         {"ratecards", {"rc"}},       {"usagerecords", {"ur"}},              {"invoices", {"inv"}},
         {"creditnotes", {"cn"}}};
     for (const ResourceType& t : ResourceTypes()) {
-      const bool writable = t.kind == model::Project::kKind || t.kind == model::GpuPool::kKind ||
-                            t.kind == model::Workload::kKind;
       nlohmann::json verbs = {"get", "list", "watch"};
-      if (writable) verbs.push_back("create");
+      if (t.creatable) verbs.push_back("create");
+      if (t.deletable) verbs.push_back("delete");
       auto sn = kShortNames.find(t.plural);
       j["resources"].push_back({{"name", t.plural},
                                 {"singularName", ToLower(t.kind)},
@@ -1135,11 +1163,12 @@ struct ApiServer::Impl {
     Add(pools_path, "GET", kProjectWork, [this](R r, P p, W w) { return List(r, p, w); });
     Add(pools_path, "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") == model::Workload::kPlural) return CreateWorkload(r, p, w);
-      if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
+      if (p.at("plural") != model::GpuPool::kPlural) return NotServed(p.at("plural"), "created");
       return CreatePool(r, p, w);
     });
     Add(pools_path + "/{name}", "DELETE", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") != model::Workload::kPlural) return UnknownResource(p.at("plural"));
+      if (p.at("plural") == model::GpuPool::kPlural) return DeletePool(r, p, w);
+      if (p.at("plural") != model::Workload::kPlural) return NotServed(p.at("plural"), "deleted");
       return DeleteWorkload(r, p, w);
     });
     Add(pools_path + "/{name}", "GET", kProjectWork, [this](R r, P p, W w) { return GetOne(r, p, w); });
@@ -1147,6 +1176,9 @@ struct ApiServer::Impl {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return Approval(r, p, w);
     });
+    instead["PUT " + pools_path + "/{name}/approval"] =
+        "a member may withdraw its own request that is not decided yet: gpuaas pool delete NAME -p PROJECT "
+        "(DELETE .../gpupools/NAME)";
     Add(pools_path + "/{name}/release", "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return ReleasePool(r, p, w);

@@ -79,6 +79,8 @@ struct ResourceType {
   std::string plural;
   std::string kind;
   bool namespaced = false;
+  bool creatable = false;  // POST to its list route
+  bool deletable = false;  // DELETE of one object
 };
 const std::vector<ResourceType>& ResourceTypes();
 

@@ -62,12 +62,14 @@ void ForEachPricedSpan(const PriceBook& prices, int64_t from, int64_t to, F&& f)
 }
 
 // Every chargeable stretch of `records` within [from, to), cut where the card changes: each
-// pool item's (credit null) and each credited device's (a fault credit, clipped to its meter).
-// Open meters and credits run to `open_until`; `project` (when given) skips other projects'
-// records. The one traversal rating and costing share.
+// held device entry's, from the later of the meter's start and the entry's `since` (credit null),
+// and each credited device's (a fault credit, clipped to its meter). Open meters and credits run
+// to `open_until`; `project` (when given) skips other projects' records. The one traversal
+// rating and costing share.
 struct Charge {
   const model::UsageRecord& record;
-  const model::UsageRecord::Credit* credit;  // null: usage of every item of the record
+  const model::UsageRecord::Held* held;      // usage of these devices (credit null)
+  const model::UsageRecord::Credit* credit;  // a fault credit (held null)
   int64_t a, b;
   const model::RateCard* card;               // null: no card in force
 };
@@ -78,13 +80,16 @@ void ForEachCharge(const std::vector<model::UsageRecord>& records, const PriceBo
     if (!project.empty() && !r.metadata.ns.empty() && r.metadata.ns != project) continue;
     const int64_t r_from = Sec(r.spec.start);
     const int64_t r_to = r.spec.end ? Sec(*r.spec.end) : open_until;
-    ForEachPricedSpan(prices, std::max(r_from, from), std::min(r_to, to),
-                      [&](int64_t a, int64_t b, const model::RateCard* card) { f(Charge{r, nullptr, a, b, card}); });
+    const std::vector<model::UsageRecord::Held> held = model::BilledDevices(r);
+    for (const model::UsageRecord::Held& h : held) {
+      ForEachPricedSpan(prices, std::max({Sec(h.since), r_from, from}), std::min(r_to, to),
+                        [&](int64_t a, int64_t b, const model::RateCard* card) { f(Charge{r, &h, nullptr, a, b, card}); });
+    }
     for (const model::UsageRecord::Credit& c : r.spec.credits) {
       const int64_t c_from = std::max({Sec(c.start), r_from, from});
       const int64_t c_to = std::min({c.end ? Sec(*c.end) : r_to, r_to, to});
       ForEachPricedSpan(prices, c_from, c_to,
-                        [&](int64_t a, int64_t b, const model::RateCard* card) { f(Charge{r, &c, a, b, card}); });
+                        [&](int64_t a, int64_t b, const model::RateCard* card) { f(Charge{r, nullptr, &c, a, b, card}); });
     }
   }
 }
@@ -228,17 +233,22 @@ Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& re
   };
   ForEachCharge(records, prices, p_from, p_to, Sec(now), project, [&](const Charge& ch) {
     const std::string& pool = ch.record.spec.pool;
-    if (ch.credit == nullptr) {
-      for (const model::PoolItem& item : ch.record.spec.items) {
-        const std::optional<Micros> price = ch.card ? UnitPrice(*ch.card, item.model, item.profile) : std::nullopt;
-        LineKey key{pool, 0, item.model, item.profile, "", price ? ch.card->metadata.name : "", price.value_or(0),
-                    item.count,
-                    price ? ""
-                    : ch.card ? fmt::format("rate card {} does not price {}/{}", ch.card->metadata.name, item.model,
-                                            item.profile)
-                              : "no rate card in force"};
-        add(std::move(key), item.model, item.profile, ch.a, ch.b);
+    if (ch.held != nullptr) {
+      const model::UsageRecord::Held& h = *ch.held;
+      const std::optional<Micros> price = ch.card ? UnitPrice(*ch.card, h.model, h.profile) : std::nullopt;
+      // A line says when billing of its devices began where that was not the approval: they
+      // came to the pool later (it waited for capacity).
+      std::string why = price ? ""
+                        : ch.card ? fmt::format("rate card {} does not price {}/{}", ch.card->metadata.name, h.model,
+                                                h.profile)
+                                  : "no rate card in force";
+      if (Sec(h.since) > Sec(ch.record.spec.start)) {
+        why += fmt::format("{}billed from the allocation at {}, not the approval at {}", why.empty() ? "" : "; ",
+                           FormatTime(AtSec(Sec(h.since))), FormatTime(ch.record.spec.start));
       }
+      LineKey key{pool, 0, h.model, h.profile, "", price ? ch.card->metadata.name : "", price.value_or(0), h.count,
+                  std::move(why)};
+      add(std::move(key), h.model, h.profile, ch.a, ch.b);
       return;
     }
     const model::UsageRecord::Credit& c = *ch.credit;
@@ -292,11 +302,10 @@ Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& p
       gpu_seconds -= secs * catalog::GpuShare(ch.credit->model, ch.credit->profile);
       return;
     }
-    for (const model::PoolItem& item : ch.record.spec.items) {
-      const Micros price = ch.card ? UnitPrice(*ch.card, item.model, item.profile).value_or(0) : 0;
-      micro_seconds += static_cast<__int128>(ch.b - ch.a) * item.count * price;
-      gpu_seconds += secs * static_cast<double>(item.count) * catalog::GpuShare(item.model, item.profile);
-    }
+    const model::UsageRecord::Held& h = *ch.held;
+    const Micros price = ch.card ? UnitPrice(*ch.card, h.model, h.profile).value_or(0) : 0;
+    micro_seconds += static_cast<__int128>(ch.b - ch.a) * h.count * price;
+    gpu_seconds += secs * static_cast<double>(h.count) * catalog::GpuShare(h.model, h.profile);
   });
   return {RoundDiv(micro_seconds, 3600), gpu_seconds / 3600.0};
 }
@@ -306,7 +315,21 @@ absl::Status CheckBudget(const model::Project& project, const std::vector<model:
   if (!project.spec.budget || project.spec.budget->allow_overrun) return absl::OkStatus();
   const model::Project::Budget& b = *project.spec.budget;
   const Period month = MonthOf(now);
-  const Cost committed = CostOver(records, prices, month.start, month.end);
+  // What the pools hold, and what approved pools still wait for as if it came now: a pool that
+  // waits for capacity costs nothing yet, but will once it has its devices.
+  std::vector<model::UsageRecord> committed_records = records;
+  for (const model::UsageRecord& r : records) {
+    if (r.spec.end || !r.spec.held) continue;
+    model::UsageRecord waiting;
+    waiting.spec.start = now;
+    for (const model::PoolItem& i : r.spec.items) {
+      int64_t have = 0;
+      for (const model::UsageRecord::Held& h : *r.spec.held) have += h.model == i.model && h.profile == i.profile ? h.count : 0;
+      if (have < i.count) waiting.spec.items.push_back({i.model, i.profile, i.count - have});
+    }
+    if (!waiting.spec.items.empty()) committed_records.push_back(std::move(waiting));
+  }
+  const Cost committed = CostOver(committed_records, prices, month.start, month.end);
   model::UsageRecord added;
   added.spec.items = items;
   added.spec.start = now;

@@ -11,9 +11,11 @@
 // model's) and rounded the same way to a whole micro-unit per device-hour: it is a price, and
 // every line stays reproducible from the figures it shows.
 //
-// Periods are calendar months in UTC. A pool is billed from its approval to its release request
-// (or to now), to the second, at the card in force at each second (the latest effectiveFrom not
-// after it); a rejected pool has no record and is never billed.
+// Periods are calendar months in UTC. Each device a pool holds is billed from the later of the
+// pool's approval and the device's allocation to the pool, to the release request (or to now),
+// to the second, at the card in force at each second (the latest effectiveFrom not after it): a
+// pool waiting for capacity pays nothing for what it has not got. A rejected pool has no record
+// and is never billed.
 #ifndef GPUAAS_BILLING_BILLING_H_
 #define GPUAAS_BILLING_BILLING_H_
 
@@ -127,7 +129,8 @@ struct Cost {
 Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& prices, Time from, Time to);
 
 // The budget check of a new pool (or an approval): what the project's pools will have cost by
-// the month's end, with `items` added from `now`, against the budget. OK when under it, when
+// the month's end, with `items` added from `now` (and the devices approved pools still wait for
+// taken as allocated now), against the budget. OK when under it, when
 // overruns are allowed, or without a budget; else ResourceExhausted (reason BudgetExceeded) with
 // the figures. `records` are the project's.
 absl::Status CheckBudget(const model::Project& project, const std::vector<model::UsageRecord>& records,

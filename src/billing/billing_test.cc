@@ -103,6 +103,53 @@ TEST(Billing, APoolApprovedAndReleasedInsideOnePeriod) {
   EXPECT_TRUE(Rate("vision", records, prices, MonthOf(T("2026-12-10T00:00:00Z")), T("2026-12-20T00:00:00Z")).lines.empty());
 }
 
+// Each device from the later of the approval and its allocation: an hour of waiting is free, and
+// the line says when its devices came.
+TEST(Billing, DevicesAreBilledFromTheirAllocationNotTheApproval) {
+  const PriceBook prices(kCards);
+  model::UsageRecord r = Record("train", {{std::string(kH200), "full", 3}}, "2026-11-03T10:00:00Z", "2026-11-03T13:00:00Z");
+  r.spec.held = std::vector<model::UsageRecord::Held>{
+      {std::string(kH200), "full", 2, T("2026-11-03T11:00:00Z")},   // waited an hour for capacity
+      {std::string(kH200), "full", 1, T("2026-11-03T12:30:00Z")}};  // the third came later still
+  const Invoice inv = Rate("vision", {r}, prices, MonthOf(T("2026-11-10T00:00:00Z")), T("2026-11-10T00:00:00Z"));
+  ASSERT_EQ(inv.lines.size(), 2u);
+  int64_t device_seconds = 0;
+  for (const Line& l : inv.lines) {
+    device_seconds += l.quantity * l.seconds;
+    EXPECT_NE(l.description.find("billed from the allocation at 2026-11-03T1"), std::string::npos) << l.description;
+    EXPECT_NE(l.description.find("not the approval at 2026-11-03T10:00:00Z"), std::string::npos) << l.description;
+  }
+  EXPECT_EQ(device_seconds, 2 * 7200 + 1 * 1800);
+  EXPECT_EQ(inv.total_micros, (2 * 7200 + 1800) * 1000);
+  // Nothing held, nothing billed; a meter from before `held` bills its items from its start.
+  r.spec.held->clear();
+  EXPECT_TRUE(Rate("vision", {r}, prices, MonthOf(T("2026-11-10T00:00:00Z")), T("2026-11-10T00:00:00Z")).lines.empty());
+  r.spec.held.reset();
+  EXPECT_EQ(Rate("vision", {r}, prices, MonthOf(T("2026-11-10T00:00:00Z")), T("2026-11-10T00:00:00Z")).total_micros,
+            3 * 10800 * 1000);
+  // A device held since before the approval (clock skew) is billed from the approval only.
+  r.spec.held = std::vector<model::UsageRecord::Held>{{std::string(kH200), "full", 1, T("2026-11-03T09:00:00Z")}};
+  EXPECT_EQ(Rate("vision", {r}, prices, MonthOf(T("2026-11-10T00:00:00Z")), T("2026-11-10T00:00:00Z")).total_micros,
+            10800 * 1000);
+}
+
+// A budget counts what approved pools still wait for as if it came now: a waiting pool costs
+// nothing yet, but the budget must have room for it when it is allocated.
+TEST(Billing, ABudgetCountsTheDevicesApprovedPoolsStillWaitFor) {
+  const PriceBook prices(kCards);
+  model::Project p;
+  p.metadata.name = "vision";
+  p.spec.budget = model::Project::Budget{100'000'000, 0, false};  // 100 USD a month
+  const Time last_day = T("2026-11-30T00:00:00Z");                // 24 h left: 86.4 USD a GPU
+  const std::vector<model::PoolItem> one = {{std::string(kH200), "full", 1}};
+  model::UsageRecord waiting = Record("a", one, "2026-11-29T00:00:00Z");
+  waiting.spec.held.emplace();  // approved, nothing allocated yet
+  EXPECT_TRUE(Rate("vision", {waiting}, prices, MonthOf(last_day), last_day).lines.empty());
+  EXPECT_FALSE(CheckBudget(p, {waiting}, one, prices, last_day).ok()) << "86.4 waiting + 86.4 asked > 100";
+  waiting.spec.end = last_day;  // released while it waited: it will never cost anything
+  EXPECT_TRUE(CheckBudget(p, {waiting}, one, prices, last_day).ok());
+}
+
 TEST(Billing, APoolSpanningAMonthBoundaryIsSplitThere) {
   const PriceBook prices(kCards);
   const std::vector<model::UsageRecord> open = {

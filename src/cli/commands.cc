@@ -451,6 +451,11 @@ int PoolReleaseCmd(const ClientOptions& o, const std::string& project, const std
   return PrintWritten(o, Send(o, "POST", PoolPath(project, name) + "/release", ""), "releasing", out, err);
 }
 
+int PoolDeleteCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+                  std::ostream& out, std::ostream& err) {
+  return PrintWritten(o, Send(o, "DELETE", PoolPath(project, name), ""), "deleted", out, err);
+}
+
 int PoolGetCmd(const ClientOptions& o, const std::string& project, const std::string& name,
                std::ostream& out, std::ostream& err) {
   absl::StatusOr<Format> format = ParseFormat(o.output);

@@ -57,6 +57,9 @@ int PoolApproveCmd(const ClientOptions& o, const std::string& project, const std
 // gpuaas pool release NAME -p PROJECT
 int PoolReleaseCmd(const ClientOptions& o, const std::string& project, const std::string& name,
                    std::ostream& out, std::ostream& err);
+// gpuaas pool delete NAME -p PROJECT: withdraw a request, or remove a rejected or released pool
+int PoolDeleteCmd(const ClientOptions& o, const std::string& project, const std::string& name,
+                  std::ostream& out, std::ostream& err);
 // gpuaas pool list [-p PROJECT] / gpuaas pool get NAME -p PROJECT
 int PoolGetCmd(const ClientOptions& o, const std::string& project, const std::string& name,
                std::ostream& out, std::ostream& err);

@@ -35,8 +35,11 @@ bool IsTrue(const GpuPool& p, std::string_view type) {
 
 bool Approved(const GpuPool& p) { return p.status.approval && p.status.approval->approved; }
 
-// Approved, live and still short of devices: such a pool waits for capacity.
-bool AwaitsCapacity(const GpuPool& p) { return Approved(p) && model::PoolIsLive(p) && !IsTrue(p, model::kAllocated); }
+// Approved, live, not being released and still short of devices: such a pool waits for
+// capacity. (A release asked of a waiting pool is work to do at once, never a wait.)
+bool AwaitsCapacity(const GpuPool& p) {
+  return Approved(p) && model::PoolIsLive(p) && !model::PoolReleaseRequested(p) && !IsTrue(p, model::kAllocated);
+}
 
 // The GPU of a device, from the informer (GpuCapacity objects are named by the lower-case UUID).
 GpuPtr GpuOf(const runtime::Informer<model::GpuCapacity>& gpus, const std::string& uuid) {
@@ -82,6 +85,19 @@ std::pair<std::string, Time> FaultOf(const model::GpuCapacity& g, Time now) {
     }
   }
   return {"Unhealthy", now};
+}
+
+// How many devices of `item` the allocation holds (a device whose GPU left the inventory counts
+// for the item of its profile).
+int64_t HeldOf(const model::PoolItem& item, const std::vector<model::AllocatedDevice>& allocation,
+               const runtime::Informer<model::GpuCapacity>& gpus) {
+  int64_t have = 0;
+  for (const model::AllocatedDevice& d : allocation) {
+    if (d.profile != item.profile) continue;
+    const GpuPtr g = GpuOf(gpus, d.gpu_uuid);
+    have += g == nullptr || g->spec.model == item.model ? 1 : 0;
+  }
+  return have;
 }
 
 // A change to a GPU that can make room for a waiting pool.
@@ -197,7 +213,30 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
                                  {std::string(type), ok ? ConditionStatus::kTrue : ConditionStatus::kFalse,
                                   std::move(reason), std::move(message), now, gen});
     };
+    // The pool's open meter, read once and written with the pool's change: the devices it
+    // bills (from their allocation), fault credits, the cluster.
+    std::optional<model::UsageRecord> meter;
+    bool meter_changed = false;
+    if (!model::PoolReleaseRequested(pool)) {
+      ASSIGN_OR_RETURN(meter, store::GetObject<model::UsageRecord>(tx, pool.metadata.ns, pool.metadata.name));
+      if (meter && (meter->spec.end || meter->spec.pool_uid != pool.metadata.uid)) meter.reset();
+    }
+    if (meter && !meter->spec.held) {
+      // A meter from before devices were billed from their allocation: what the pool holds now
+      // stays billed from the approval, as it was; what it lacks is billed once it comes.
+      meter->spec.held.emplace();
+      for (const model::PoolItem& i : pool.spec.items) {
+        if (const int64_t n = HeldOf(i, pool.status.allocation, gpus_); n > 0) {
+          meter->spec.held->push_back({i.model, i.profile, n, meter->spec.start});
+        }
+      }
+      meter_changed = true;
+    }
     auto commit = [&](bool changed) -> absl::Status {
+      if (meter && meter_changed) {
+        wrote = true;
+        RETURN_IF_ERROR(store::UpdateObject(tx, *meter));
+      }
       if (!changed) return absl::OkStatus();
       wrote = true;
       return store::UpdateObject(tx, pool);
@@ -219,8 +258,12 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
                        fmt::format("waiting for {} running workload(s) to be evicted", running));
         return commit(changed);
       }
+      const bool held = !pool.status.allocation.empty();
       pool.status.allocation.clear();
-      changed |= set(model::kAllocated, false, "Released", "devices returned to the fleet");
+      changed |= set(model::kAllocated, false, "Released", held ? "devices returned to the fleet" : "it held no devices");
+      if (model::FindCondition(pool.status.conditions, model::kProvisioned) != nullptr) {
+        changed |= set(model::kProvisioned, false, "Released", "the pool holds no devices any more");
+      }
       changed |= set(model::kReady, false, "Released", "the pool was released");
       changed |= set(model::kReleased, true, "Released", "all devices freed");
       ++delta.released;
@@ -241,13 +284,6 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
     });
     // Billing: the device's time is credited from the fault until it is replaced (the meter is
     // written in this transaction, with the pool's change).
-    auto meter_update = [&](auto&& change) -> absl::Status {
-      ASSIGN_OR_RETURN(std::optional<model::UsageRecord> meter,
-                       store::GetObject<model::UsageRecord>(tx, pool.metadata.ns, pool.metadata.name));
-      if (!meter || meter->spec.end) return absl::OkStatus();
-      if (!change(*meter)) return absl::OkStatus();
-      return store::UpdateObject(tx, *meter);
-    };
     for (model::UsageRecord::Credit& c : credits) {
       // Never into a month whose invoice is kept (final): from the start of the next one.
       for (billing::Period m = billing::MonthOf(c.start); m.end <= now; m = billing::MonthOf(m.end)) {
@@ -257,14 +293,12 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
         c.start = m.end;
       }
     }
-    if (!credits.empty()) {
-      RETURN_IF_ERROR(meter_update([&](model::UsageRecord& m) {
-        for (model::UsageRecord::Credit& c : credits) {
-          c.start = std::max(c.start, m.spec.start);
-          m.spec.credits.push_back(std::move(c));
-        }
-        return true;
-      }));
+    if (!credits.empty() && meter) {
+      for (model::UsageRecord::Credit& c : credits) {
+        c.start = std::max(c.start, meter->spec.start);
+        meter->spec.credits.push_back(std::move(c));
+      }
+      meter_changed = true;
     }
     if (!lost.empty()) {
       ++delta.replaced;
@@ -277,11 +311,7 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
     // 3. Allocate what the pool lacks: its items minus what its allocation holds.
     std::vector<model::PoolItem> deficit;
     for (const model::PoolItem& i : pool.spec.items) {
-      int64_t have = 0;
-      for (const model::AllocatedDevice& d : pool.status.allocation) {
-        const GpuPtr g = GpuOf(gpus_, d.gpu_uuid);
-        have += d.profile == i.profile && (g == nullptr || g->spec.model == i.model) ? 1 : 0;
-      }
+      const int64_t have = HeldOf(i, pool.status.allocation, gpus_);
       if (have < i.count) deficit.push_back({i.model, i.profile, i.count - have});
     }
     if (!IsTrue(pool, model::kAllocated) && deficit.empty()) {
@@ -393,25 +423,33 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
         }
       }
       ++delta.allocated;
-      if (!out.plan.placements.empty()) {
-        const std::string where = out.plan.placements.front().cluster;
-        RETURN_IF_ERROR(meter_update([&](model::UsageRecord& m) {
-          if (!m.spec.cluster.empty()) return false;
-          m.spec.cluster = where;  // revenue by cluster (the pool asked for any)
-          return true;
-        }));
+      if (meter && !out.plan.placements.empty() && meter->spec.cluster.empty()) {
+        meter->spec.cluster = out.plan.placements.front().cluster;  // revenue by cluster (the pool asked for any)
+        meter_changed = true;
+      }
+      if (meter) {
+        // Billing of the new devices starts now; a replacement takes a failed device's entry.
+        const Time since = std::chrono::floor<std::chrono::seconds>(now);
+        for (const model::PoolItem& i : pool.spec.items) {
+          int64_t billed = 0;
+          for (const model::UsageRecord::Held& h : *meter->spec.held) {
+            billed += h.model == i.model && h.profile == i.profile ? h.count : 0;
+          }
+          if (const int64_t have = HeldOf(i, pool.status.allocation, gpus_); have > billed) {
+            meter->spec.held->push_back({i.model, i.profile, have - billed, since});
+            meter_changed = true;
+          }
+        }
       }
       if (replacing) {
-        RETURN_IF_ERROR(meter_update([&](model::UsageRecord& m) {
-          bool closed = false;
-          for (model::UsageRecord::Credit& c : m.spec.credits) {
+        if (meter) {
+          for (model::UsageRecord::Credit& c : meter->spec.credits) {
             if (!c.end) {
               c.end = std::max(c.start, now);
-              closed = true;
+              meter_changed = true;
             }
           }
-          return closed;
-        }));
+        }
         changed |= set(model::kDevicesHealthy, true, "Replaced",
                        fmt::format("{} device(s) replaced from free capacity", out.plan.placements.size()));
       }

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   CLI::App* project_list = project->add_subcommand("list", "list projects");
   add_client_flags(project_list, true);
 
-  CLI::App* pool = app.add_subcommand("pool", "GPU pools: request, approve, release");
+  CLI::App* pool = app.add_subcommand("pool", "GPU pools: request, approve, release, delete");
   pool->require_subcommand(1);
   gpuaas::cli::PoolRequest pr;
   CLI::App* pool_request = pool->add_subcommand("request", "ask for a pool in a project");
@@ -131,8 +131,10 @@ int main(int argc, char** argv) {
   CLI::App* pool_get = pool->add_subcommand("get", "show a pool, its conditions and devices");
   CLI::App* pool_approve = pool->add_subcommand("approve", "approve a pool (operators)");
   CLI::App* pool_reject = pool->add_subcommand("reject", "reject a pool, for good (operators)");
-  CLI::App* pool_release = pool->add_subcommand("release", "release a pool's devices");
-  for (CLI::App* c : {pool_get, pool_approve, pool_reject, pool_release}) {
+  CLI::App* pool_release = pool->add_subcommand("release", "release a pool's devices (billing stops at once)");
+  CLI::App* pool_delete = pool->add_subcommand(
+      "delete", "withdraw a request not yet decided, or remove a rejected or released pool (its name is free again)");
+  for (CLI::App* c : {pool_get, pool_approve, pool_reject, pool_release, pool_delete}) {
     c->add_option("name", pool_name, "pool name")->required();
     c->add_option("-p,--project", pool_project, "the project")->required();
     add_client_flags(c, true);
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
   std::string wl_project, wl_name;
   CLI::App* workload_list = workload->add_subcommand("list", "list workloads");
   add_client_flags(workload_list, true);
-  CLI::App* workload_delete = workload->add_subcommand("delete", "end a workload");
+  CLI::App* workload_delete = workload->add_subcommand("delete", "end a workload and remove it (its run's Profile stays)");
   workload_delete->add_option("name", wl_name, "workload name")->required();
   workload_delete->add_option("-p,--project", wl_project, "the project")->required();
   add_client_flags(workload_delete, true);
@@ -168,8 +170,10 @@ int main(int argc, char** argv) {
   token_create->add_option("--user", token_user, "who the token is for")->required();
   token_create->add_option("--role", token_role, "operator, member or agent (node agents: push telemetry only)")->required();
   token_create->add_option("--project", token_project, "the member's project");
-  token_create->add_option("--cluster", token_cluster, "the agent's cluster");
-  token_create->add_option("--node", token_nodes, "the agent's node (repeat for several); it pushes for their GPUs only");
+  token_create->add_option("--cluster", token_cluster, "the agent's cluster (implied by a node given as CLUSTER.NODE)");
+  token_create->add_option("--node", token_nodes,
+                           "the agent's node, as gpuaas get nodes prints it (CLUSTER.NODE) or as its cluster names it "
+                           "(repeat for several); it pushes for their GPUs only");
   add_client_flags(token_create, true);
   CLI::App* token_list = token->add_subcommand("list", "list tokens (never their secrets)");
   add_client_flags(token_list, true);
@@ -368,5 +372,6 @@ int main(int argc, char** argv) {
   if (pool_approve->parsed()) return PoolApproveCmd(client, pool_project, pool_name, true, reason, std::cout, std::cerr);
   if (pool_reject->parsed()) return PoolApproveCmd(client, pool_project, pool_name, false, reason, std::cout, std::cerr);
   if (pool_release->parsed()) return gpuaas::cli::PoolReleaseCmd(client, pool_project, pool_name, std::cout, std::cerr);
+  if (pool_delete->parsed()) return gpuaas::cli::PoolDeleteCmd(client, pool_project, pool_name, std::cout, std::cerr);
   return 2;
 }

@@ -45,3 +45,18 @@ absl::Status ValidateRateCard(const RateCard& c) {
 }
 
 }  // namespace gpuaas::model
+
+namespace gpuaas::model {
+
+std::vector<UsageRecord::Held> BilledDevices(const UsageRecord& meter) {
+  if (meter.spec.held) return *meter.spec.held;
+  std::vector<UsageRecord::Held> out;
+  for (const PoolItem& i : meter.spec.items) out.push_back({i.model, i.profile, i.count, meter.spec.start});
+  return out;
+}
+
+std::string RetiredMeterName(const UsageRecord& meter) {
+  return fmt::format("{}.{}", meter.spec.pool, meter.spec.pool_uid);
+}
+
+}  // namespace gpuaas::model

@@ -1,7 +1,8 @@
 // Billing objects. A RateCard prices devices per hour from a moment on; a UsageRecord is the
 // meter of one approved pool: written in the same store transaction as the pool transitions that
-// start and end its billing (approval, release) and as the faults the pool controller credits,
-// so that no crash or replica can lose or double an approved second. Invoices are computed from
+// start and end its billing (approval, release), as the allocations that bring it devices and as
+// the faults the pool controller credits, so that no crash or replica can lose or double a
+// billed second. Invoices are computed from
 // them (src/billing/) and kept, once their period has closed, as Invoice records.
 #ifndef GPUAAS_MODEL_BILLING_H_
 #define GPUAAS_MODEL_BILLING_H_
@@ -67,13 +68,29 @@ struct UsageRecord {
     std::optional<Time> end;
     friend bool operator==(const Credit&, const Credit&) = default;
   };
+  // Devices of one item the pool came to hold at `since`: the pool controller adds an entry, in
+  // the transaction of the allocation, whenever the pool holds more devices of an item than the
+  // entries before count. A device that fails keeps its entry (its time is credited until it is
+  // replaced, see Credit), so its replacement adds none.
+  struct Held {
+    std::string model;
+    std::string profile;
+    int64_t count = 0;
+    Time since{};
+    friend bool operator==(const Held&, const Held&) = default;
+  };
   struct Spec {
     std::string pool;
     std::string pool_uid;
     std::string cluster;  // where its devices are (the pool's, or its first allocation's)
-    std::vector<PoolItem> items;
+    std::vector<PoolItem> items;  // what the pool asked for
     Time start{};             // the approval
     std::optional<Time> end;  // the release request; open while the pool runs
+    // What is billed: each device from the later of the approval and its allocation. Absent
+    // only in a meter written before devices were metered from their allocation; such a meter
+    // bills its items from `start` until the pool controller converts it (the devices the pool
+    // then holds from `start`, the rest from their allocation).
+    std::optional<std::vector<Held>> held;
     std::vector<Credit> credits;
     friend bool operator==(const Spec&, const Spec&) = default;
   };
@@ -85,6 +102,14 @@ struct UsageRecord {
   Status status;
   friend bool operator==(const UsageRecord&, const UsageRecord&) = default;
 };
+
+// The devices `meter` bills: its `held` entries, or, for a meter written before those, its items
+// from its start.
+std::vector<UsageRecord::Held> BilledDevices(const UsageRecord& meter);
+
+// The name a meter keeps once its pool is deleted ("<pool>.<the pool's uid>"): a
+// pool's live meter is named like the pool, and a deleted pool's name may be used again.
+std::string RetiredMeterName(const UsageRecord& meter);
 
 // A correction of a final invoice: money given back to a project, never an edit of the invoice.
 // It appears on the invoice of the month it is issued in, as a credit line that names the month

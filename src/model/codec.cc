@@ -969,6 +969,13 @@ std::string Encode(const UsageRecord& u) {
   if (u.spec.end) spec["end"] = FormatTime(*u.spec.end);
   if (!u.spec.cluster.empty()) spec["cluster"] = u.spec.cluster;
   if (!u.spec.credits.empty()) spec["credits"] = std::move(credits);
+  if (u.spec.held) {
+    json held = json::array();
+    for (const UsageRecord::Held& h : *u.spec.held) {
+      held.push_back({{"model", h.model}, {"profile", h.profile}, {"count", h.count}, {"since", FormatTime(h.since)}});
+    }
+    spec["held"] = std::move(held);
+  }
   j["spec"] = std::move(spec);
   j["status"] = json::object();
   return j.dump();
@@ -1000,6 +1007,15 @@ absl::StatusOr<UsageRecord> Decode(std::string_view text) {
       credit.end = c.TimeField("end");
       u.spec.credits.push_back(std::move(credit));
     });
+    if (s.Find("held") != nullptr) {
+      u.spec.held.emplace();
+      s.Each("held", [&](const In& h) {
+        UsageRecord::Held held{h.Str("model", true), h.Str("profile", true), h.Int("count", true, 1), {}};
+        if (!h.Has("since")) Fail(h.Path("since"), "required");
+        held.since = *h.TimeField("since");
+        u.spec.held->push_back(std::move(held));
+      });
+    }
     return u;
   });
 }

@@ -164,15 +164,28 @@ absl::StatusOr<GpuPool> PoolService::Approve(const std::string& ns, const std::s
     ASSIGN_OR_RETURN(std::optional<GpuPool> cur, store::GetObject<GpuPool>(tx, ns, name));
     if (!cur) return absl::NotFoundError(fmt::format("gpupools \"{}\" not found in project {}", name, ns));
     if (cur->status.approval) {
-      return absl::FailedPreconditionError(fmt::format(
-          "gpupools \"{}\" was already {} by {}; {}", name,
-          cur->status.approval->approved ? "approved" : "rejected", cur->status.approval->user,
-          cur->status.approval->approved ? "release it to end it" : "a rejection is final"));
+      // Advice that fits the state the pool is in.
+      std::string next;
+      if (!cur->status.approval->approved) {
+        next = fmt::format("a rejection is final: ask for a new pool (or delete this one to use its name again: "
+                           "gpuaas pool delete {} -p {})", name, ns);
+      } else if (const Condition* rel = model::FindCondition(cur->status.conditions, model::kReleased)) {
+        next = rel->status == ConditionStatus::kTrue
+                   ? fmt::format("it has been released: ask for a new pool (or delete this one to use its name again: "
+                                 "gpuaas pool delete {} -p {})", name, ns)
+                   : "it is being released";
+      } else {
+        next = fmt::format("it is in force; to end it, release it: gpuaas pool release {} -p {}", name, ns);
+      }
+      return absl::FailedPreconditionError(fmt::format("gpupools \"{}\" was already {} by {}; {}", name,
+                                                       cur->status.approval->approved ? "approved" : "rejected",
+                                                       cur->status.approval->user, next));
     }
     const Time now = clock_.Now();
     if (approve) {
-      // Billing starts now, whether or not devices can be provisioned yet: the meter opens in
-      // this transaction, so an approval can never go unbilled or be billed twice.
+      // The meter opens in this transaction, so an approval can never go unbilled or be billed
+      // twice; it bills each device from its allocation (the pool controller records them as
+      // they come), so a pool that waits for capacity pays nothing for what it has not got.
       ASSIGN_OR_RETURN(std::optional<model::Project> project, store::GetObject<model::Project>(tx, "", ns));
       if (project) RETURN_IF_ERROR(CheckBudgetIn(tx, *project, cur->spec.items, now));
       model::UsageRecord meter;
@@ -184,6 +197,7 @@ absl::StatusOr<GpuPool> PoolService::Approve(const std::string& ns, const std::s
       meter.spec.cluster = cur->spec.cluster;
       meter.spec.items = cur->spec.items;
       meter.spec.start = std::chrono::floor<std::chrono::seconds>(now);
+      meter.spec.held.emplace();
       absl::Status opened = store::CreateObject(tx, meter, now);
       if (absl::IsAlreadyExists(opened)) {
         return absl::InternalError(fmt::format("gpupools \"{}\" in {} already has a usage record", name, ns));
@@ -210,14 +224,23 @@ absl::StatusOr<GpuPool> PoolService::Release(const std::string& ns, const std::s
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     ASSIGN_OR_RETURN(std::optional<GpuPool> cur, store::GetObject<GpuPool>(tx, ns, name));
     if (!cur) return absl::NotFoundError(fmt::format("gpupools \"{}\" not found in project {}", name, ns));
-    if (!cur->status.approval || !cur->status.approval->approved) {
+    if (!cur->status.approval) {
       return absl::FailedPreconditionError(fmt::format(
-          "gpupools \"{}\" is not approved; only an approved pool can be released", name));
+          "gpupools \"{}\" is not approved yet, so it holds nothing to release; to withdraw the request, delete "
+          "it: gpuaas pool delete {} -p {}", name, name, ns));
+    }
+    if (!cur->status.approval->approved) {
+      return absl::FailedPreconditionError(fmt::format(
+          "gpupools \"{}\" was rejected and holds nothing to release; delete it to use its name again: "
+          "gpuaas pool delete {} -p {}", name, name, ns));
     }
     const Condition* released = model::FindCondition(cur->status.conditions, model::kReleased);
     if (released != nullptr) {
-      return absl::FailedPreconditionError(fmt::format("gpupools \"{}\" is already {}", name,
-                                                       released->status == ConditionStatus::kTrue ? "released" : "being released"));
+      return absl::FailedPreconditionError(
+          released->status == ConditionStatus::kTrue
+              ? fmt::format("gpupools \"{}\" is already released; delete it to use its name again: "
+                            "gpuaas pool delete {} -p {}", name, name, ns)
+              : fmt::format("gpupools \"{}\" is already being released ({})", name, released->message));
     }
     const Time now = clock_.Now();
     model::SetCondition(cur->status.conditions,
@@ -233,6 +256,42 @@ absl::StatusOr<GpuPool> PoolService::Release(const std::string& ns, const std::s
     }
     pool = *cur;
     return Record(tx, user, "Release", PoolRef(*cur), "");
+  }));
+  return pool;
+}
+
+absl::StatusOr<GpuPool> PoolService::DeletePool(const std::string& ns, const std::string& name,
+                                                const std::string& user) {
+  GpuPool pool;
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<GpuPool> cur, store::GetObject<GpuPool>(tx, ns, name));
+    if (!cur) return absl::NotFoundError(fmt::format("gpupools \"{}\" not found in project {}", name, ns));
+    std::string action = "DeletePool";
+    if (!cur->status.approval) {
+      action = "WithdrawPool";
+    } else if (cur->status.approval->approved) {
+      const Condition* rel = model::FindCondition(cur->status.conditions, model::kReleased);
+      if (rel == nullptr) {
+        return absl::FailedPreconditionError(fmt::format(
+            "gpupools \"{}\" is approved and in force; release it first (gpuaas pool release {} -p {}), then delete "
+            "it once it is Released", name, name, ns));
+      }
+      if (rel->status != ConditionStatus::kTrue) {
+        return absl::FailedPreconditionError(fmt::format(
+            "gpupools \"{}\" is being released ({}); delete it once it is Released", name, rel->message));
+      }
+      // The meter outlives the pool (its months are billed from it) under a name of its own.
+      ASSIGN_OR_RETURN(std::optional<model::UsageRecord> meter, store::GetObject<model::UsageRecord>(tx, ns, name));
+      if (meter && meter->spec.pool_uid == cur->metadata.uid) {
+        RETURN_IF_ERROR(store::DeleteObject<model::UsageRecord>(tx, ns, name));
+        meter->metadata.name = model::RetiredMeterName(*meter);
+        RETURN_IF_ERROR(store::CreateObject(tx, *meter, clock_.Now()));
+      }
+    }
+    RETURN_IF_ERROR(store::DeleteObject<GpuPool>(tx, ns, name));
+    pool = *cur;
+    pool.metadata.resource_version = tx.revision();  // the deletion's: a reader waits for it
+    return Record(tx, user, action, PoolRef(*cur), "");
   }));
   return pool;
 }
@@ -363,11 +422,17 @@ absl::StatusOr<model::Workload> PoolService::CreateWorkload(model::Workload w, c
       return absl::FailedPreconditionError(fmt::format("gpupools \"{}\" is rejected or released", w.spec.pool));
     }
     const std::string profile = model::ProfileOfResource(w.spec.resource);
-    const bool in_pool = std::any_of(pool->spec.items.begin(), pool->spec.items.end(),
-                                     [&](const model::PoolItem& i) { return i.profile == profile; });
-    if (!in_pool) {
+    int64_t devices = 0;  // of the profile, in the pool (a workload takes distinct devices)
+    for (const model::PoolItem& i : pool->spec.items) devices += i.profile == profile ? i.count : 0;
+    if (devices == 0) {
       return absl::InvalidArgumentError(fmt::format(
           "spec.resources: pool {} has no {} devices", w.spec.pool, profile));
+    }
+    if (w.spec.count > devices) {
+      return absl::InvalidArgumentError(fmt::format(
+          "spec.resources: {} x {} can never run on pool {}: it has {} {} device(s) (time slicing shares a device "
+          "between workloads, not within one); ask for at most {}, or for a larger pool",
+          w.spec.count, w.spec.resource, w.spec.pool, devices, profile, devices));
     }
     absl::Status s = store::CreateObject(tx, w, clock_.Now());
     if (absl::IsAlreadyExists(s)) {
@@ -386,13 +451,16 @@ absl::StatusOr<model::Workload> PoolService::DeleteWorkload(const std::string& n
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     ASSIGN_OR_RETURN(std::optional<model::Workload> cur, store::GetObject<model::Workload>(tx, ns, name));
     if (!cur) return absl::NotFoundError(fmt::format("workloads \"{}\" not found in project {}", name, ns));
-    if (cur->status.phase == model::WorkloadPhase::kSucceeded || cur->status.phase == model::WorkloadPhase::kEvicted) {
-      return absl::FailedPreconditionError(fmt::format("workloads \"{}\" has already ended", name));
+    const bool ended =
+        cur->status.phase == model::WorkloadPhase::kSucceeded || cur->status.phase == model::WorkloadPhase::kEvicted;
+    if (!ended) {
+      // The run's Profile is closed and kept: it is the record of what ran where.
+      RETURN_IF_ERROR(EndRun(tx, *cur, model::WorkloadPhase::kSucceeded, "Deleted", "deleted by " + user, clock_.Now()));
     }
-    RETURN_IF_ERROR(EndRun(tx, *cur, model::WorkloadPhase::kSucceeded, "Deleted", "deleted by " + user, clock_.Now()));
-    RETURN_IF_ERROR(store::UpdateObject(tx, *cur));
+    RETURN_IF_ERROR(store::DeleteObject<model::Workload>(tx, ns, name));
     w = *cur;
-    return Record(tx, user, "DeleteWorkload", fmt::format("workloads/{}/{}", ns, name), "");
+    w.metadata.resource_version = tx.revision();  // the deletion's: a reader waits for it
+    return Record(tx, user, "DeleteWorkload", fmt::format("workloads/{}/{}", ns, name), ended ? "ended before" : "");
   }));
   return w;
 }

@@ -50,6 +50,13 @@ class PoolService {
                                          const std::string& user);
   absl::StatusOr<model::GpuPool> Release(const std::string& ns, const std::string& name,
                                          const std::string& user);
+  // Removes a pool that holds nothing, so that its name can be used again: a request not yet
+  // decided (withdrawn), a rejected pool, or a released one (its meter stays, renamed
+  // model::RetiredMeterName, and its invoices keep billing what it held). Returns the pool as it
+  // was. FailedPrecondition, saying what to do first, for a pool that is in force or still being
+  // released.
+  absl::StatusOr<model::GpuPool> DeletePool(const std::string& ns, const std::string& name,
+                                            const std::string& user);
 
   // Billing. An approval opens the pool's UsageRecord and a release request closes it, in the
   // transaction of the transition itself. A new pool, and an approval, pass the project's budget
@@ -68,8 +75,10 @@ class PoolService {
   absl::StatusOr<model::Project> SetBudget(const std::string& project, std::optional<model::Project::Budget> budget,
                                            const std::string& user);
 
-  // Workloads: created Pending (the workload controller admits them); deleting ends the run and
-  // its Profile.
+  // Workloads: created Pending (the workload controller admits them); refused at once when the
+  // pool could never hold them (more devices of a profile than it has). Deleting ends the run
+  // and its Profile (which stays, as the record of the run) and removes the workload, so that
+  // its name can be used again; an ended workload is removed.
   absl::StatusOr<model::Workload> CreateWorkload(model::Workload w, const std::string& user);
   absl::StatusOr<model::Workload> DeleteWorkload(const std::string& ns, const std::string& name,
                                                  const std::string& user);

@@ -1,5 +1,6 @@
 #include "service/pools.h"
 
+#include "common/status.h"
 #include "gtest/gtest.h"
 #include "store/objects.h"
 #include "store/sqlite_store.h"
@@ -116,6 +117,17 @@ class PoolBillingTest : public PoolServiceTest {
     if (!got.ok() || !*got) return std::nullopt;
     return *model::Decode<model::UsageRecord>((*got)->data);
   }
+  // What the pool controller records when a pool gets every device it asked for, now (this
+  // test runs no controllers).
+  void Allocated(const std::string& pool) {
+    ASSERT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
+      ASSIGN_OR_RETURN(std::optional<model::UsageRecord> m, store::GetObject<model::UsageRecord>(tx, "vision", pool));
+      for (const model::PoolItem& i : m->spec.items) {
+        m->spec.held->push_back({i.model, i.profile, i.count, std::chrono::floor<std::chrono::seconds>(clock_.Now())});
+      }
+      return store::UpdateObject(tx, *m);
+    }).ok());
+  }
 };
 
 TEST_F(PoolBillingTest, ApprovalOpensTheMeterReleaseClosesItRejectionNeverBills) {
@@ -127,11 +139,13 @@ TEST_F(PoolBillingTest, ApprovalOpensTheMeterReleaseClosesItRejectionNeverBills)
   EXPECT_FALSE(Meter("nope")) << "a rejection is never billed";
   auto approved = svc_->Approve("vision", "train", true, "", "ops");
   ASSERT_TRUE(approved.ok());
-  // Billed from approval, whether or not anything is provisioned yet.
+  // The meter opens at the approval; it bills devices as they are allocated (none yet).
   std::optional<model::UsageRecord> m = Meter("train");
   ASSERT_TRUE(m);
   EXPECT_EQ(m->spec.start, std::chrono::floor<std::chrono::seconds>(clock_.Now()));
   EXPECT_FALSE(m->spec.end);
+  ASSERT_TRUE(m->spec.held);
+  EXPECT_TRUE(m->spec.held->empty());
   EXPECT_EQ(m->spec.pool_uid, approved->metadata.uid);
   EXPECT_EQ(m->spec.items, approved->spec.items);
   clock_.Advance(std::chrono::seconds(5400));
@@ -192,6 +206,7 @@ TEST_F(PoolBillingTest, ACreditNoteCorrectsAClosedMonthAndNeverMoreThanItBilled)
   ASSERT_TRUE(Card("list", month_start, 3'600'000).ok());
   ASSERT_TRUE(svc_->CreatePool(Pool("train", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
   ASSERT_TRUE(svc_->Approve("vision", "train", true, "", "ops").ok());
+  Allocated("train");
   clock_.Advance(std::chrono::hours(10));
   ASSERT_TRUE(svc_->Release("vision", "train", "alice").ok());  // 10 h x 3.6 = 36 USD in December
   EXPECT_EQ(svc_->IssueCreditNote("vision", "2025-12", 1'000'000, "outage", "ops").status().code(),
@@ -214,6 +229,7 @@ TEST_F(PoolBillingTest, ACreditNoteCorrectsAClosedMonthAndNeverMoreThanItBilled)
   // January may still give back all of January's 36 (the notes it carries correct another month).
   ASSERT_TRUE(svc_->CreatePool(Pool("jan", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
   ASSERT_TRUE(svc_->Approve("vision", "jan", true, "", "ops").ok());
+  Allocated("jan");
   clock_.Advance(std::chrono::hours(10));
   ASSERT_TRUE(svc_->Release("vision", "jan", "alice").ok());
   clock_.Advance(std::chrono::hours(24 * 31));  // February
