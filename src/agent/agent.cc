@@ -95,8 +95,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::vector<SimGpu>>>> SimGpus
   for (const nlohmann::json& item : j["items"]) {
     absl::StatusOr<model::GpuCapacity> g = model::Decode<model::GpuCapacity>(item.dump());
     if (!g.ok()) return absl::InvalidArgumentError(fmt::format("a GPU of the list: {}", std::string(g.status().message())));
-    auto label = g->metadata.labels.find("gpuaas.io/node");
-    const std::string short_node = label == g->metadata.labels.end() ? "" : label->second;
+    // The node as gpuaas names it ("CLUSTER.NODE", spec.node) or as its cluster does.
+    const std::string prefix = g->spec.cluster + ".";
+    const std::string short_node = g->spec.node.starts_with(prefix) ? g->spec.node.substr(prefix.size()) : g->spec.node;
     if (!node.empty() && node != g->spec.node && node != short_node) continue;
     SimGpu s;
     s.uuid = g->spec.uuid;

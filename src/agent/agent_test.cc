@@ -93,13 +93,13 @@ TEST(Simulator, ItsExporterTextIsStrictPrometheusText) {
 TEST(Inventory, SimulatedGpusComeFromTheServersGpuCapacities) {
   model::GpuCapacity a;
   a.metadata.name = "gpu-a";
-  a.metadata.labels = {{"gpuaas.io/node", "h200-0"}};
+  a.metadata.labels = {{"gpuaas.io/node", "alpha.h200-0"}};
   a.spec = {"alpha", "alpha.h200-0", "GPU-a", 0, "H200-SXM-141GB", "H200", 143771, true};
   a.status.mig_mode = model::MigMode::kEnabled;
   a.status.mig_instances = {{"3g.71gb", 0, 4, "MIG-x", false}, {"1g.18gb", 4, 1, "MIG-y", false}};
   model::GpuCapacity b = a;
   b.metadata.name = "gpu-b";
-  b.metadata.labels = {{"gpuaas.io/node", "h200-1"}};
+  b.metadata.labels = {{"gpuaas.io/node", "alpha.h200-1"}};
   b.spec.uuid = "GPU-b";
   b.spec.node = "alpha.h200-1";
   b.status.mig_mode = model::MigMode::kDisabled;

@@ -146,14 +146,28 @@ absl::StatusOr<std::pair<std::string, TokenInfo>> Authenticator::Create(const st
       return absl::NotFoundError(fmt::format("project \"{}\" not found; create it before its members' tokens", project));
     }
   }
+  std::string bound_cluster = cluster;
+  std::vector<std::string> bound_nodes;
   if (role == Role::kAgent) {
-    if (cluster.empty() || nodes.empty()) {
-      return absl::InvalidArgumentError(
-          "an agent token names its cluster and nodes (it may push telemetry only for the GPUs there)");
-    }
+    // A node as gpuaas prints it ("CLUSTER.NODE", which names the cluster too) or as its
+    // cluster names it (with the cluster given).
     for (const std::string& n : nodes) {
-      if (!cache_.Get("NodeCapacity", "", cluster + "." + n)) {
-        return absl::NotFoundError(fmt::format("node \"{}\" of cluster \"{}\" not found", n, cluster));
+      const size_t dot = n.find('.');
+      if (bound_cluster.empty() && dot != std::string::npos) bound_cluster = n.substr(0, dot);
+      const std::string prefix = bound_cluster + ".";
+      bound_nodes.push_back(n.starts_with(prefix) && cache_.Get("NodeCapacity", "", n) ? n.substr(prefix.size()) : n);
+    }
+    if (bound_cluster.empty() || bound_nodes.empty()) {
+      return absl::InvalidArgumentError(
+          "an agent token names its nodes, as gpuaas get nodes prints them (CLUSTER.NODE, e.g. alpha.h200-01), or "
+          "its cluster and the nodes' names there (--cluster alpha --node h200-01); it may push telemetry only for "
+          "the GPUs there");
+    }
+    for (const std::string& n : bound_nodes) {
+      if (!cache_.Get("NodeCapacity", "", bound_cluster + "." + n)) {
+        return absl::NotFoundError(fmt::format(
+            "node \"{}\" of cluster \"{}\" not found; name a node as gpuaas get nodes prints it (CLUSTER.NODE, "
+            "e.g. {}.h200-01) or by its name in the cluster", n, bound_cluster, bound_cluster));
       }
     }
   } else if (!cluster.empty() || !nodes.empty()) {
@@ -163,7 +177,8 @@ absl::StatusOr<std::pair<std::string, TokenInfo>> Authenticator::Create(const st
   if (RAND_bytes(id_bytes, sizeof id_bytes) != 1 || RAND_bytes(secret, sizeof secret) != 1) {
     return absl::UnavailableError("no randomness available for a token");
   }
-  TokenInfo info{Hex(id_bytes, sizeof id_bytes), user, role, project, cluster, nodes, created_by, clock_.Now()};
+  TokenInfo info{Hex(id_bytes, sizeof id_bytes), user, role, project, bound_cluster, bound_nodes, created_by,
+                 clock_.Now()};
   const std::string token = info.id + "." + Hex(secret, sizeof secret);
   nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"},
                       {"kind", kTokenKind},
@@ -171,8 +186,8 @@ absl::StatusOr<std::pair<std::string, TokenInfo>> Authenticator::Create(const st
                       {"spec", {{"user", info.user}, {"role", ToString(role)}, {"project", info.project},
                                 {"createdBy", created_by}, {"sha256", Sha256Hex(token)}}}};
   if (role == Role::kAgent) {
-    j["spec"]["cluster"] = cluster;
-    j["spec"]["nodes"] = nodes;
+    j["spec"]["cluster"] = bound_cluster;
+    j["spec"]["nodes"] = bound_nodes;
   }
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) {
     return tx.Put({std::string(kTokenKind), "", info.id}, "", j.dump(), store::kMustNotExist);

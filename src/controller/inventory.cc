@@ -133,7 +133,7 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
     const catalog::GpuModel* m = found.ok() ? *found : nullptr;
     const std::string model_name = m ? std::string(m->name) : "";
     node.metadata.labels = {{std::string(kLabelCluster), oc.name},
-                            {std::string(kLabelNode), on.name}};
+                            {std::string(kLabelNode), node.metadata.name}};
     if (m) node.metadata.labels[std::string(kLabelModel)] = model_name;
     // A node kept for the pool that holds it whole (controller/fencing.h), as the cluster says.
     if (auto owner = on.labels.find(std::string(model::kNodePoolKey)); owner != on.labels.end()) {
@@ -156,7 +156,7 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
       model::GpuCapacity g;
       g.metadata.name = ToLower(og.uuid);
       g.metadata.labels = {{std::string(kLabelCluster), oc.name},
-                           {std::string(kLabelNode), on.name},
+                           {std::string(kLabelNode), node.metadata.name},
                            {std::string(kLabelMigMode), og.mig_enabled ? "enabled" : "disabled"}};
       if (m) g.metadata.labels[std::string(kLabelModel)] = model_name;
       g.spec = {oc.name, node.metadata.name, og.uuid, og.index, model_name, on.gpu_product,
@@ -195,7 +195,7 @@ Inventory BuildInventory(const cluster::ObservedCluster& oc, Time now) {
       model::SpecAndCount s;
       s.metadata.name = fmt::format("{}.{}", node.metadata.name, NameSafe(profile));
       s.metadata.labels = {{std::string(kLabelCluster), oc.name},
-                           {std::string(kLabelNode), on.name},
+                           {std::string(kLabelNode), node.metadata.name},
                            {std::string(kLabelProfile), NameSafe(profile)}};
       if (m) s.metadata.labels[std::string(kLabelModel)] = model_name;
       s.spec = {oc.name, node.metadata.name, model_name, profile, resource};

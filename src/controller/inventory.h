@@ -26,6 +26,7 @@ namespace gpuaas::controller {
 
 // Label keys gpuaas puts on inventory objects, for selectors.
 inline constexpr std::string_view kLabelCluster = "gpuaas.io/cluster";
+// The node as gpuaas names it and prints it: its NodeCapacity name, "CLUSTER.NODE".
 inline constexpr std::string_view kLabelNode = "gpuaas.io/node";
 inline constexpr std::string_view kLabelModel = "gpuaas.io/gpu-model";
 inline constexpr std::string_view kLabelMigMode = "gpuaas.io/mig-mode";

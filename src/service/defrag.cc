@@ -92,12 +92,14 @@ absl::StatusOr<allocator::DefragPlan> DefragService::Plan() {
 
 absl::StatusOr<std::vector<allocator::DefragMove>> DefragService::Apply(const std::vector<std::string>& gpus,
                                                                         const std::string& user) {
+  // GPUs by UUID in any letter case (the inventory keeps NVIDIA's spelling, GPU-<hex>).
+  std::set<std::string> wanted;
   for (const std::string& u : gpus) {
-    if (!u.starts_with("GPU-") || u.size() > 128) {
-      return absl::InvalidArgumentError(fmt::format("\"{}\" is not a GPU UUID (GPU-...)", u));
+    if (u.size() < 5 || u.size() > 128 || !EqualsIgnoreCase(std::string_view(u).substr(0, 4), "GPU-")) {
+      return absl::InvalidArgumentError(fmt::format("\"{}\" is not a GPU UUID (GPU-..., in any letter case)", u));
     }
+    wanted.insert(ToLower(u));
   }
-  const std::set<std::string> wanted(gpus.begin(), gpus.end());
   std::vector<allocator::DefragMove> made;
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     made.clear();
@@ -105,8 +107,8 @@ absl::StatusOr<std::vector<allocator::DefragMove>> DefragService::Apply(const st
     allocator::DefragPlan plan = allocator::PlanDefrag(fleet.snapshot, fleet.movable);
     std::set<std::string> found;
     for (allocator::DefragMove& mv : plan.moves) {
-      if (!wanted.empty() && !wanted.contains(mv.gpu_uuid)) continue;
-      found.insert(mv.gpu_uuid);
+      if (!wanted.empty() && !wanted.contains(ToLower(mv.gpu_uuid))) continue;
+      found.insert(ToLower(mv.gpu_uuid));
       made.push_back(std::move(mv));
     }
     for (const std::string& u : wanted) {
