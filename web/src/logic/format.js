@@ -34,10 +34,28 @@ export function mib(v, lang) {
   return v >= 1024 ? `${number(v / 1024, lang, 1)} GiB` : `${number(v, lang)} MiB`;
 }
 
+// Korean operators read the clock from 00:00 to 23:59 (the locale's default is 오전 12:00 for
+// midnight); other languages keep their own.
+function hours(lang) {
+  return String(lang).toLowerCase().startsWith('ko') ? { hourCycle: 'h23' } : {};
+}
+
+const dtCache = new Map();
+function df(lang, opts) {
+  const k = lang + JSON.stringify(opts);
+  if (!dtCache.has(k)) dtCache.set(k, new Intl.DateTimeFormat(lang, { ...opts, ...hours(lang) }));
+  return dtCache.get(k);
+}
+
 export function dateTime(iso, lang) {
   if (!iso) return '–';
   const d = typeof iso === 'number' ? new Date(iso * 1000) : new Date(iso);
-  return new Intl.DateTimeFormat(lang, { dateStyle: 'medium', timeStyle: 'short' }).format(d);
+  return df(lang, { dateStyle: 'medium', timeStyle: 'short' }).format(d);
+}
+
+// The time of day alone, as a chart's time axis shows it: "00:00" (ko-KR), "12:00 AM" (en-US).
+export function clock(date, lang) {
+  return df(lang, { hour: '2-digit', minute: '2-digit' }).format(date);
 }
 
 export function month(period, lang) {

@@ -55,7 +55,9 @@ export function profileSize(profile) {
   return m ? Number(m[1]) : 0;
 }
 
-// "2 × H200-SXM-141GB whole GPU, 4 × H200-SXM-141GB 3g.71gb", with `full` naming a whole GPU.
-export function itemsText(pool, full = 'full') {
-  return (pool.spec?.items ?? []).map((i) => `${i.count} × ${i.model} ${i.profile === 'full' ? full : i.profile}`).join(', ');
+// "2 × H200-SXM-141GB whole GPU, 4 × H200-SXM-141GB 3g.71gb", with `full` naming a whole GPU;
+// `say(count, thing)` words one item, since languages put the count on either side of the thing
+// ("H200-SXM-141GB 3g.71gb 4개" in Korean).
+export function itemsText(pool, full = 'full', say = (n, thing) => `${n} × ${thing}`) {
+  return (pool.spec?.items ?? []).map((i) => say(i.count, `${i.model} ${i.profile === 'full' ? full : i.profile}`)).join(', ');
 }

@@ -113,6 +113,7 @@ export const en = {
   'col.severity': 'Severity',
   'col.utilisation': 'Utilisation',
   'profile.full': 'whole GPU',
+  'count.items': '{n} × {thing}',
   'health.Healthy': 'Healthy',
   'health.Unhealthy': 'Unhealthy',
   'health.Unknown': 'Unknown',

@@ -60,7 +60,7 @@ export function Overview({ wall }) {
           <tbody>${fits.map((f) => html`<tr><td>${f.model}</td><td>${f.profile === 'full' ? t('profile.full') : f.profile}</td><td class="num">${n(f.available)}</td><td class="num">${n(f.count)}</td></tr>`)}</tbody>
         </table>
       </${Section}>
-      <${Section} id="unhealthy-list" title=${t('ov.unhealthyList')}>
+      <${Section} id="unhealthy-list" wide=${sick.length > 0} title=${t('ov.unhealthyList')}>
         ${sick.length === 0 ? html`<p class="muted">${t('ov.allHealthy')}</p>` : html`<table data-testid="unhealthy-table">
           <thead><tr><th scope="col">${t('col.gpu')}</th><th scope="col">${t('col.node')}</th><th scope="col">${t('col.health')}</th><th scope="col">${t('col.action')}</th></tr></thead>
           <tbody>${sick.map((g) => html`<tr>

@@ -10,8 +10,12 @@ import { POOL_STATES, fitsNow, itemsText, poolState } from '../logic/pools.js';
 import { quotaUse } from '../logic/quota.js';
 import * as data from './data.js';
 
+// Words "N of a thing" in the language's order ("4 × A100-80GB 1g.10gb", "A100-80GB 1g.10gb 4개").
+const counter = (t, loc) => (n, thing) => t('count.items', { n: number(n, loc), thing });
+
 function Decide({ pool, action, onDone, onClose }) {
-  const { t } = useT();
+  const { t, loc } = useT();
+  const counted = counter(t, loc);
   const [reason, setReason] = useState('');
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
@@ -34,7 +38,7 @@ function Decide({ pool, action, onDone, onClose }) {
     }
   };
   return html`<form onSubmit=${submit} novalidate>
-    <p>${t('pools.decideWhat', { pool: `${pool.metadata.namespace}/${pool.metadata.name}`, items: itemsText(pool, t('profile.full')) })}</p>
+    <p>${t('pools.decideWhat', { pool: `${pool.metadata.namespace}/${pool.metadata.name}`, items: itemsText(pool, t('profile.full'), counted) })}</p>
     <label for="reason">${t('pools.reason')}${action === 'reject' ? html` <span class="muted">(${t('required')})</span>` : null}</label>
     <textarea id="reason" rows="3" value=${reason} onInput=${(e) => { setReason(e.target.value); setError(''); }} autofocus
       aria-required=${action === 'reject' ? 'true' : 'false'} aria-invalid=${error ? 'true' : 'false'} aria-describedby=${error ? 'reason-error' : undefined}></textarea>
@@ -104,6 +108,7 @@ export function Pools() {
     .filter((p) => filter === 'All' || poolState(p) === filter)
     .sort((a, b) => POOL_STATES.indexOf(poolState(a)) - POOL_STATES.indexOf(poolState(b)) || (a.metadata.creationTimestamp < b.metadata.creationTimestamp ? -1 : 1));
   const key = (p) => `${p.metadata.namespace}/${p.metadata.name}`;
+  const counted = counter(t, loc);
   return html`
     <h1>${t('page.pools')}</h1>
     <${ErrorBox} error=${error} />
@@ -122,10 +127,10 @@ export function Pools() {
           return html`<tr data-pool=${k} data-state=${st}>
             <td>${p.metadata.namespace}</td>
             <td>${p.metadata.name}${p.status?.approval?.reason ? html`<div class="muted">${t('pools.reasonWas', { reason: p.status.approval.reason })}</div>` : null}</td>
-            <td>${itemsText(p, t('profile.full'))}</td>
+            <td>${itemsText(p, t('profile.full'), counted)}</td>
             <td><${StateBadge} state=${st} /></td>
             <td>${f ? (f.fits ? html`<span class="badge good"><span aria-hidden="true">✓ </span>${t('pools.fits')}</span>`
-              : html`<span class="badge warn-badge"><span aria-hidden="true">⏳ </span>${t('pools.waits')}</span><div class="muted">${f.short.map((s) => t('pools.short', { profile: `${s.model} ${s.profile}`, need: s.count, have: s.available })).join('; ')}</div>`) : '–'}</td>
+              : html`<span class="badge warn-badge"><span aria-hidden="true">⏳ </span>${t('pools.waits')}</span><div class="muted">${f.short.map((s) => t('pools.short', { profile: `${s.model} ${s.profile === 'full' ? t('profile.full') : s.profile}`, need: number(s.count, loc), have: number(s.available, loc) })).join('; ')}</div>`) : '–'}</td>
             <td>${dateTime(p.metadata.creationTimestamp, loc)}</td>
             <td><div class="actions">
               ${operator && st === 'New' ? html`

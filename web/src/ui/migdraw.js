@@ -74,7 +74,7 @@ export function MigDrawing({ model, instances, uuid, width = 352 }) {
     <canvas ref=${ref} role="img" aria-label=${t('mig.label', { n: instances.length, slots })}
       data-segments=${segs.map((s) => `${s.start}:${s.size}:${s.state}${s.instance ? ':' + s.instance.profile : ''}`).join(' ')}></canvas>
     <figcaption>
-      <p class="mig-fits">${fits.length ? t('mig.fits', { list: fits.map((f) => `${f.count} × ${f.profile}`).join(', ') }) : t('mig.full')}</p>
+      <p class="mig-fits">${fits.length ? t('mig.fits', { list: fits.map((f) => t('count.items', { n: f.count, thing: f.profile })).join(', ') }) : t('mig.full')}</p>
       <ul class="mig-list">
         ${segs.map((s) => html`<li data-start=${s.start} data-size=${s.size} data-state=${s.state} data-profile=${s.instance?.profile}>
           ${range(s)}: ${s.state === 'used'

@@ -7,6 +7,7 @@ import { language, locale, translate } from '../i18n.js';
 import { useObservable } from '../store.js';
 import { useDark } from './hooks.js';
 import { navigate } from '../router.js';
+import { clock } from '../logic/format.js';
 
 export const html = htm.bind(h);
 
@@ -32,8 +33,9 @@ export function Tile({ label, value, detail, testid }) {
   </div>`;
 }
 
-export function Section({ title, id, children, actions }) {
-  return html`<section class="panel" aria-labelledby=${id}>
+// `wide`: the panel takes two columns of a grid that has them.
+export function Section({ title, id, children, actions, wide }) {
+  return html`<section class=${wide ? 'panel wide' : 'panel'} aria-labelledby=${id}>
     <div class="panel-head"><h2 id=${id}>${title}</h2>${actions}</div>
     ${children}
   </section>`;
@@ -90,7 +92,7 @@ export function Chart({ label, x, series, height = 180, fmt = (v) => String(v), 
       ],
       series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: colours[i % 4], width: 2, dash: DASH[i % 4], spanGaps: false }))],
       tzDate: (ts) => new Date(ts * 1000),
-      fmtDate: () => (d) => new Intl.DateTimeFormat(loc, { hour: '2-digit', minute: '2-digit' }).format(d),
+      fmtDate: () => (d) => clock(d, loc),
     };
     const u = new uPlot(opts, [x, ...series.map((s) => s.values)], box.current);
     u.ctx.canvas.setAttribute('role', 'img');

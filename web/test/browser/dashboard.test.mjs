@@ -17,6 +17,18 @@ async function approve(name, ns, approve = true, reason = 'test') {
   return server.api(`/apis/gpuaas.io/v1/namespaces/${ns}/gpupools/${name}/approval`, { method: 'PUT', body: { approve, reason } });
 }
 
+// An A100 that has reported XID 79 (fallen off the bus), once it is Unhealthy; the same GPU on
+// every call, so a second call changes nothing.
+async function makeUnhealthy() {
+  const rows = await server.api('/api/v1/fleet/gpus?mig=disabled&model=A100-80GB&limit=1');
+  const gpu = rows.items[0];
+  const text = `# TYPE DCGM_FI_DEV_XID_ERRORS gauge\nDCGM_FI_DEV_XID_ERRORS{gpu="${gpu.index}",UUID="${gpu.uuid}",err_code="79"} 79\n`;
+  const res = await server.api('/api/v1/telemetry', { method: 'POST', body: text, raw: true });
+  assert.equal(res.status, 200, await res.text());
+  await waitFor(async () => (await server.api(`/apis/gpuaas.io/v1/gpucapacities/${gpu.name}`)).status.health === 'Unhealthy', 30000, 'Unhealthy');
+  return gpu;
+}
+
 // The page has drawn its data: nothing says Loading any more (watch streams stay open, so the
 // network is never idle).
 async function settled(page) {
@@ -203,7 +215,7 @@ describe('GPU Dashboard', () => {
     const text = await page.locator('body').innerText();
     const sum = await server.api('/api/v1/summary');
     const names = new Set(['GPU', 'MIG', 'SM', 'API', 'Pool', 'gpuaas', 'Dashboard', 'NodeCapacity', 'GpuCapacity', 'SpecAndCount', 'Profile',
-      'English', 'W', 'kW', 'ops', 'XID', 'ECC', 'AM', 'PM']);
+      'English', 'W', 'kW', 'ops', 'XID', 'ECC', 'Full']);
     for (const m of sum.physical.byModel) names.add(m.model);
     for (const c of sum.physical.byCluster) names.add(c.cluster);
     for (const p of sum.logical.byProfile) names.add(p.profile);
@@ -222,12 +234,7 @@ describe('GPU Dashboard', () => {
   });
 
   test('a GPU with an injected XID shows as unhealthy with its action', async () => {
-    const rows = await server.api('/api/v1/fleet/gpus?mig=disabled&model=A100-80GB&limit=1');
-    const gpu = rows.items[0];
-    const text = `# TYPE DCGM_FI_DEV_XID_ERRORS gauge\nDCGM_FI_DEV_XID_ERRORS{gpu="${gpu.index}",UUID="${gpu.uuid}",err_code="79"} 79\n`;
-    const res = await server.api('/api/v1/telemetry', { method: 'POST', body: text, raw: true });
-    assert.equal(res.status, 200, await res.text());
-    await waitFor(async () => (await server.api(`/apis/gpuaas.io/v1/gpucapacities/${gpu.name}`)).status.health === 'Unhealthy', 30000, 'Unhealthy');
+    const gpu = await makeUnhealthy();
     const alerts = (await server.api('/api/v1/alerts?active=true')).items.filter((a) => a.gpu === gpu.uuid);
     assert.ok(alerts.length > 0 && alerts[0].action);
     const { page, problems, context } = await openPage(browser, server);
@@ -355,6 +362,87 @@ describe('GPU Dashboard', () => {
     assertClean(problems, 'wall');
     await context.close();
     if (!fits) console.log('note: the last wall page scrolls at 3840x2160');
+  });
+
+  test('the Korean pages use the brief\'s terms, count after the thing and a 24-hour clock', async () => {
+    // A request for whole GPUs and MIG instances, waiting for a decision.
+    await createPool(server, 'vision', 'kowords', [{ model: 'H100-SXM5-80GB', profile: 'full', count: 1 }, { model: 'H200-SXM-141GB', profile: '1g.18gb', count: 2 }], TOKENS.vision);
+    const { page, problems, context } = await openPage(browser, server, { locale: 'ko-KR' });
+    await signIn(page, server, TOKENS.operator);
+    const unwanted = /장치|거절|월 모드|전체 GPU|전체 용량|빈 인스턴스|오전|오후/;
+    for (const path of PAGES) {
+      await page.goto(server.url + path);
+      await settled(page);
+      const text = await page.locator('body').innerText();
+      assert.doesNotMatch(text, unwanted, `${path}: ${unwanted.exec(text)?.[0]}`);
+      assert.ok(await page.getByRole('link', { name: '상황판 모드' }).isVisible(), `${path}: the wall-mode link`);
+      assert.deepEqual(await page.locator('nav a').allInnerTexts(), ['현황', '플릿', 'GPU Pool', '모니터링', '과금']);
+    }
+    // The overview: logical capacity in 디바이스, whole GPUs as Full GPU.
+    await page.goto(server.url + '/');
+    await settled(page);
+    assert.match(await page.locator('[data-testid="logical"] .tile-label').innerText(), /디바이스/);
+    assert.match(await page.locator('[data-testid="physical"] .tile-detail').innerText(), /Full GPU \d/);
+    assert.match(await page.getByTestId('fits-table').innerText(), /Full GPU/);
+    assert.match(await page.getByTestId('fits-table').locator('thead').innerText(), /디바이스/);
+    // The pools page: the request in Korean order, its time on a 24-hour clock, 승인 대기 and 반려.
+    await page.goto(server.url + '/pools');
+    await settled(page);
+    const row = page.locator('tr[data-pool="vision/kowords"]');
+    const rowText = await row.innerText();
+    assert.match(rowText, /H100-SXM5-80GB Full GPU 1개, H200-SXM-141GB 1g\.18gb 2개/);
+    assert.doesNotMatch(rowText, /×/);
+    assert.match(rowText, /승인 대기/);
+    assert.match(rowText, /(^|\D)([01]\d|2[0-3]):[0-5]\d(\D|$)/, `a 24-hour time in ${rowText}`);
+    assert.match(await page.locator('.tabs').innerText(), /반려됨/);
+    await page.getByRole('button', { name: 'vision/kowords 반려' }).click();
+    const dialog = page.getByRole('dialog', { name: '요청 반려' });
+    await dialog.waitFor();
+    await dialog.getByRole('button', { name: '반려' }).click();
+    await dialog.getByRole('alert').waitFor();
+    assert.equal(await dialog.getByRole('alert').innerText(), '반려하려면 사유를 입력해야 합니다. 프로젝트에 이 사유가 표시됩니다.');
+    await dialog.getByLabel(/사유/).fill('시험용 요청');
+    await dialog.getByRole('button', { name: '반려' }).click();
+    await page.getByText('vision/kowords 요청을 반려했습니다.').waitFor();
+    await page.locator('tr[data-pool="vision/kowords"][data-state="Rejected"]').waitFor();
+    assert.match(await page.locator('tr[data-pool="vision/kowords"]').innerText(), /반려됨/);
+    // A pool's details: its 디바이스.
+    await page.getByRole('button', { name: 'vision/train 자세히' }).click();
+    const details = page.getByTestId('pool-details');
+    await details.waitFor();
+    assert.match(await details.innerText(), /디바이스/);
+    assert.doesNotMatch(await details.innerText(), unwanted);
+    assertClean(problems, 'korean terms');
+    await context.close();
+  });
+
+  test('the unhealthy GPUs\' actions fit their panel at 1440x900 in either language', async () => {
+    await makeUnhealthy();
+    for (const locale of ['en-US', 'ko-KR']) {
+      const { page, problems, context } = await openPage(browser, server, { locale });
+      await signIn(page, server, TOKENS.operator);
+      await settled(page);
+      await page.locator('[data-testid="unhealthy-table"] [data-testid="action"]').first().waitFor();
+      const cut = await page.evaluate(() => {
+        const table = document.querySelector('[data-testid="unhealthy-table"]');
+        const panel = table.closest('.panel');
+        const p = panel.getBoundingClientRect();
+        const right = p.right - parseFloat(getComputedStyle(panel).paddingRight);
+        const out = [];
+        if (table.getBoundingClientRect().right > right + 0.5) out.push(`table ends at ${table.getBoundingClientRect().right}, panel at ${right}`);
+        if (panel.scrollWidth > panel.clientWidth) out.push(`panel scrolls ${panel.scrollWidth} > ${panel.clientWidth}`);
+        for (const cell of table.querySelectorAll('tr > :last-child')) {
+          const r = cell.getBoundingClientRect();
+          if (r.right > right + 0.5 || r.right > window.innerWidth) out.push(`"${cell.innerText.slice(0, 40)}" ends at ${r.right}`);
+          if (cell.scrollWidth > cell.clientWidth) out.push(`"${cell.innerText.slice(0, 40)}" overflows its cell`);
+        }
+        return out;
+      });
+      await page.locator('#unhealthy-list').locator('xpath=ancestor::section').screenshot({ path: join(screenshotDir(), `unhealthy-${locale}-1440x900.png`) });
+      assert.deepEqual(cut, [], locale);
+      assertClean(problems, `unhealthy ${locale}`);
+      await context.close();
+    }
   });
 
   test('live: paused updates say so, and a dropped connection shows the stale banner', async () => {

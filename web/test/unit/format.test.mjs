@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ago, money, mib, number, percent, recentPeriods, watts } from '../../src/logic/format.js';
+import { ago, clock, dateTime, money, mib, number, percent, recentPeriods, watts } from '../../src/logic/format.js';
 import { colour, describe, hit, layout } from '../../src/logic/heatmap.js';
 
 test('numbers, money and units follow the locale', () => {
@@ -23,6 +23,19 @@ test('ago says seconds, then minutes, then hours, in the language', () => {
   assert.equal(ago(now - 3000, now, 'ko-KR'), '3초 전');
   assert.equal(ago(now - 600_000, now, 'en-US'), '10m ago');
   assert.equal(ago(now - 7_200_000, now, 'en-US'), '2h ago');
+});
+
+test('Korean times run on a 24-hour clock; English keeps its own', () => {
+  const midnight = new Date(2026, 0, 5, 0, 4);
+  const afternoon = new Date(2026, 0, 5, 15, 30);
+  assert.equal(clock(midnight, 'ko-KR'), '00:04');
+  assert.equal(clock(afternoon, 'ko-KR'), '15:30');
+  assert.match(clock(midnight, 'en-US'), /^12:04\sAM$/);
+  const ko = dateTime(afternoon.toISOString(), 'ko-KR');
+  assert.match(ko, /15:30/);
+  assert.doesNotMatch(ko, /오전|오후|AM|PM/);
+  assert.match(dateTime(afternoon.toISOString(), 'en-US'), /3:30\sPM/);
+  assert.equal(dateTime(null, 'ko-KR'), '–');
 });
 
 test('recent periods step back across a year', () => {

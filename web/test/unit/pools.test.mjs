@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { translate } from '../../src/i18n.js';
 import { fitsNow, fitsNowTable, itemsText, poolDemand, poolState, profileSize } from '../../src/logic/pools.js';
 import { quotaUse } from '../../src/logic/quota.js';
 import { invoiceTotals } from '../../src/logic/billing.js';
@@ -75,4 +76,11 @@ test('used GPU-hours are summed over lines with readings only', () => {
 test('a request reads as counts, models and profiles', () => {
   const p = pool([{ model: 'H200-SXM-141GB', profile: 'full', count: 2 }, { model: 'H200-SXM-141GB', profile: '3g.71gb', count: 4 }]);
   assert.equal(itemsText(p, 'whole GPU'), '2 × H200-SXM-141GB whole GPU, 4 × H200-SXM-141GB 3g.71gb');
+});
+
+test('a request reads in the language\'s order of count and thing', () => {
+  const p = pool([{ model: 'H200-SXM-141GB', profile: 'full', count: 2 }, { model: 'A100-80GB', profile: '1g.10gb', count: 4 }]);
+  const say = (lang) => (n, thing) => translate(lang, 'count.items', { n, thing });
+  assert.equal(itemsText(p, translate('ko', 'profile.full'), say('ko')), 'H200-SXM-141GB Full GPU 2개, A100-80GB 1g.10gb 4개');
+  assert.equal(itemsText(p, translate('en', 'profile.full'), say('en')), '2 × H200-SXM-141GB whole GPU, 4 × A100-80GB 1g.10gb');
 });
