@@ -87,6 +87,15 @@ PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, i
         "({:.2f} instead of {:.2f} GPU each)",
         pool.devices.size(), profile, a.peak_fb_used_mib, 100 * a.peak_sm_gpu_fraction, best->name,
         static_cast<double>(best->compute_slices) / m->compute_slices, have_weight);
+    a.suggestion_code = "RightSize";
+    a.suggestion_params = {
+        {"devices", std::to_string(pool.devices.size())},
+        {"profile", profile},
+        {"peakFbUsedMiB", fmt::format("{:.0f}", a.peak_fb_used_mib)},
+        {"peakSmPercent", fmt::format("{:.0f}", 100 * a.peak_sm_gpu_fraction)},
+        {"suggested", std::string(best->name)},
+        {"suggestedShare", fmt::format("{:.2f}", static_cast<double>(best->compute_slices) / m->compute_slices)},
+        {"share", fmt::format("{:.2f}", have_weight)}};
   }
   return a;
 }

@@ -59,6 +59,11 @@ struct PoolAssessment {
   double peak_fb_used_mib = 0;
   double peak_sm_gpu_fraction = 0;  // peak SM activity in GPU terms (weight × SM active)
   std::string suggestion;           // empty when the pool fits its work
+  // The suggestion as a code and its figures, for front ends that word it in their reader's
+  // language: "RightSize" with devices, profile, peakFbUsedMiB, peakSmPercent, suggested,
+  // suggestedShare and share (of a GPU, each).
+  std::string suggestion_code;
+  std::map<std::string, std::string> suggestion_params;
 };
 
 // `step`: 60 for periods up to a day, else 3600, as the rollups hold them.

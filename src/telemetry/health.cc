@@ -85,6 +85,43 @@ XidInfo LookupXid(int xid) {
   }
 }
 
+namespace {
+
+std::string_view ActionOf(XidEffect e) {
+  switch (e) {
+    case XidEffect::kInformational: return "None";
+    case XidEffect::kApplication: return "RestartApplication";
+    case XidEffect::kResetWhenConvenient: return "ResetWhenConvenient";
+    case XidEffect::kResetGpu: return "ResetGpu";
+    case XidEffect::kRebootNode: return "RebootNode";
+    case XidEffect::kMemoryError: return "MemoryError";
+    case XidEffect::kNvlink: return "CheckNvlink";
+    case XidEffect::kUnknown: return "Investigate";
+  }
+  return "Investigate";
+}
+
+// NVML's recovery actions (nvmlDeviceGetGpuRecoveryAction) as action codes.
+std::string_view ActionOfRecovery(int a) {
+  switch (a) {
+    case 1: return "ResetGpu";
+    case 2: return "RebootNode";
+    case 3: return "DrainPeerToPeer";
+    case 4: return "DrainAndReset";
+    default: return "Investigate";
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& ActionCodes() {
+  static const std::vector<std::string_view> kCodes = {
+      "None",       "RestartApplication", "ResetWhenConvenient", "ResetGpu",      "RebootNode",   "MemoryError",
+      "CheckNvlink", "Investigate",       "DrainPeerToPeer",     "DrainAndReset", "ReplaceGpu",   "ResetWhenIdle",
+      "CheckCooling", "ResetClears"};
+  return kCodes;
+}
+
 void HealthTracker::Raise(Alert a) {
   a.id = next_alert_++;
   alerts_.push_back(std::move(a));
@@ -115,7 +152,7 @@ void HealthTracker::Reset(GpuState& g, int64_t t_ms) {
   if (g.dbe_aggregate_base) g.dbe_aggregate_base = g.dbe_aggregate;
   if (had) {
     Raise({0, t_ms, Severity::kInfo, uuid, -1, "Reset", "", "GpuReset",
-           "the GPU was reset or its driver reloaded (energy or volatile ECC counters restarted)", "none", false, t_ms});
+           "the GPU was reset or its driver reloaded (energy or volatile ECC counters restarted)", "none", false, t_ms, std::string("None"), {}});
   }
 }
 
@@ -137,7 +174,7 @@ void HealthTracker::Restore(std::string_view gpu_uuid, std::optional<ConditionVe
     if (!*v) continue;
     Raise({0, t_ms, Severity::kCritical, g.uuid, -1, "Restored",
            std::string(v == &g.restored_memory ? kMemoryErrors : kResetRequired), (*v)->reason,
-           (*v)->message + " (as recorded before gpuaas restarted)", "see the message; a GPU reset clears it", true, 0});
+           (*v)->message + " (as recorded before gpuaas restarted)", "see the message; a GPU reset clears it", true, 0, std::string("ResetClears"), {}});
   }
   last_verdict_[g.uuid] = Compute(g);
 }
@@ -168,7 +205,7 @@ void HealthTracker::Xid(std::string_view gpu_uuid, int gi, int xid, int64_t t_ms
   }
   Raise({0, t_ms, info.severity, g.uuid, gi, fmt::format("XID {}", xid), condition,
          fmt::format("Xid{}", xid),
-         fmt::format("XID {} ({}): {}", xid, info.mnemonic, info.meaning), std::string(info.action), true, 0});
+         fmt::format("XID {} ({}): {}", xid, info.mnemonic, info.meaning), std::string(info.action), true, 0, std::string(ActionOf(info.effect)), {{"xid", xid}}});
   if (condition.empty()) alerts_.back().active = false;  // informational: nothing to resolve
   Recheck(g, t_ms);
 }
@@ -203,7 +240,7 @@ void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t
       } else if (v > g.dbe_volatile) {
         Raise({0, t_ms, Severity::kCritical, uuid, -1, "ECC", std::string(kMemoryErrors), "DoubleBitEccErrors",
                fmt::format("{} double-bit ECC error(s) since the driver loaded", v),
-               std::string(LookupXid(48).action), true, 0});
+               std::string(LookupXid(48).action), true, 0, std::string("MemoryError"), {{"count", v}}});
       }
       g.dbe_volatile = v;
       break;
@@ -213,7 +250,7 @@ void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t
         g.dbe_aggregate_base = v;  // history from before gpuaas watched is not a new fault
       } else if (v > g.dbe_aggregate) {
         Raise({0, t_ms, Severity::kCritical, uuid, -1, "ECC", std::string(kMemoryErrors), "DoubleBitEccErrors",
-               fmt::format("lifetime double-bit ECC errors rose to {}", v), std::string(LookupXid(48).action), true, 0});
+               fmt::format("lifetime double-bit ECC errors rose to {}", v), std::string(LookupXid(48).action), true, 0, std::string("MemoryError"), {{"count", v}, {"lifetime", 1}}});
       }
       g.dbe_aggregate = v;
       break;
@@ -222,7 +259,7 @@ void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t
       if (b == g.remap_failure) return;
       if (b) {
         Raise({0, t_ms, Severity::kCritical, uuid, -1, "RowRemap", std::string(kMemoryErrors), "RowRemapFailure",
-               "row remapping failed: the GPU has no spare rows left", "take the GPU out of service; RMA", true, 0});
+               "row remapping failed: the GPU has no spare rows left", "take the GPU out of service; RMA", true, 0, std::string("ReplaceGpu"), {}});
       }
       g.remap_failure = b;
       break;
@@ -232,7 +269,7 @@ void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t
       if (b == g.remap_pending) return;
       if (b) {
         Raise({0, t_ms, Severity::kInfo, uuid, -1, "RowRemap", "", "RowRemapPending",
-               "a row remap waits for the next GPU reset", "reset the GPU when it is idle", false, t_ms});
+               "a row remap waits for the next GPU reset", "reset the GPU when it is idle", false, t_ms, std::string("ResetWhenIdle"), {}});
       }
       g.remap_pending = b;
       break;
@@ -245,7 +282,7 @@ void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t
       if (a != 0) {
         Raise({0, t_ms, Severity::kCritical, uuid, -1, "RecoveryAction", std::string(kResetRequired),
                "RecoveryAction", fmt::format("the driver asks for a {}", RecoveryActionName(a)),
-               fmt::format("{} (NVML recovery action {})", RecoveryActionName(a), a), true, 0});
+               fmt::format("{} (NVML recovery action {})", RecoveryActionName(a), a), true, 0, std::string(ActionOfRecovery(a)), {{"recoveryAction", a}}});
       }
       g.recovery_action = a;
       break;
@@ -255,7 +292,7 @@ void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t
         g.hot = true;
         Raise({0, t_ms, Severity::kWarning, uuid, -1, "Temperature", std::string(kOverheating), "Overheating",
                fmt::format("GPU temperature {} °C (at or above {} °C)", v, kOverheatC),
-               "check cooling and airflow; the GPU throttles itself", true, 0});
+               "check cooling and airflow; the GPU throttles itself", true, 0, std::string("CheckCooling"), {{"celsius", v}, {"limit", kOverheatC}}});
       } else if (g.hot && v < kCoolC) {
         g.hot = false;
       } else {

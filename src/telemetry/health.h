@@ -69,7 +69,14 @@ struct Alert {
   std::string action;
   bool active = true;
   int64_t resolved_ms = 0;
+  // The same in codes, for front ends that word them in their reader's language: `reason` names
+  // the event, `action_code` what to do ("RebootNode", "ResetGpu", ...: ActionCodes()), and
+  // `params` the figures the message quotes ("xid", "count", "celsius", ...).
+  std::string action_code;
+  std::map<std::string, double> params;
 };
+// Every action_code an alert may carry.
+const std::vector<std::string_view>& ActionCodes();
 
 struct ConditionVerdict {
   bool active = false;  // the condition's status is True

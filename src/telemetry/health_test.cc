@@ -1,5 +1,7 @@
 #include "telemetry/health.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 
 namespace gpuaas::telemetry {
@@ -21,6 +23,34 @@ TEST(Health, Xid79AsksForANodeRebootAndFailsTheGpu) {
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].severity, Severity::kCritical);
   EXPECT_EQ(a[0].source, "XID 79");
+  // In codes too, for front ends that word it in their reader's language.
+  EXPECT_EQ(a[0].reason, "Xid79");
+  EXPECT_EQ(a[0].action_code, "RebootNode");
+  EXPECT_EQ(a[0].params, (std::map<std::string, double>{{"xid", 79}}));
+}
+
+// Every alert names its action by one of the codes front ends know.
+TEST(Health, EveryAlertCarriesAKnownActionCode) {
+  HealthTracker h;
+  int64_t t = 1000;
+  for (int xid : {13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 140, 12345}) h.Xid("GPU-x", -1, xid, t++);
+  h.Observe("GPU-a", -1, Field::kEccDbeVolatile, 2, t++);
+  h.Observe("GPU-a", -1, Field::kEccDbeAggregate, 1, t++);
+  h.Observe("GPU-a", -1, Field::kEccDbeAggregate, 3, t++);
+  h.Observe("GPU-a", -1, Field::kEnergyMj, 5, t++);
+  h.Observe("GPU-a", -1, Field::kEnergyMj, 1, t++);
+  h.Observe("GPU-b", -1, Field::kRemapFailure, 1, t++);
+  h.Observe("GPU-b", -1, Field::kRemapPending, 1, t++);
+  for (int action : {1, 2, 3, 4, 7}) h.Observe("GPU-c", -1, Field::kRecoveryAction, action, t++);
+  h.Observe("GPU-d", -1, Field::kTempC, 95, t++);
+  h.Restore("GPU-e", ConditionVerdict{true, "Xid48", "XID 48"}, std::nullopt, t++);
+  const std::vector<Alert> all = h.Alerts(false);
+  ASSERT_GT(all.size(), 20u);
+  for (const Alert& a : all) {
+    EXPECT_NE(std::find(ActionCodes().begin(), ActionCodes().end(), a.action_code), ActionCodes().end())
+        << a.source << ": \"" << a.action_code << "\"";
+    EXPECT_FALSE(a.reason.empty()) << a.source;
+  }
 }
 
 TEST(Health, TheXidGaugeCountsOncePerEvent) {

@@ -258,6 +258,13 @@ std::string BillingApi::BudgetAlertsJson() {
                                       ? "overruns are allowed: review the project's pools"
                                       : "raise the budget, release idle pools, or allow overruns; new pools "
                                         "that would pass it are refused"},
+                       {"actionCode", p.spec.budget->allow_overrun ? "ReviewPools" : "RaiseBudget"},
+                       // Money in units of the currency (not micro-units), as the message quotes it.
+                       {"params", {{"percent", static_cast<int>(a.spent * 100 / a.budget)},
+                                   {"spent", money ? a.spent / 1e6 : a.spent},
+                                   {"budget", money ? a.budget / 1e6 : a.budget},
+                                   {"unit", money ? prices.currency() : "GPU-hours"},
+                                   {"month", month}}},
                        {"active", true}});
     }
   }

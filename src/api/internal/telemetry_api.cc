@@ -337,6 +337,8 @@ absl::StatusOr<HttpResponse> TelemetryApi::Alerts(const HttpRequest& req, const 
               {"reason", a.reason},
               {"message", a.message},
               {"action", a.action},
+              {"actionCode", a.action_code},
+              {"params", a.params},
               {"active", a.active}};
     if (a.gpu_instance >= 0) j["gpuInstance"] = a.gpu_instance;
     if (a.resolved_ms > 0) j["resolved"] = FormatTime(Time(std::chrono::milliseconds(a.resolved_ms)));
@@ -401,7 +403,9 @@ absl::StatusOr<HttpResponse> TelemetryApi::Assessment(const HttpRequest& req, co
                      {"idleSeconds", a.idle_seconds},
                      {"peakFbUsedMiB", a.peak_fb_used_mib},
                      {"peakSmGpuFraction", a.peak_sm_gpu_fraction},
-                     {"suggestion", a.suggestion}});
+                     {"suggestion", a.suggestion},
+                     {"suggestionCode", a.suggestion_code},
+                     {"suggestionParams", a.suggestion_params}});
     ProjectSum& s = projects[a.ns];
     s.allocated += a.allocated_gpu_hours;
     s.used += a.used_gpu_hours;
