@@ -658,7 +658,13 @@ struct ApiServer::Impl {
     }
     std::optional<model::Project::Budget> budget;
     if (amount > 0 || hours > 0) budget = model::Project::Budget{amount, hours, j.value("allowOverrun", false)};
-    return Written(pools->SetBudget(std::string(params.at("name")), budget, who.user), 200);
+    absl::StatusOr<model::Project> set = pools->SetBudget(std::string(params.at("name")), budget, who.user);
+    ASSIGN_OR_RETURN(Reply reply, Written(set, 200));
+    // Accepted (it is the operator's call), but not without a word when it is already passed.
+    if (const std::string w = billing->BudgetWarning(*set); !w.empty()) {
+      reply.headers.emplace_back("Warning", fmt::format("299 - \"{}\"", w));
+    }
+    return reply;
   }
 
   // POST /api/v1/projects/{project}/creditnotes: {"period": "YYYY-MM", "amountMicros": N, "reason": "..."}.

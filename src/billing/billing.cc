@@ -94,6 +94,8 @@ void ForEachCharge(const std::vector<model::UsageRecord>& records, const PriceBo
   }
 }
 
+constexpr int64_t kQuietAllocationSeconds = 60;
+
 struct LineKey {
   std::string pool;
   int category = 0;  // 0 usage, 1 credit
@@ -237,12 +239,13 @@ Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& re
       const model::UsageRecord::Held& h = *ch.held;
       const std::optional<Micros> price = ch.card ? UnitPrice(*ch.card, h.model, h.profile) : std::nullopt;
       // A line says when billing of its devices began where that was not the approval: they
-      // came to the pool later (it waited for capacity).
+      // came to the pool later, because it waited for capacity (the seconds an allocation
+      // takes right after an approval are not worth a word; the line's start shows them).
       std::string why = price ? ""
                         : ch.card ? fmt::format("rate card {} does not price {}/{}", ch.card->metadata.name, h.model,
                                                 h.profile)
                                   : "no rate card in force";
-      if (Sec(h.since) > Sec(ch.record.spec.start)) {
+      if (Sec(h.since) > Sec(ch.record.spec.start) + kQuietAllocationSeconds) {
         why += fmt::format("{}billed from the allocation at {}, not the approval at {}", why.empty() ? "" : "; ",
                            FormatTime(AtSec(Sec(h.since))), FormatTime(ch.record.spec.start));
       }

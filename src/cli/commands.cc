@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <algorithm>
 #include <functional>
 #include <sstream>
 
@@ -18,6 +19,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "model/columns.h"
 #include "nlohmann/json.hpp"
 
@@ -25,34 +27,6 @@ namespace gpuaas::cli {
 namespace {
 
 using nlohmann::json;
-
-struct Resource {
-  const char* plural;
-  const char* kind;
-};
-
-// kubectl-style names and short names for the resource types.
-const Resource* FindResource(const std::string& what) {
-  static const std::map<std::string, Resource> kAliases = {
-      {"clusters", {"clusters", "Cluster"}},         {"cluster", {"clusters", "Cluster"}},
-      {"nodes", {"nodecapacities", "NodeCapacity"}}, {"node", {"nodecapacities", "NodeCapacity"}},
-      {"nodecapacities", {"nodecapacities", "NodeCapacity"}},
-      {"gpus", {"gpucapacities", "GpuCapacity"}},    {"gpu", {"gpucapacities", "GpuCapacity"}},
-      {"gpucapacities", {"gpucapacities", "GpuCapacity"}},
-      {"specs", {"specandcounts", "SpecAndCount"}},  {"spec", {"specandcounts", "SpecAndCount"}},
-      {"specandcounts", {"specandcounts", "SpecAndCount"}},
-      {"projects", {"projects", "Project"}},         {"project", {"projects", "Project"}},
-      {"pools", {"gpupools", "GpuPool"}},            {"pool", {"gpupools", "GpuPool"}},
-      {"gpupools", {"gpupools", "GpuPool"}},
-      {"miglayouts", {"miglayouts", "MigLayout"}},   {"miglayout", {"miglayouts", "MigLayout"}},
-      {"workloads", {"workloads", "Workload"}},      {"workload", {"workloads", "Workload"}},
-      {"profiles", {"profiles", "Profile"}},         {"profile", {"profiles", "Profile"}},
-      {"ratecards", {"ratecards", "RateCard"}},      {"ratecard", {"ratecards", "RateCard"}},
-      {"usagerecords", {"usagerecords", "UsageRecord"}}, {"usagerecord", {"usagerecords", "UsageRecord"}},
-  };
-  auto it = kAliases.find(what);
-  return it == kAliases.end() ? nullptr : &it->second;
-}
 
 std::string Escape(const std::string& s) {
   std::string out;
@@ -74,11 +48,30 @@ absl::StatusOr<std::string> Fetch(const ClientOptions& o, const std::string& pat
   return Send(o, "GET", path, "");
 }
 
+// The server's base URL as --server or GPUAAS_SERVER gives it, trailing slashes dropped;
+// InvalidArgument, saying the form expected, for anything but http(s)://HOST[:PORT].
+absl::StatusOr<std::string> BaseUrl(const std::string& given) {
+  std::string url = given;
+  while (url.size() > 1 && url.back() == '/') url.pop_back();
+  const size_t scheme = url.find("://");
+  const bool ok = scheme != std::string::npos && (url.compare(0, scheme, "http") == 0 || url.compare(0, scheme, "https") == 0) &&
+                  scheme + 3 < url.size() && url.find('/', scheme + 3) == std::string::npos;
+  if (!ok) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--server (or GPUAAS_SERVER) \"{}\" is not a server address: give http://HOST:PORT or https://HOST:PORT, "
+        "e.g. http://127.0.0.1:8080",
+        given));
+  }
+  return url;
+}
+
 absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& method,
                                  const std::string& path, const std::string& body) {
-  httplib::Client client(o.server);
+  ASSIGN_OR_RETURN(const std::string base, BaseUrl(o.server));
+  httplib::Client client(base);
   if (!client.is_valid()) {
-    return absl::InvalidArgumentError(fmt::format("--server \"{}\" is not a valid URL", o.server));
+    return absl::InvalidArgumentError(fmt::format(
+        "--server \"{}\" is not a valid URL: give http://HOST:PORT or https://HOST:PORT", o.server));
   }
   client.set_connection_timeout(5);
   if (!o.token.empty()) client.set_bearer_token_auth(o.token);
@@ -89,8 +82,21 @@ absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& meth
                                           : client.Get(path);
   if (!r) {
     return absl::UnavailableError(fmt::format(
-        "cannot reach the gpuaas server at {} ({}); is `gpuaas server` running? Use --server URL",
-        o.server, httplib::to_string(r.error())));
+        "cannot reach the gpuaas server at {} ({}); is `gpuaas server` running there? Give its address with "
+        "--server URL or GPUAAS_SERVER",
+        base, httplib::to_string(r.error())));
+  }
+  // What the server warns of (a write it took but questions, as kube-apiserver warns), as kubectl
+  // prints it.
+  if (o.warnings != nullptr) {
+    for (size_t i = 0, n = r->get_header_value_count("Warning"); i < n; ++i) {
+      std::string w = r->get_header_value("Warning", i);
+      // RFC 7234 form: 299 - "text"
+      if (const size_t q = w.find('"'); q != std::string::npos && w.size() > q + 1 && w.back() == '"') {
+        w = w.substr(q + 1, w.size() - q - 2);
+      }
+      *o.warnings << "Warning: " << w << "\n";
+    }
   }
   if (r->status >= 200 && r->status < 300) return r->body;
   if (r->status == 401) {
@@ -108,6 +114,73 @@ absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& meth
 int Fail(std::ostream& err, const absl::Status& s) {
   err << s.message() << "\n";
   return 1;
+}
+
+// A resource type as the server's discovery document (/apis/gpuaas.io/v1) lists it: the one list
+// of what `gpuaas get` takes, as kubectl reads it.
+struct ServedType {
+  std::string plural;
+  std::string singular;
+  std::string kind;
+  bool namespaced = false;
+  std::vector<std::string> short_names;
+  std::vector<std::string> verbs;
+};
+
+absl::StatusOr<std::vector<ServedType>> ServedTypes(const ClientOptions& o) {
+  ASSIGN_OR_RETURN(const std::string body, Fetch(o, "/apis/gpuaas.io/v1"));
+  const json j = json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("resources") || !j["resources"].is_array()) {
+    return absl::InternalError("the server's discovery document (/apis/gpuaas.io/v1) lists no resources");
+  }
+  std::vector<ServedType> out;
+  for (const json& r : j["resources"]) {
+    if (!r.is_object()) continue;
+    ServedType t{r.value("name", ""), r.value("singularName", ""), r.value("kind", ""), r.value("namespaced", false),
+                 {}, {}};
+    for (const json& n : r.value("shortNames", json::array())) {
+      if (n.is_string()) t.short_names.push_back(n.get<std::string>());
+    }
+    for (const json& v : r.value("verbs", json::array())) {
+      if (v.is_string()) t.verbs.push_back(v.get<std::string>());
+    }
+    if (!t.plural.empty()) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// The names operators use for the fleet's kinds, beside the API's: nodes are NodeCapacities,
+// GPUs GpuCapacities, specs SpecAndCounts, pools GpuPools. (Not short names in discovery, where
+// "nodes" would shadow Kubernetes' own Nodes behind the aggregation layer.)
+const std::map<std::string, std::string>& FleetAliases() {
+  static const std::map<std::string, std::string> kAliases = {
+      {"nodes", "nodecapacities"}, {"node", "nodecapacities"}, {"gpus", "gpucapacities"},
+      {"specs", "specandcounts"},  {"spec", "specandcounts"},  {"pools", "gpupools"}};
+  return kAliases;
+}
+
+// The served type `what` names: its plural, singular, a short name, its kind, or a fleet alias,
+// in any letter case. NotFound naming every type the server serves (and the closest) otherwise.
+absl::StatusOr<ServedType> ResolveType(const ClientOptions& o, const std::string& what) {
+  ASSIGN_OR_RETURN(std::vector<ServedType> types, ServedTypes(o));
+  std::string want = ToLower(what);
+  if (auto a = FleetAliases().find(want); a != FleetAliases().end()) want = a->second;
+  std::vector<std::string> names;
+  for (const ServedType& t : types) {
+    if (t.plural == want || t.singular == want || ToLower(t.kind) == want ||
+        std::find(t.short_names.begin(), t.short_names.end(), want) != t.short_names.end()) {
+      return t;
+    }
+    names.push_back(t.plural);
+  }
+  for (const auto& [alias, plural] : FleetAliases()) names.push_back(alias);
+  const std::string close = ClosestWord(what, names);
+  std::vector<std::string> listed;
+  for (const ServedType& t : types) listed.push_back(t.plural);
+  return absl::NotFoundError(fmt::format(
+      "unknown resource type \"{}\"{}; the server serves {} (and nodes, gpus, specs, pools for the fleet's "
+      "kinds); gpuaas api-resources lists them with their short names",
+      what, close.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", close), fmt::join(listed, ", ")));
 }
 
 absl::Status PrintDoc(const std::string& body, Format f, std::ostream& out) {
@@ -139,12 +212,8 @@ int Get(const ClientOptions& o, const std::string& what, const std::string& name
         std::ostream& err) {
   absl::StatusOr<Format> format = ParseFormat(o.output);
   if (!format.ok()) return Fail(err, format.status());
-  const Resource* r = FindResource(what);
-  if (r == nullptr) {
-    return Fail(err, absl::InvalidArgumentError(fmt::format(
-                         "unknown resource \"{}\"; use clusters, nodes, gpus, specs, projects, pools, workloads, profiles, "
-                         "miglayouts, ratecards or usagerecords", what)));
-  }
+  absl::StatusOr<ServedType> r = ResolveType(o, what);
+  if (!r.ok()) return Fail(err, r.status());
   const std::string base = fmt::format("/apis/gpuaas.io/v1/{}", r->plural);
   std::vector<json> items;
   std::string list_revision;
@@ -175,7 +244,7 @@ int Get(const ClientOptions& o, const std::string& what, const std::string& name
       token = page["metadata"].value("continue", "");
     } while (!token.empty());
     if (*format != Format::kTable && !o.watch) {
-      json list = {{"apiVersion", "gpuaas.io/v1"}, {"kind", std::string(r->kind) + "List"},
+      json list = {{"apiVersion", "gpuaas.io/v1"}, {"kind", r->kind + "List"},
                    {"items", items}};
       absl::Status s = PrintDoc(list.dump(), *format, out);
       return s.ok() ? 0 : Fail(err, s);
@@ -723,14 +792,49 @@ int DefragApplyCmd(const ClientOptions& o, const std::vector<std::string>& gpus,
   return 0;
 }
 
+int ApiResourcesCmd(const ClientOptions& o, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::vector<ServedType>> types = ServedTypes(o);
+  if (!types.ok()) return Fail(err, types.status());
+  std::map<std::string, std::vector<std::string>> aliases;  // by plural
+  for (const auto& [alias, plural] : FleetAliases()) aliases[plural].push_back(alias);
+  Table t({"NAME", "SHORTNAMES", "ALSO", "NAMESPACED", "KIND", "VERBS"});
+  for (const ServedType& r : *types) {
+    t.Add({r.plural, r.short_names.empty() ? "-" : fmt::format("{}", fmt::join(r.short_names, ",")),
+           aliases.contains(r.plural) ? fmt::format("{}", fmt::join(aliases[r.plural], ",")) : "-",
+           r.namespaced ? "true" : "false", r.kind, fmt::format("{}", fmt::join(r.verbs, ","))});
+  }
+  t.Print(out);
+  return 0;
+}
+
+int AuditCmd(const ClientOptions& o, int64_t after, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::string> body = Fetch(o, fmt::format("/api/v1/audit?after={}", after));
+  if (!body.ok()) return Fail(err, body.status());
+  if (o.output == "json" || o.output == "yaml") {
+    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
+    return s.ok() ? 0 : Fail(err, s);
+  }
+  const json j = json::parse(*body, nullptr, false);
+  Table t({"REVISION", "TIME", "USER", "ACTION", "OBJECT", "DETAIL"});
+  for (const json& e : j.value("items", json::array())) {
+    t.Add({std::to_string(e.value("revision", int64_t{0})), e.value("time", ""), e.value("user", ""),
+           e.value("action", ""), e.value("object", ""), e.value("detail", "")});
+  }
+  if (t.empty()) {
+    err << "No audit events found.\n";
+    return 0;
+  }
+  t.Print(out);
+  return 0;
+}
+
 int Version(const ClientOptions& o, const std::string& client_version, std::ostream& out,
             std::ostream& err) {
   out << "Client Version: " << client_version << "\n";
   absl::StatusOr<std::string> body = Fetch(o, "/version");
-  if (!body.ok()) {
-    err << body.status().message() << "\n";
-    return 0;  // the client version alone is still an answer
-  }
+  // The client's version is printed, but a server that does not answer is an error (scripts check
+  // the exit code), as kubectl version does.
+  if (!body.ok()) return Fail(err, body.status());
   json v = json::parse(*body, nullptr, false);
   out << "Server Version: " << (v.is_object() ? v.value("gitVersion", "?") : "?") << "\n";
   return 0;
@@ -748,14 +852,14 @@ int AlertsCmd(const ClientOptions& o, bool all, std::ostream& out, std::ostream&
     return s.ok() ? 0 : Fail(err, s);
   }
   json j = json::parse(*body, nullptr, false);
-  Table t({"AGE", "SEVERITY", "NODE", "GPU", "SOURCE", "CONDITION", "STATE", "ACTION"});
+  Table t({"AGE", "SEVERITY", "NODE", "GPU", "SOURCE", "CONDITION", "STATE", "MESSAGE", "ACTION"});
   for (const json& a : j.value("items", json::array())) {
     std::string gpu = a.value("gpu", "");
     if (a.contains("gpuInstance")) gpu += "/" + a["gpuInstance"].dump();
     if (gpu.empty() && a.contains("project")) gpu = "project/" + a.value("project", "");  // a budget alert
     t.Add({Age(a.value("time", "")), a.value("severity", ""), a.value("node", "").empty() ? "-" : a.value("node", ""),
            gpu, a.value("source", ""), a.value("condition", "").empty() ? "-" : a.value("condition", ""),
-           a.value("active", false) ? "active" : "resolved", a.value("action", "")});
+           a.value("active", false) ? "active" : "resolved", a.value("message", ""), a.value("action", "")});
   }
   if (j.value("items", json::array()).empty()) {
     err << (all ? "No alerts found.\n" : "No active alerts found (--all shows resolved ones too).\n");
@@ -918,7 +1022,8 @@ int BillExportCmd(const ClientOptions& o, const std::string& project, const std:
   absl::StatusOr<std::string> body;
   if (focus) {
     std::string q;
-    if (!from.empty()) q += "from=" + Escape(from);
+    if (!project.empty()) q += "project=" + Escape(project);
+    if (!from.empty()) q += (q.empty() ? "" : "&") + std::string("from=") + Escape(from);
     if (!to.empty()) q += (q.empty() ? "" : "&") + std::string("to=") + Escape(to);
     body = Fetch(o, "/api/v1/billing/focus" + (q.empty() ? "" : "?" + q));
   } else {

@@ -4,6 +4,7 @@
 #ifndef GPUAAS_CLI_COMMANDS_H_
 #define GPUAAS_CLI_COMMANDS_H_
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -16,9 +17,11 @@ struct ClientOptions {
   std::string selector;  // -l
   bool watch = false;    // -w: after the list, follow changes
   std::string token;     // bearer token, --token or GPUAAS_TOKEN
+  std::ostream* warnings = nullptr;  // where the server's Warning headers are printed (none: dropped)
 };
 
-// gpuaas get clusters|nodes|gpus|specs [NAME]
+// gpuaas get TYPE [NAME]: TYPE any the server's discovery lists (gpuaas api-resources), by plural,
+// singular, short name or kind, or nodes, gpus, specs, pools
 int Get(const ClientOptions& o, const std::string& what, const std::string& name, std::ostream& out,
         std::ostream& err);
 // gpuaas summary
@@ -27,7 +30,11 @@ int Summary(const ClientOptions& o, std::ostream& out, std::ostream& err);
 int CatalogModels(const std::string& output, std::ostream& out, std::ostream& err);
 // gpuaas catalog layouts MODEL
 int CatalogLayouts(const std::string& model, std::ostream& out, std::ostream& err);
-// gpuaas version (client, and the server's when reachable)
+// gpuaas api-resources: the resource types the server serves (its discovery), as kubectl lists them
+int ApiResourcesCmd(const ClientOptions& o, std::ostream& out, std::ostream& err);
+// gpuaas audit [--after REVISION]: the audit log, oldest first, at most 1,000 events (operators)
+int AuditCmd(const ClientOptions& o, int64_t after, std::ostream& out, std::ostream& err);
+// gpuaas version: the client's, then the server's (an error when the server does not answer)
 int Version(const ClientOptions& o, const std::string& client_version, std::ostream& out,
             std::ostream& err);
 

@@ -20,6 +20,17 @@ TEST(Strings, SplitAndParse) {
   EXPECT_EQ(Trim("  x y \n"), "x y");
 }
 
+TEST(Strings, ClosestWordNamesWhatWasMeant) {
+  const std::vector<std::string> verbs = {"request", "list", "get", "approve", "reject", "release", "delete"};
+  EXPECT_EQ(ClosestWord("aprove", verbs), "approve");
+  EXPECT_EQ(ClosestWord("relase", verbs), "release");
+  EXPECT_EQ(ClosestWord("APPROVE", verbs), "approve");
+  EXPECT_EQ(ClosestWord("del", verbs), "delete") << "a prefix";
+  EXPECT_EQ(ClosestWord("frobnicate", verbs), "");
+  EXPECT_EQ(ClosestWord("audt", {"alerts", "audit", "agent"}), "audit");
+  EXPECT_EQ(ClosestWord("x", {}), "");
+}
+
 TEST(Strings, Utf8Validation) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("gpu-0 H200"));

@@ -154,4 +154,29 @@ std::optional<std::string> Base64UrlDecode(std::string_view text) {
   return out;
 }
 
+std::string ClosestWord(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::string w = ToLower(word);
+  std::string best;
+  size_t best_d = std::max<size_t>(2, w.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const std::string lc = ToLower(c);
+    if (!w.empty() && lc.starts_with(w)) return c;
+    // Two rows of the edit-distance table.
+    std::vector<size_t> prev(lc.size() + 1), cur(lc.size() + 1);
+    for (size_t j = 0; j <= lc.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= w.size(); ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= lc.size(); ++j) {
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (w[i - 1] == lc[j - 1] ? 0 : 1)});
+      }
+      std::swap(prev, cur);
+    }
+    if (prev[lc.size()] < best_d) {
+      best_d = prev[lc.size()];
+      best = c;
+    }
+  }
+  return best;
+}
+
 }  // namespace gpuaas

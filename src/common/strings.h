@@ -31,6 +31,11 @@ std::string FixedMicros(int64_t micros);
 // Well-formed UTF-8 (RFC 3629): no overlong forms, surrogates, or code points past U+10FFFF.
 bool IsValidUtf8(std::string_view s);
 
+// The candidate closest to `word` (a mistyped command): by edit distance (Levenshtein, case
+// ignored), or one that starts with `word`; "" when none is near enough to be what was meant
+// (more than a third of the word's letters, and at least two, would have to change).
+std::string ClosestWord(std::string_view word, const std::vector<std::string>& candidates);
+
 // URL-safe base64 without padding (RFC 4648 section 5); decode returns nullopt on bad input.
 std::string Base64UrlEncode(std::string_view data);
 std::optional<std::string> Base64UrlDecode(std::string_view text);

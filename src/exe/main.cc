@@ -6,11 +6,47 @@
 #include "agent/agent.h"
 #include "cli/commands.h"
 #include "cli/sim.h"
+#include "common/strings.h"
 #include "exe/server_main.h"
 
 #ifndef GPUAAS_VERSION
 #define GPUAAS_VERSION "v0.0.0-dev"
 #endif
+
+namespace {
+
+// A word where a command is expected that names none ("gpuaas pool aprove"): said so, with the
+// closest command, rather than CLI11's "A subcommand is required". 0 when the words are fine.
+int UnknownCommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path = "gpuaas";
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return 0;  // options: CLI11 judges them
+    const std::vector<CLI::App*> subs = at->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) return 0;  // the rest are arguments
+    CLI::App* next = nullptr;
+    std::vector<std::string> names;
+    for (CLI::App* sub : subs) {
+      names.push_back(sub->get_name());
+      if (sub->check_name(word)) next = sub;
+    }
+    if (next == nullptr) {
+      const std::string close = gpuaas::ClosestWord(word, names);
+      std::cerr << "unknown command \"" << word << "\" for \"" << path << "\""
+                << (close.empty() ? "" : "; did you mean \"" + path + " " + close + "\"?") << "\n"
+                << "Commands of " << path << ":";
+      for (const std::string& n : names) std::cerr << " " << n;
+      std::cerr << "\nRun '" << path << " --help' for more.\n";
+      return 2;
+    }
+    at = next;
+    path += " " + word;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"gpuaas: a GPU-as-a-Service control plane (fleet, pools, MIG, monitoring, billing)"};
@@ -18,6 +54,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--client-version", GPUAAS_VERSION);
 
   gpuaas::cli::ClientOptions client;
+  client.warnings = &std::cerr;
   if (const char* env = std::getenv("GPUAAS_SERVER")) client.server = env;
   if (const char* env = std::getenv("GPUAAS_TOKEN")) client.token = env;
   auto add_client_flags = [&](CLI::App* cmd, bool with_output) {
@@ -76,8 +113,11 @@ int main(int argc, char** argv) {
                    "serve without authentication: every caller is an operator (loopback only)");
 
   std::string what, name;
-  CLI::App* get = app.add_subcommand("get", "list or show fleet objects");
-  get->add_option("resource", what, "clusters, nodes, gpus or specs")->required();
+  CLI::App* get = app.add_subcommand("get", "list or show objects of any type the server serves");
+  get->add_option("resource", what,
+                  "a type the server serves, by name, short name or kind (gpuaas api-resources lists them): "
+                  "clusters, nodes, gpus, specs, projects, pools, workloads, ...")
+      ->required();
   get->add_option("name", name, "one object's name");
   get->add_option("-l,--selector", client.selector, "label selector, e.g. gpuaas.io/cluster=alpha");
   get->add_flag("-w,--watch", client.watch, "after the list, print each change as it happens (Ctrl-C ends)");
@@ -85,6 +125,14 @@ int main(int argc, char** argv) {
 
   CLI::App* summary = app.add_subcommand("summary", "the fleet at a glance");
   add_client_flags(summary, true);
+
+  CLI::App* api_resources = app.add_subcommand("api-resources", "the resource types the server serves, as `get` takes them");
+  add_client_flags(api_resources, false);
+
+  int64_t audit_after = 0;
+  CLI::App* audit = app.add_subcommand("audit", "the audit log: who did what, oldest first (operators)");
+  audit->add_option("--after", audit_after, "only events after this revision (paging: the last one printed)");
+  add_client_flags(audit, true);
 
   CLI::App* catalog = app.add_subcommand("catalog", "the built-in GPU catalogue");
   catalog->require_subcommand(1);
@@ -222,11 +270,12 @@ int main(int argc, char** argv) {
   bill_show->add_option("project", bill_project, "the project")->required();
   bill_show->add_option("--period", bill_period, "a month, YYYY-MM (default: the running one)");
   add_client_flags(bill_show, true);
-  CLI::App* bill_export = bill->add_subcommand("export", "an invoice's lines as CSV or JSON, or every project's as FOCUS 1.2 CSV");
-  bill_export->add_option("project", bill_project, "the project (not with --focus)");
+  CLI::App* bill_export = bill->add_subcommand(
+      "export", "an invoice's lines as CSV or JSON, or FOCUS 1.2 CSV (of one project, or of every project without one)");
+  bill_export->add_option("project", bill_project, "the project (with --focus: only its rows; without: required)");
   bill_export->add_option("--period", bill_period, "a month, YYYY-MM (default: the running one)");
   bill_export->add_option("--format", bill_format, "csv or json")->capture_default_str();
-  bill_export->add_flag("--focus", bill_focus, "FinOps FOCUS 1.2 CSV of every project (operators)");
+  bill_export->add_flag("--focus", bill_focus, "FinOps FOCUS 1.2 CSV (operators): of PROJECT, or of every project");
   bill_export->add_option("--from", bill_from, "with --focus: a month (YYYY-MM) or RFC 3339 time");
   bill_export->add_option("--to", bill_to, "with --focus: a month (YYYY-MM) or RFC 3339 time (exclusive)");
   add_client_flags(bill_export, false);
@@ -322,6 +371,7 @@ int main(int argc, char** argv) {
   CLI::App* version = app.add_subcommand("version", "client and server versions");
   add_client_flags(version, false);
 
+  if (int code = UnknownCommand(app, argc, argv); code != 0) return code;
   CLI11_PARSE(app, argc, argv);
 
   if (server->parsed()) return gpuaas::exe::RunServer(sf, GPUAAS_VERSION);
@@ -343,6 +393,8 @@ int main(int argc, char** argv) {
   if (metrics->parsed()) return gpuaas::cli::MetricsCmd(client, series, since, step, std::cout, std::cerr);
   if (get->parsed()) return gpuaas::cli::Get(client, what, name, std::cout, std::cerr);
   if (summary->parsed()) return gpuaas::cli::Summary(client, std::cout, std::cerr);
+  if (api_resources->parsed()) return gpuaas::cli::ApiResourcesCmd(client, std::cout, std::cerr);
+  if (audit->parsed()) return gpuaas::cli::AuditCmd(client, audit_after, std::cout, std::cerr);
   if (models->parsed()) return gpuaas::cli::CatalogModels(catalog_output, std::cout, std::cerr);
   if (layouts->parsed()) return gpuaas::cli::CatalogLayouts(model, std::cout, std::cerr);
   if (sim->parsed()) return gpuaas::cli::Sim(so, std::cout, std::cerr);

@@ -26,9 +26,11 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "common/status.h"
+#include "fmt/format.h"
 #include "controller/control_plane.h"
 #include "model/codec.h"
 #include "model/fleet.h"
+#include "nlohmann/json.hpp"
 #include "service/pools.h"
 #include "store/cache.h"
 #include "store/store.h"
@@ -53,6 +55,39 @@ void InstallDemoRateCard(store::Store& db, service::PoolService& pools) {
   if (absl::StatusOr<model::RateCard> made = pools.CreateRateCard(card, "gpuaas-demo"); !made.ok()) {
     log::Warn("demo rate card not installed: {}", made.status().message());
   }
+}
+
+// The demo's operator and member tokens, kept in its store (kind DemoTokens) so that a restart
+// on the same store keeps them working, as it keeps the state they go with: the exported
+// GPUAAS_TOKEN and dashboard sessions stay valid. A demo store only: these two secrets sit in it
+// in the clear (every other token is stored hashed). New ones when the store has none, or the
+// kept ones no longer work (revoked); earlier demo tokens are then revoked.
+struct DemoTokens {
+  std::string operator_token;
+  std::string member_token;
+  bool kept = false;
+};
+
+absl::StatusOr<DemoTokens> KeepDemoTokens(store::Store& db, api::Authenticator& auth) {
+  const store::Key key{"DemoTokens", "", "demo"};
+  ASSIGN_OR_RETURN(std::optional<store::Record> have, db.Get(key));
+  if (have) {
+    const nlohmann::json j = nlohmann::json::parse(have->data, nullptr, false);
+    DemoTokens t{j.is_object() ? j.value("operator", "") : "", j.is_object() ? j.value("member", "") : "", true};
+    std::optional<api::Principal> op = auth.Authenticate(t.operator_token);
+    std::optional<api::Principal> member = auth.Authenticate(t.member_token);
+    if (op && member && op->role == api::Role::kOperator && member->project == "demo") return t;
+  }
+  if (absl::StatusOr<std::vector<api::TokenInfo>> old = auth.List(); old.ok()) {
+    for (const api::TokenInfo& t : *old) {
+      if (t.created_by == "gpuaas-demo") (void)auth.Revoke(t.id);
+    }
+  }
+  ASSIGN_OR_RETURN(auto op, auth.Create("demo-operator", api::Role::kOperator, "", "gpuaas-demo"));
+  ASSIGN_OR_RETURN(auto member, auth.Create("demo-member", api::Role::kMember, "demo", "gpuaas-demo"));
+  const nlohmann::json j = {{"operator", op.first}, {"member", member.first}};
+  RETURN_IF_ERROR(db.Transact([&](store::Txn& tx) { return tx.Put(key, "", j.dump(), store::kAnyVersion); }));
+  return DemoTokens{op.first, member.first, false};
 }
 
 // On the demo's first start, project demo holds a pool in use (approved, billed from then) and a
@@ -382,18 +417,19 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
       SeedDemoPools(pools);
       cache.WaitFor(db.Revision(), std::chrono::seconds(5));
     }
-    if (absl::StatusOr<std::vector<api::TokenInfo>> old = auth.List(); old.ok()) {
-      for (const api::TokenInfo& t : *old) {
-        if (t.created_by == "gpuaas-demo") (void)auth.Revoke(t.id);
-      }
-    }
-    auto op = auth.Create("demo-operator", api::Role::kOperator, "", "gpuaas-demo");
-    auto member = auth.Create("demo-member", api::Role::kMember, "demo", "gpuaas-demo");
-    if (op.ok() && member.ok()) {
-      std::cout << "demo operator token:              " << op->first << "\n"
-                << "demo member token (project demo): " << member->first << "\n"
-                << "  export GPUAAS_TOKEN=" << op->first << "\n"
-                << std::flush;
+    if (absl::StatusOr<DemoTokens> tokens = KeepDemoTokens(db, auth); tokens.ok()) {
+      // Where the CLI finds this server, when it is not where it looks by default.
+      const std::string url = fmt::format("{}://{}:{}", tls ? "https" : "http",
+                                          host.find(':') != std::string::npos ? "[" + host + "]" : host, server.port());
+      std::cout << "demo operator token:              " << tokens->operator_token << "\n"
+                << "demo member token (project demo): " << tokens->member_token << "\n"
+                << (tokens->kept ? "  (the same as at the last start: they are kept with the demo's state in "
+                                   "the store)\n"
+                                 : "")
+                << "  export GPUAAS_TOKEN=" << tokens->operator_token << "\n"
+                << (url == "http://127.0.0.1:8080" ? "" : "  export GPUAAS_SERVER=" + url + "\n") << std::flush;
+    } else {
+      log::Warn("demo tokens not made: {}", tokens.status().message());
     }
   }
   server.SetReady(true);

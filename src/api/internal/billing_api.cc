@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "model/billing.h"
 #include "nlohmann/json.hpp"
 #include "telemetry/assessment.h"
@@ -176,10 +177,18 @@ Ledger InvoicesOf(store::ObjectCache& cache, const std::vector<billing::Period>&
 absl::StatusOr<HttpResponse> BillingApi::Focus(const HttpRequest& req) {
   const Time now = clock_.Now();
   ASSIGN_OR_RETURN(std::vector<billing::Period> months, MonthsOf(req, now));
+  // ?project=NAME: that project's rows only.
+  const std::string project = req.Param("project");
+  if (!project.empty() && !cache_.Get(model::Project::kKind, "", project)) {
+    return absl::NotFoundError(fmt::format("projects \"{}\" not found", project));
+  }
+  std::vector<billing::Invoice> invoices = InvoicesOf(cache_, months, now).invoices;
+  if (!project.empty()) std::erase_if(invoices, [&](const billing::Invoice& i) { return i.project != project; });
   return HttpResponse{
-      200, std::string(kCsv), billing::FocusCsv(InvoicesOf(cache_, months, now).invoices),
-      {{"Content-Disposition",
-        fmt::format("attachment; filename=\"gpuaas-focus-{}-{}.csv\"", months.front().Name(), months.back().Name())}}};
+      200, std::string(kCsv), billing::FocusCsv(invoices),
+      {{"Content-Disposition", fmt::format("attachment; filename=\"gpuaas-focus-{}{}-{}.csv\"",
+                                           project.empty() ? "" : project + "-", months.front().Name(),
+                                           months.back().Name())}}};
 }
 
 absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
@@ -224,6 +233,29 @@ absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
                     {"byCluster", rows(by_cluster, "cluster")},
                     {"byProject", rows(by_project, "project")}};
   return HttpResponse{200, std::string(kJson), out.dump(), {}};
+}
+
+std::string BillingApi::BudgetWarning(const model::Project& p) {
+  if (!p.spec.budget) return "";
+  const Time now = clock_.Now();
+  const billing::Period month = billing::MonthOf(now);
+  const billing::PriceBook prices = Prices(cache_);
+  const billing::Cost committed =
+      billing::CostOver(DecodeAll<model::UsageRecord>(cache_, p.metadata.name), prices, month.start, month.end);
+  const model::Project::Budget& b = *p.spec.budget;
+  std::vector<std::string> over;
+  if (b.amount_micros > 0 && committed.amount_micros > b.amount_micros) {
+    over.push_back(fmt::format("{} {} against {} {}", billing::Decimal(committed.amount_micros), prices.currency(),
+                               billing::Decimal(b.amount_micros), prices.currency()));
+  }
+  if (b.gpu_hours > 0 && committed.gpu_hours > static_cast<double>(b.gpu_hours)) {
+    over.push_back(fmt::format("{:.1f} GPU-hours against {}", committed.gpu_hours, b.gpu_hours));
+  }
+  if (over.empty()) return "";
+  return fmt::format("project {}'s pools already cost more by the end of {} than this budget allows ({}): {}",
+                     p.metadata.name, month.Name(), fmt::join(over, "; "),
+                     b.allow_overrun ? "overruns are allowed, so the budget alerts fire"
+                                     : "new pools and approvals will be refused until pools are released");
 }
 
 std::string BillingApi::BudgetAlertsJson() {

@@ -14,6 +14,7 @@
 #include "api/auth.h"
 #include "api/http.h"
 #include "common/clock.h"
+#include "model/pool.h"
 #include "store/cache.h"
 #include "telemetry/hub.h"
 
@@ -31,6 +32,9 @@ class BillingApi {
   absl::StatusOr<HttpResponse> Summary(const HttpRequest& req);
   // Active budget alerts (80% and 100% of a project's monthly budget), as a JSON array.
   std::string BudgetAlertsJson();
+  // Why a budget just set may surprise its setter: the project's pools already cost more by the
+  // month's end than it allows (empty when they do not).
+  std::string BudgetWarning(const model::Project& project);
 
  private:
   store::ObjectCache& cache_;
