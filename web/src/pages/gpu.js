@@ -1,16 +1,17 @@
 // One GPU: where it is (cluster and host), its health and conditions, its MIG layout, its charts
 // (power, SM activity, memory, temperature) and its error history (XID, ECC) with the host named.
 import { api, isOperator, namespaced } from '../api.js';
-import { html, Section, Chart, Loading, ErrorBox, HealthBadge, Link, useT } from '../ui/parts.js';
+import { html, Section, Chart, Loading, ErrorBox, HealthBadge, Link, Worded, useT } from '../ui/parts.js';
 import { useLoad } from '../ui/hooks.js';
 import { MigDrawing, annotate } from '../ui/migdraw.js';
 import { dateTime, mib, number, percent, watts } from '../logic/format.js';
+import { alertAction, alertEvent, alertSource, conditionReason, conditionType, showsServerText } from '../logic/serverText.js';
 import * as data from './data.js';
 
 const DAY = 86400;
 
 export function GpuPage({ uuid }) {
-  const { t, loc } = useT();
+  const { t, loc, lang, word } = useT();
   const { data: d, error } = useLoad(async (signal) => {
     const [gpu, rows] = await Promise.all([
       api(`/apis/gpuaas.io/v1/gpucapacities/${encodeURIComponent(uuid.toLowerCase())}`, { signal }),
@@ -52,10 +53,12 @@ export function GpuPage({ uuid }) {
       <div><dt>${t('col.product')}</dt><dd>${g.spec.product}</dd></div>
     </dl>
     ${mine.some((a) => a.active) ? html`<div class="banner warn" role="alert" data-testid="gpu-action">
-      ${mine.filter((a) => a.active).map((a) => html`<p><strong>${a.condition}</strong>: ${a.message} — ${t('gpu.action')}: <span data-testid="action">${a.action}</span></p>`)}</div>` : null}
+      ${mine.filter((a) => a.active).map((a) => html`<p><strong>${word(a.condition ? conditionType(a.condition) : alertSource(a.source))}</strong>: <${Worded} msg=${alertEvent(a)} testid="event" /> — ${t('gpu.action')}: <${Worded} msg=${alertAction(a)} testid="action" /></p>`)}</div>` : null}
     <${Section} id="conditions" title=${t('gpu.conditions')}>
       <table><thead><tr><th scope="col">${t('col.condition')}</th><th scope="col">${t('col.status')}</th><th scope="col">${t('col.reason')}</th><th scope="col">${t('col.since')}</th></tr></thead>
-      <tbody>${(g.status.conditions ?? []).map((c) => html`<tr><td>${c.type}</td><td>${c.status === 'True' ? t('yes') : c.status === 'False' ? t('no') : '–'}</td><td>${c.reason}${c.message ? html`<div class="muted">${c.message}</div>` : null}</td><td>${dateTime(c.lastTransitionTime, loc)}</td></tr>`)}</tbody></table>
+      <tbody>${(g.status.conditions ?? []).map((c) => html`<tr data-condition=${c.type}><td>${word(conditionType(c.type))}</td><td>${c.status === 'True' ? t('yes') : c.status === 'False' ? t('no') : '–'}</td>
+        <td title=${c.message && !showsServerText(lang) ? c.message : undefined}>${word(conditionReason(c.type, c.reason))}${c.message && showsServerText(lang) ? html`<div class="muted">${c.message}</div>` : null}</td>
+        <td>${dateTime(c.lastTransitionTime, loc)}</td></tr>`)}</tbody></table>
     </${Section}>
     ${mig && model ? html`<${Section} id="layout" title=${t('gpu.layout')}>
       <${MigDrawing} model=${model} uuid=${g.spec.uuid} width=${640} instances=${annotate(g.spec.uuid, instances, d.poolList, d.profiles)} />
@@ -69,6 +72,7 @@ export function GpuPage({ uuid }) {
     <${Section} id="errors" title=${t('gpu.errors')}>
       ${d.alerts === null ? html`<p class="muted">${t('gpu.errorsOperators')}</p>` : mine.length === 0 ? html`<p class="muted">${t('gpu.noErrors')}</p>` : html`
       <table data-testid="error-history"><thead><tr><th scope="col">${t('col.time')}</th><th scope="col">${t('col.host')}</th><th scope="col">${t('col.source')}</th><th scope="col">${t('col.event')}</th><th scope="col">${t('col.action')}</th><th scope="col">${t('col.status')}</th></tr></thead>
-      <tbody>${mine.map((a) => html`<tr><td>${dateTime(a.time, loc)}</td><td>${a.node}</td><td>${a.source}</td><td>${a.message}</td><td>${a.action}</td><td>${a.active ? t('alert.active') : t('alert.resolved')}</td></tr>`)}</tbody></table>`}
+      <tbody>${mine.map((a) => html`<tr><td>${dateTime(a.time, loc)}</td><td>${a.node}</td><td>${word(alertSource(a.source))}</td>
+        <td data-testid="event"><${Worded} msg=${alertEvent(a)} /></td><td data-testid="action"><${Worded} msg=${alertAction(a)} /></td><td>${a.active ? t('alert.active') : t('alert.resolved')}</td></tr>`)}</tbody></table>`}
     </${Section}>`;
 }

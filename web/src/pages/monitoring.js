@@ -1,15 +1,16 @@
 // Monitoring: power and utilisation over 24 h, the health alerts (XID, ECC, row remapping,
 // temperature, budgets) with their actions, and how much of what is allocated is used.
 import { api, isOperator } from '../api.js';
-import { html, Section, Chart, Loading, ErrorBox, Link, useT } from '../ui/parts.js';
+import { html, Section, Chart, Loading, ErrorBox, Link, Worded, useT } from '../ui/parts.js';
 import { useLoad } from '../ui/hooks.js';
 import { dateTime, number, percent, watts } from '../logic/format.js';
+import { alertAction, alertEvent, severity } from '../logic/serverText.js';
 import * as data from './data.js';
 
 const DAY = 86400;
 
 export function Monitoring() {
-  const { t, loc } = useT();
+  const { t, loc, word } = useT();
   const { data: d, error } = useLoad(async (signal) => {
     const sum = await data.summary(signal);
     const [power, alloc, used, alerts, assessment] = await Promise.all([
@@ -38,9 +39,9 @@ export function Monitoring() {
       ${d.alerts === null ? html`<p class="muted">${t('gpu.errorsOperators')}</p>` : d.alerts.length === 0 ? html`<p class="muted">${t('mon.noAlerts')}</p>` : html`
       <table data-testid="alert-table"><thead><tr><th scope="col">${t('col.time')}</th><th scope="col">${t('col.severity')}</th><th scope="col">${t('col.gpu')}</th><th scope="col">${t('col.host')}</th><th scope="col">${t('col.event')}</th><th scope="col">${t('col.action')}</th><th scope="col">${t('col.status')}</th></tr></thead>
       <tbody>${d.alerts.slice(0, 200).map((a) => html`<tr>
-        <td>${dateTime(a.time, loc)}</td><td>${a.severity}</td>
+        <td>${dateTime(a.time, loc)}</td><td>${word(severity(a.severity))}</td>
         <td>${a.gpu ? html`<${Link} href=${'/fleet/gpus/' + encodeURIComponent(a.gpu)} class="mono">${a.gpu}</${Link}>` : a.project ?? '–'}</td>
-        <td>${a.node || '–'}</td><td>${a.message}</td><td>${a.action}</td><td>${a.active ? t('alert.active') : t('alert.resolved')}</td></tr>`)}</tbody></table>`}
+        <td>${a.node || '–'}</td><td data-testid="event"><${Worded} msg=${alertEvent(a)} /></td><td data-testid="action"><${Worded} msg=${alertAction(a)} /></td><td>${a.active ? t('alert.active') : t('alert.resolved')}</td></tr>`)}</tbody></table>`}
     </${Section}>
     <${Section} id="m-projects" title=${t('mon.projects')}>
       ${!d.assessment || d.assessment.projects.length === 0 ? html`<p class="muted">${t('pools.noUsage')}</p>` : html`<table>

@@ -1,16 +1,17 @@
 // Overview: physical GPUs and logical devices, allocated and free, allocated and used (kept
 // apart), pending requests, unhealthy GPUs with the action to take, power, and what fits now.
 import { isOperator } from '../api.js';
-import { html, Section, Tile, Chart, Link, Loading, ErrorBox, HealthBadge, useT } from '../ui/parts.js';
+import { html, Section, Tile, Chart, Link, Loading, ErrorBox, HealthBadge, Worded, useT } from '../ui/parts.js';
 import { useLoad } from '../ui/hooks.js';
 import { number, percent, watts } from '../logic/format.js';
 import { fitsNowTable, poolState } from '../logic/pools.js';
+import { alertAction, alertEvent, conditionType } from '../logic/serverText.js';
 import * as data from './data.js';
 
 const DAY = 86400;
 
 export function Overview({ wall }) {
-  const { t, loc } = useT();
+  const { t, loc, word } = useT();
   // The counts first; the series (slower on a large fleet) fill in when they come.
   const { data: d, error } = useLoad(async (signal) => {
     const [sum, poolList, sick] = await Promise.all([data.summary(signal), data.pools(signal), data.unhealthy(signal)]);
@@ -66,8 +67,9 @@ export function Overview({ wall }) {
           <tbody>${sick.map((g) => html`<tr>
             <td><${Link} href=${'/fleet/gpus/' + encodeURIComponent(g.uuid)}>${g.model} #${g.index}</${Link}><div class="muted mono">${g.uuid}</div></td>
             <td>${g.node}</td>
-            <td><${HealthBadge} health=${g.health} />${g.alerts.map((a) => html`<div class="muted">${a.condition}: ${a.reason}</div>`)}</td>
-            <td>${g.alerts.length ? g.alerts.map((a) => html`<div data-testid="action">${a.action}</div>`) : html`<span class="muted">${t('ov.actionOperators')}</span>`}</td>
+            <td><${HealthBadge} health=${g.health} />${g.alerts.map((a) => html`<div class="muted" data-testid="event">
+              <${Worded} msg=${alertEvent(a)} />${a.condition ? ` (${word(conditionType(a.condition))})` : ''}</div>`)}</td>
+            <td>${g.alerts.length ? g.alerts.map((a) => html`<div data-testid="action"><${Worded} msg=${alertAction(a)} /></div>`) : html`<span class="muted">${t('ov.actionOperators')}</span>`}</td>
           </tr>`)}</tbody></table>`}
       </${Section}>
       <${Section} id="power-24h" title=${t('ov.power24')}>

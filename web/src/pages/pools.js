@@ -3,11 +3,12 @@
 // fits now, and each pool's devices, workloads, utilisation, quota and suggestions.
 import { useState } from 'preact/hooks';
 import { api, isOperator, namespaced } from '../api.js';
-import { html, Section, Chart, Dialog, Loading, ErrorBox, StateBadge, Bar, Link, useT } from '../ui/parts.js';
+import { html, Section, Chart, Dialog, Loading, ErrorBox, StateBadge, Bar, Link, Worded, useT } from '../ui/parts.js';
 import { useLoad } from '../ui/hooks.js';
 import { dateTime, number, percent } from '../logic/format.js';
 import { POOL_STATES, fitsNow, itemsText, poolState } from '../logic/pools.js';
 import { quotaUse } from '../logic/quota.js';
+import { suggestion } from '../logic/serverText.js';
 import * as data from './data.js';
 
 // Words "N of a thing" in the language's order ("4 × A100-80GB 1g.10gb", "A100-80GB 1g.10gb 4개").
@@ -77,7 +78,7 @@ function PoolDetails({ pool, assessment, profiles, projects, poolList }) {
         <h3>${t('pools.usage')}</h3>
         ${a ? html`<p>${t('pools.usageText', { util: percent(a.utilization, loc), used: number(a.usedGpuHours, loc, 1), allocated: number(a.allocatedGpuHours, loc, 1) })}</p>
           ${a.idle ? html`<p class="badge warn-badge">${t('pools.idle')}</p>` : null}
-          ${a.suggestion ? html`<p data-testid="suggestion">${t('pools.suggestion')}: ${a.suggestion}</p>` : null}` : html`<p class="muted">${t('pools.noUsage')}</p>`}
+          ${a.suggestion || a.suggestionCode ? html`<p data-testid="suggestion">${t('pools.suggestion')}: <${Worded} msg=${suggestion(a)} /></p>` : null}` : html`<p class="muted">${t('pools.noUsage')}</p>`}
         ${util.data ? html`<${Chart} label=${t('pools.utilChart', { pool: `${ns}/${name}` })} x=${util.data.x} series=${[{ label: t('series.util'), values: util.data.values }]} fmt=${(v) => percent(v, loc)} height=${140} />` : null}
       </div>
     </div>

@@ -8,12 +8,23 @@ import { useObservable } from '../store.js';
 import { useDark } from './hooks.js';
 import { navigate } from '../router.js';
 import { clock } from '../logic/format.js';
+import { say } from '../logic/serverText.js';
 
 export const html = htm.bind(h);
 
+// `t` words a catalogue key; `word` a message made from a server code (logic/serverText.js).
 export function useT() {
   const lang = useObservable(language);
-  return { lang, loc: locale(lang), t: (key, params) => translate(lang, key, params) };
+  return { lang, loc: locale(lang), t: (key, params) => translate(lang, key, params), word: (msg) => say(lang, msg) };
+}
+
+// A message made from a server code, with the server's own English as its tooltip where that
+// says something else (in English it may add detail; elsewhere it is not the reader's language).
+export function Worded({ msg, testid }) {
+  const { word } = useT();
+  const text = word(msg);
+  const title = msg?.text && msg.text !== text ? msg.text : undefined;
+  return html`<span title=${title} data-testid=${testid}>${text}</span>`;
 }
 
 export function Link({ href, children, ...rest }) {
@@ -64,6 +75,26 @@ export function Bar({ value, max, label, text }) {
   </div>`;
 }
 
+// The width in CSS pixels of an axis's widest label: uPlot does not measure its labels, and a
+// fixed width cuts long ones ("6,000 W") or runs time labels together ("12:00 AM04:00 AM").
+function labelWidth(u, axisIdx, labels) {
+  const [font, size, cssSize] = u.axes[axisIdx].font;
+  u.ctx.save();
+  u.ctx.font = font;
+  const widest = Math.max(0, ...labels.map((l) => u.ctx.measureText(String(l ?? '')).width));
+  u.ctx.restore();
+  return (widest * (cssSize || size)) / (size || 1);
+}
+
+// The left axis: as wide as its labels plus the tick and the gap. Later passes keep the width
+// found, so the layout settles.
+function yAxisSize(u, values, axisIdx, cycleNum) {
+  const axis = u.axes[axisIdx];
+  if (!values || values.length === 0) return 60;
+  if (cycleNum > 1 && axis._size) return axis._size;
+  return Math.ceil(labelWidth(u, axisIdx, values) + (axis.ticks?.size ?? 10) + (axis.gap ?? 5) + 4);
+}
+
 const LIGHT = ['#0b57d0', '#b45309', '#15803d', '#7e22ce'];
 const DARK = ['#8ab4f8', '#fbbf24', '#4ade80', '#d8b4fe'];
 const DASH = [[], [6, 4], [2, 3], [10, 3, 2, 3]];
@@ -87,8 +118,9 @@ export function Chart({ label, x, series, height = 180, fmt = (v) => String(v), 
       cursor: { show: true, points: { show: false } },
       scales: { x: { time: true } },
       axes: [
-        { stroke: axis, grid: { stroke: grid }, ticks: { stroke: grid } },
-        { stroke: axis, grid: { stroke: grid }, ticks: { stroke: grid }, size: 60, values: (u, vals) => vals.map((v) => fmt(v)) },
+        // Time labels at least their own width and a gap apart ("12:00 AM" is wider than "00:00").
+        { stroke: axis, grid: { stroke: grid }, ticks: { stroke: grid }, space: (u, i) => labelWidth(u, i, [clock(new Date(2026, 0, 1, 12, 0), loc)]) + 24 },
+        { stroke: axis, grid: { stroke: grid }, ticks: { stroke: grid }, size: yAxisSize, values: (u, vals) => vals.map((v) => fmt(v)) },
       ],
       series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: colours[i % 4], width: 2, dash: DASH[i % 4], spanGaps: false }))],
       tzDate: (ts) => new Date(ts * 1000),

@@ -38,6 +38,25 @@ async function settled(page) {
   }, null, { timeout: 30000 });
 }
 
+// The words of `text` in Latin letters that are not names: object, model, cluster and profile
+// names, units, and the hardware's own terms (XID, ECC, NVLink, PCI Express, RMA).
+function englishLeftovers(text, sum) {
+  const names = new Set(['GPU', 'MIG', 'SM', 'API', 'Pool', 'gpuaas', 'Dashboard', 'NodeCapacity', 'GpuCapacity', 'SpecAndCount', 'Profile',
+    'English', 'W', 'kW', 'ops', 'XID', 'ECC', 'Full', 'NVIDIA', 'NVLink', 'NVML', 'PCI', 'Express', 'RMA', 'SRAM', 'GSP', 'RPC', 'P2P', 'MiB', 'GiB']);
+  for (const m of sum.physical.byModel) names.add(m.model);
+  for (const c of sum.physical.byCluster) names.add(c.cluster);
+  for (const p of sum.logical.byProfile) names.add(p.profile);
+  const leftovers = [];
+  for (const word of text.split(/[\s,;:()·/|=×–—]+/)) {
+    if (!/[A-Za-z]{2,}/.test(word)) continue;
+    const bare = word.replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9.+-]+$/g, '');
+    if (names.has(bare) || [...names].some((n) => bare.startsWith(n))) continue;
+    if (/^GPU-[0-9a-f-]+$/i.test(bare)) continue;
+    leftovers.push(word);
+  }
+  return leftovers;
+}
+
 function assertClean(problems, where) {
   assert.deepEqual(problems, [], `${where}: ${problems.join('\n')}`);
 }
@@ -213,20 +232,7 @@ describe('GPU Dashboard', () => {
     await settled(page);
     assert.equal(await page.evaluate(() => document.documentElement.lang), 'ko');
     const text = await page.locator('body').innerText();
-    const sum = await server.api('/api/v1/summary');
-    const names = new Set(['GPU', 'MIG', 'SM', 'API', 'Pool', 'gpuaas', 'Dashboard', 'NodeCapacity', 'GpuCapacity', 'SpecAndCount', 'Profile',
-      'English', 'W', 'kW', 'ops', 'XID', 'ECC', 'Full']);
-    for (const m of sum.physical.byModel) names.add(m.model);
-    for (const c of sum.physical.byCluster) names.add(c.cluster);
-    for (const p of sum.logical.byProfile) names.add(p.profile);
-    const leftovers = [];
-    for (const word of text.split(/[\s,;:()·/|=×–—]+/)) {
-      if (!/[A-Za-z]{2,}/.test(word)) continue;
-      const bare = word.replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9.+-]+$/g, '');
-      if (names.has(bare) || [...names].some((n) => bare.startsWith(n))) continue;
-      if (/^GPU-[0-9a-f-]+$/i.test(bare)) continue;
-      leftovers.push(word);
-    }
+    const leftovers = englishLeftovers(text, await server.api('/api/v1/summary'));
     await page.screenshot({ path: join(screenshotDir(), 'overview-ko-1440x900.png'), fullPage: true });
     assert.deepEqual(leftovers, [], `untranslated: ${leftovers.join(' ')}`);
     assertClean(problems, 'korean');
@@ -236,21 +242,87 @@ describe('GPU Dashboard', () => {
   test('a GPU with an injected XID shows as unhealthy with its action', async () => {
     const gpu = await makeUnhealthy();
     const alerts = (await server.api('/api/v1/alerts?active=true')).items.filter((a) => a.gpu === gpu.uuid);
-    assert.ok(alerts.length > 0 && alerts[0].action);
+    const xid = alerts.find((a) => a.reason === 'Xid79');
+    assert.ok(xid, `an Xid79 alert among ${alerts.map((a) => a.reason).join(', ')}`);
+    assert.equal(xid.actionCode, 'RebootNode');
+    assert.deepEqual(xid.params, { xid: 79 });
+    const event = 'XID 79: GPU has fallen off the bus';
+    const action = 'Reboot the node (often a PCI Express link hardware failure)';
     const { page, problems, context } = await openPage(browser, server);
     await signIn(page, server, TOKENS.operator);
     await settled(page);
     const row = page.locator('[data-testid="unhealthy-table"] tr', { hasText: gpu.uuid });
     await row.waitFor();
     assert.match(await row.innerText(), /Unhealthy/);
-    assert.ok((await row.getByTestId('action').first().innerText()).includes(alerts[0].action));
+    assert.match(await row.getByTestId('event').first().innerText(), new RegExp(`^${event} \\(Reset required\\)$`));
+    assert.equal(await row.getByTestId('action').first().innerText(), action);
+    // The server's own English rides along as the tooltip.
+    assert.equal(await row.getByTestId('action').first().locator('span').getAttribute('title'), xid.action);
     await row.getByRole('link').click();
     await page.getByTestId('gpu-health').waitFor();
     assert.match(await page.getByTestId('gpu-health').innerText(), /Unhealthy/);
     assert.equal(await page.getByTestId('gpu-host').innerText(), gpu.node);
-    assert.ok((await page.getByTestId('gpu-action').innerText()).includes(alerts[0].action));
+    assert.equal(await page.getByTestId('gpu-action').innerText(), `Reset required: ${event} — what to do: ${action}`);
     assert.match(await page.getByTestId('error-history').innerText(), /XID 79/);
+    // In English a condition's message is read on the page, under its reason.
+    const cond = (await server.api(`/apis/gpuaas.io/v1/gpucapacities/${gpu.name}`)).status.conditions.find((c) => c.type === 'ResetRequired');
+    const reset = page.locator('tr[data-condition="ResetRequired"]');
+    assert.match(await reset.innerText(), /Reset required/);
+    assert.ok((await reset.innerText()).includes(cond.message), `${cond.message} on the page`);
     assertClean(problems, 'xid');
+    await context.close();
+  });
+
+  test('in Korean an injected XID\'s event and action read in Korean, and the server\'s English is not on the page', async () => {
+    const gpu = await makeUnhealthy();
+    const alerts = (await server.api('/api/v1/alerts')).items;
+    const mine = alerts.filter((a) => a.gpu === gpu.uuid);
+    const conditions = (await server.api(`/apis/gpuaas.io/v1/gpucapacities/${gpu.name}`)).status.conditions;
+    // Sentences only the server's English has: what the Korean page must not show.
+    const english = /reboot the node|fallen off the bus|double-bit|link hardware failure|reset the GPU|the driver|as recorded before/i;
+    const serverText = [...alerts.flatMap((a) => [a.message, a.action]), ...conditions.map((c) => c.message)].filter((s) => s && s.length > 3);
+    const assertKorean = (text, where) => {
+      assert.doesNotMatch(text, english, `${where}: ${english.exec(text)?.[0]}`);
+      for (const s of serverText) assert.ok(!text.includes(s), `${where} shows the server's "${s}"`);
+    };
+    const event = 'XID 79: GPU 버스 이탈';
+    const action = '노드를 재부팅하십시오. PCI Express 링크의 하드웨어 고장인 경우가 많습니다.';
+    const { page, problems, context } = await openPage(browser, server, { locale: 'ko-KR' });
+    await signIn(page, server, TOKENS.operator);
+    await settled(page);
+    // The overview's unhealthy GPUs.
+    const row = page.locator('[data-testid="unhealthy-table"] tr', { hasText: gpu.uuid });
+    await row.waitFor();
+    assert.equal(await row.getByTestId('event').first().innerText(), `${event} (리셋 필요)`);
+    assert.equal(await row.getByTestId('action').first().innerText(), action);
+    assertKorean(await page.getByTestId('unhealthy-table').innerText(), 'overview');
+    const sum = await server.api('/api/v1/summary');
+    assert.deepEqual(englishLeftovers(await row.innerText(), sum).filter((w) => !(w.includes(gpu.node) || gpu.node.includes(w))), [], 'untranslated in the unhealthy row');
+    // The monitoring page's alerts: every one the server has, not only this GPU's.
+    await page.goto(server.url + '/monitoring');
+    await settled(page);
+    const table = page.getByTestId('alert-table');
+    const alertRow = table.locator('tbody tr', { hasText: event }).filter({ hasText: gpu.uuid }).first();
+    await alertRow.waitFor();
+    assert.equal(await alertRow.getByTestId('event').innerText(), event);
+    assert.equal(await alertRow.getByTestId('action').innerText(), action);
+    assert.match(await alertRow.innerText(), /심각/);
+    assertKorean(await table.innerText(), 'monitoring');
+    assert.deepEqual(englishLeftovers(await alertRow.innerText(), sum).filter((w) => !(w.includes(gpu.node) || gpu.node.includes(w))), [], 'untranslated in the alert');
+    // The GPU page: the banner, the conditions (their English only as a tooltip) and the history.
+    await page.goto(`${server.url}/fleet/gpus/${gpu.uuid}`);
+    await settled(page);
+    assert.equal(await page.getByTestId('gpu-action').innerText(), `리셋 필요: ${event} — 조치: ${action}`);
+    const reset = page.locator('tr[data-condition="ResetRequired"]');
+    assert.match(await reset.innerText(), /리셋 필요[\s\S]*예[\s\S]*XID 79: GPU 버스 이탈/);
+    const message = conditions.find((c) => c.type === 'ResetRequired').message;
+    assert.equal(await reset.locator('td[title]').getAttribute('title'), message);
+    assert.match(await page.locator('tr[data-condition="Healthy"]').innerText(), /정상[\s\S]*아니요[\s\S]*리셋 필요/);
+    const history = page.getByTestId('error-history');
+    assert.match(await history.innerText(), new RegExp(`${event}[\\s\\S]*${action.replace(/\./g, '\\.')}`));
+    assertKorean(await page.locator('main').innerText(), 'GPU page');
+    assert.ok(mine.length > 0);
+    assertClean(problems, 'korean xid');
     await context.close();
   });
 
