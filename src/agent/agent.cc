@@ -6,10 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "agent/nvidia_smi_source.h"
@@ -17,6 +19,7 @@
 #include "agent/pod_resources.h"
 #include "catalog/catalog.h"
 #include "common/log.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 #include "httplib.h"
 #include "model/codec.h"
@@ -54,15 +57,29 @@ absl::StatusOr<std::string> FetchInventory(const AgentOptions& o) {
   return res->body;
 }
 
-// Sends one report; the XID events of a report that did not arrive go out with the next.
+// This machine's boot (Linux: a random id made at every boot); empty where it cannot be read.
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return std::string(Trim(id));
+}
+
+// Sends one report; the XID events of a report that did not arrive go out with the next. Each
+// report names this agent process (its host and an id made at its start) and the node's boot,
+// so that the server reads a GPU's counters against one agent's history.
 class Pusher {
  public:
-  explicit Pusher(const AgentOptions& o) : client_(o.server) {
+  explicit Pusher(const AgentOptions& o) : client_(o.server), boot_id_(BootId()) {
     client_.set_connection_timeout(5);
     client_.set_read_timeout(30);
     if (!o.token.empty()) client_.set_bearer_token_auth(o.token);
+    std::random_device rd;
+    agent_id_ = fmt::format("{}-{:08x}", HostName(), rd());
   }
   absl::Status Push(telemetry::NodeReport r) {
+    r.agent = agent_id_;
+    r.boot_id = boot_id_;
     for (telemetry::GpuReport& g : r.gpus) {
       auto it = unsent_.find(g.uuid);
       if (it == unsent_.end()) continue;
@@ -80,6 +97,8 @@ class Pusher {
 
  private:
   httplib::Client client_;
+  std::string agent_id_;
+  std::string boot_id_;
   std::map<std::string, std::vector<telemetry::XidEvent>> unsent_;
 };
 

@@ -118,7 +118,7 @@ const std::vector<std::string_view>& ActionCodes() {
   static const std::vector<std::string_view> kCodes = {
       "None",       "RestartApplication", "ResetWhenConvenient", "ResetGpu",      "RebootNode",   "MemoryError",
       "CheckNvlink", "Investigate",       "DrainPeerToPeer",     "DrainAndReset", "ReplaceGpu",   "ResetWhenIdle",
-      "CheckCooling", "ResetClears"};
+      "CheckCooling", "ResetClears", "OneReporterPerNode"};
   return kCodes;
 }
 
@@ -139,7 +139,7 @@ void HealthTracker::Resolve(const std::string& uuid, std::string_view condition,
 
 void HealthTracker::Reset(GpuState& g, int64_t t_ms) {
   const std::string& uuid = g.uuid;
-  const bool had = g.reset_xid || g.memory_xid || g.convenient_xid || g.dbe_volatile > 0 || g.restored_memory ||
+  const bool had = g.reset_xid || g.memory_xid || g.convenient_xid || g.dbe_fault || g.restored_memory ||
                    g.restored_reset;
   g.reset_xid.reset();
   g.memory_xid.reset();
@@ -147,6 +147,7 @@ void HealthTracker::Reset(GpuState& g, int64_t t_ms) {
   g.restored_memory.reset();
   g.restored_reset.reset();
   g.dbe_volatile = 0;
+  g.dbe_fault = false;
   g.remap_pending = false;
   // The lifetime counter keeps its count; what it had before the reset is history now.
   if (g.dbe_aggregate_base) g.dbe_aggregate_base = g.dbe_aggregate;
@@ -214,9 +215,68 @@ void HealthTracker::Observe(std::string_view gpu_uuid, int gi, Field field, doub
   Observe(Track(gpu_uuid), gi, field, v, t_ms);
 }
 
-void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t t_ms) {
+bool HealthTracker::Follows(GpuState& g, const Reporter* from, int64_t t_ms, bool& handover) {
+  handover = false;
+  if (from == nullptr || from->id == g.counters_from) {
+    g.counters_seen_ms = std::max(g.counters_seen_ms, t_ms);
+    return true;
+  }
+  if (!g.counters_from.empty() && t_ms - g.counters_seen_ms <= kReporterQuietMs) {
+    // A second reporter while the first still reports (a restarted agent beside the old one, or
+    // an agent and a scrape): its counters would read as a reset whenever they are lower.
+    if (g.second_reporter != from->id) {
+      g.second_reporter = from->id;
+      Raise({0, t_ms, Severity::kWarning, g.uuid, -1, "Reporters", "", "SecondReporter",
+             fmt::format("{} reports this GPU while {} still does; its counters are set aside until {} has been "
+                         "quiet for {} s",
+                         from->id, g.counters_from, g.counters_from, kReporterQuietMs / 1000),
+             "run one agent (or one scrape) per node", false, t_ms, "OneReporterPerNode", {}});
+    }
+    ++second_reporter_readings_;
+    return false;
+  }
+  // The first reporter, or the last one went quiet: this one's history starts. Its node having
+  // booted since the last reporter's readings is a reset (a reboot resets every GPU).
+  const bool rebooted = !g.counters_from.empty() && !from->boot_id.empty() && !g.counters_boot.empty() &&
+                        from->boot_id != g.counters_boot;
+  handover = !g.counters_from.empty() && !rebooted;
+  if (rebooted) Reset(g, t_ms);
+  g.counters_from = from->id;
+  g.counters_boot = from->boot_id;
+  g.counters_seen_ms = t_ms;
+  return true;
+}
+
+void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t t_ms, const Reporter* from) {
   GpuState& g = *gp;
   const std::string& uuid = g.uuid;
+  // Counters tell of resets only against their own reporter's history.
+  bool handover = false;
+  if ((field == Field::kXid || field == Field::kEnergyMj || field == Field::kEccDbeVolatile ||
+       field == Field::kEccDbeAggregate) &&
+      !Follows(g, from, t_ms, handover)) {
+    return;
+  }
+  if (handover) {
+    // A new history: its first reading is a baseline, and faults seen before stay.
+    switch (field) {
+      case Field::kEnergyMj:
+        g.energy_mj = v;
+        return;
+      case Field::kEccDbeVolatile:
+        if (v <= g.dbe_volatile) {
+          g.dbe_volatile = v;
+          return;
+        }
+        break;  // it rose even so: a fault
+      case Field::kEccDbeAggregate:
+        if (g.dbe_aggregate_base) g.dbe_aggregate_base = v - (g.dbe_aggregate - *g.dbe_aggregate_base);
+        g.dbe_aggregate = v;
+        return;
+      default:
+        break;
+    }
+  }
   // Most readings change nothing; only a change of state is rechecked (this runs per sample).
   switch (field) {
     case Field::kXid: {
@@ -238,6 +298,7 @@ void HealthTracker::Observe(GpuState* gp, int gi, Field field, double v, int64_t
       if (v < g.dbe_volatile && v == 0) {
         Reset(g, t_ms);
       } else if (v > g.dbe_volatile) {
+        g.dbe_fault = true;
         Raise({0, t_ms, Severity::kCritical, uuid, -1, "ECC", std::string(kMemoryErrors), "DoubleBitEccErrors",
                fmt::format("{} double-bit ECC error(s) since the driver loaded", v),
                std::string(LookupXid(48).action), true, 0, std::string("MemoryError"), {{"count", v}}});
@@ -326,7 +387,7 @@ GpuVerdict HealthTracker::Compute(const GpuState& g) const {
   } else if (g.memory_xid) {
     const XidInfo i = LookupXid(g.memory_xid->xid);
     v.memory_errors = {true, fmt::format("Xid{}", i.xid), fmt::format("XID {} ({}): {}", i.xid, i.meaning, i.action)};
-  } else if (g.dbe_volatile > 0 || (g.dbe_aggregate_base && g.dbe_aggregate > *g.dbe_aggregate_base)) {
+  } else if (g.dbe_fault || (g.dbe_aggregate_base && g.dbe_aggregate > *g.dbe_aggregate_base)) {
     v.memory_errors = {true, "DoubleBitEccErrors",
                        fmt::format("{} volatile double-bit ECC error(s); reset the GPU, then run field diagnostics",
                                    g.dbe_volatile)};
@@ -341,7 +402,7 @@ GpuVerdict HealthTracker::Compute(const GpuState& g) const {
   } else if (g.recovery_action != 0) {
     v.reset_required = {true, "RecoveryAction",
                         fmt::format("the driver asks for a {}", RecoveryActionName(g.recovery_action))};
-  } else if (g.memory_xid || g.dbe_volatile > 0) {
+  } else if (g.memory_xid || g.dbe_fault) {
     v.reset_required = {true, "DoubleBitEccErrors", "a GPU reset or node reboot clears the double-bit ECC error"};
   } else if (g.restored_reset) {
     v.reset_required = *g.restored_reset;

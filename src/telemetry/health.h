@@ -72,8 +72,8 @@ struct Alert {
   // The same in codes, for front ends that word them in their reader's language: `reason` names
   // the event, `action_code` what to do ("RebootNode", "ResetGpu", ...: ActionCodes()), and
   // `params` the figures the message quotes ("xid", "count", "celsius", ...).
-  std::string action_code;
-  std::map<std::string, double> params;
+  std::string action_code{};
+  std::map<std::string, double> params{};
 };
 // Every action_code an alert may carry.
 const std::vector<std::string_view>& ActionCodes();
@@ -111,7 +111,8 @@ class HealthTracker {
     std::optional<XidFault> reset_xid;     // reset / reboot / NVLink
     std::optional<XidFault> memory_xid;    // 48, 64, 95, 140
     std::optional<XidFault> convenient_xid;  // 94
-    double dbe_volatile = 0;
+    double dbe_volatile = 0;  // the counter as its reporter last read it
+    bool dbe_fault = false;   // it rose since the last reset: MemoryErrors until the next one
     std::optional<double> dbe_aggregate_base;
     double dbe_aggregate = 0;
     bool remap_failure = false;
@@ -123,9 +124,29 @@ class HealthTracker {
     // Verdicts a previous run wrote into the GpuCapacity, restored at start: they hold until a
     // reset, as the faults behind them would have.
     std::optional<ConditionVerdict> restored_memory, restored_reset;
+    // Whose counters (energy, ECC, the XID gauge) the history above follows, and when it last
+    // read them: a reset is believed only from that reporter's own history.
+    std::string counters_from;
+    std::string counters_boot;  // its node's boot, when it says
+    int64_t counters_seen_ms = 0;
+    std::string second_reporter;  // another reporter set aside (reported once)
   };
+  // Who sent a reading: an agent instance, a scrape, the token that pushed. Its node's boot id
+  // (Linux's /proc/sys/kernel/random/boot_id), when it says, tells a reboot from a new agent.
+  struct Reporter {
+    std::string id;
+    std::string boot_id;
+  };
+  // How long a reporter's counters stay its GPU's history after its last reading: another
+  // reporter's are set aside until then, and taken as a new history (not a reset) after.
+  static constexpr int64_t kReporterQuietMs = 120'000;
   GpuState* Track(std::string_view gpu_uuid);
-  void Observe(GpuState* gpu, int gpu_instance, Field field, double value, int64_t t_ms);
+  // `from`: who read it (null: one reporter, as in tests). Counter readings of a reporter other
+  // than the one the GPU's history follows are set aside while that one still reports (a second
+  // agent for the node: reported once as an alert), and start a new history after it went
+  // quiet: a new reporter's first counters are a baseline, never a reset, unless its node booted
+  // since (a reboot resets the GPU).
+  void Observe(GpuState* gpu, int gpu_instance, Field field, double value, int64_t t_ms, const Reporter* from = nullptr);
 
   // A reading of a GPU (gpu_instance -1) or MIG instance. Blank values must be dropped before.
   void Observe(std::string_view gpu_uuid, int gpu_instance, Field field, double value, int64_t t_ms);
@@ -143,6 +164,8 @@ class HealthTracker {
   // Newest first; at most the last `kMaxAlerts`.
   std::vector<Alert> Alerts(bool active_only) const;
   int64_t xid_events() const { return xid_events_; }
+  // Counter readings set aside because another reporter's history was followed (see Observe).
+  int64_t second_reporter_readings() const { return second_reporter_readings_; }
 
   static constexpr size_t kMaxAlerts = 10000;
 
@@ -151,6 +174,9 @@ class HealthTracker {
   void Raise(Alert a);
   void Resolve(const std::string& uuid, std::string_view condition, int64_t t_ms);
   void Reset(GpuState& g, int64_t t_ms);
+  // Whether a counter reading `from` belongs to the GPU's history (see Observe); `handover` is
+  // set when it starts a new one.
+  bool Follows(GpuState& g, const Reporter* from, int64_t t_ms, bool& handover);
   void Recheck(const GpuState& g, int64_t t_ms);
 
   std::map<std::string, GpuState, std::less<>> gpus_;
@@ -159,6 +185,7 @@ class HealthTracker {
   std::deque<Alert> alerts_;  // oldest first
   int64_t next_alert_ = 1;
   int64_t xid_events_ = 0;
+  int64_t second_reporter_readings_ = 0;
 };
 
 }  // namespace gpuaas::telemetry

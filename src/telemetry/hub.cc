@@ -125,8 +125,17 @@ bool Hub::HasRealSource(std::string_view gpu_uuid) const {
   return real_sources_.count(gpu_uuid) > 0;
 }
 
+int64_t Hub::second_reporter_readings() const {
+  absl::MutexLock l(&mu_);
+  return health_.second_reporter_readings();
+}
+
 absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t now_ms, bool simulated,
-                                               const GpuAdmission& admit) {
+                                               const GpuAdmission& admit, std::string_view reporter) {
+  const HealthTracker::Reporter from{
+      reporter.empty() && report.agent.empty() ? ""
+      : fmt::format("{}{}{}", reporter, reporter.empty() ? "" : "/", report.agent.empty() ? report.node : report.agent),
+      report.boot_id};
   if (admit) {
     for (const GpuReport& g : report.gpus) RETURN_IF_ERROR(admit(g.uuid));
   }
@@ -183,7 +192,9 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
         known[i.gi] = {i.gi, i.profile, i.start, i.uuid};
         add(i.gi, i.readings);
       }
-      for (const HealthReading& h : batch.health) health_.Observe(h.gpu, h.gi, h.field, h.value, h.t_ms);
+      for (const HealthReading& h : batch.health) {
+        health_.Observe(h.gpu, h.gi, h.field, h.value, h.t_ms, from.id.empty() ? nullptr : &from);
+      }
       batch.health.clear();
       for (const XidEvent& x : g.xid_events) {
         // Pushes are retried after failures: an event counts once.
@@ -202,7 +213,9 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
   return res;
 }
 
-absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_ms, const GpuAdmission& admit) {
+absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_ms, const GpuAdmission& admit,
+                                             std::string_view reporter) {
+  const HealthTracker::Reporter from{std::string(reporter), ""};
   class Sink final : public PromSink {
    public:
     Sink(Hub& hub, int64_t now_ms, IngestResult& res, Batch& batch)
@@ -317,7 +330,9 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
     const int64_t xids_before = health_.xid_events();
     Sink sink(*this, now_ms, res, batch);
     if (absl::Status s = ParsePromText(text, sink); !s.ok()) return s;
-    for (const HealthReading& h : batch.health) health_.Observe(h.gpu, h.gi, h.field, h.value, h.t_ms);
+    for (const HealthReading& h : batch.health) {
+      health_.Observe(h.gpu, h.gi, h.field, h.value, h.t_ms, from.id.empty() ? nullptr : &from);
+    }
     NoteUnmatched(batch, res);
     res.xid_events = health_.xid_events() - xids_before;
     samples_total_ += res.samples;

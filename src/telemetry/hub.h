@@ -86,11 +86,17 @@ class Hub {
 
   // `simulated`: from the server's own simulation (demo), which yields to real sources: GPUs any
   // other report or scrape has named are left out of simulated reports.
+  // `reporter`: who sent it (the pushing token's user, a scrape's URL; with the report's own
+  // agent id): the health rules read a GPU's counters against one reporter's history
+  // (HealthTracker::Observe). Empty: one reporter.
   absl::StatusOr<IngestResult> IngestReport(const NodeReport& report, int64_t now_ms, bool simulated = false,
-                                            const GpuAdmission& admit = nullptr);
+                                            const GpuAdmission& admit = nullptr, std::string_view reporter = "");
   // dcgm-exporter text. Malformed text is refused whole (InvalidArgument with the line) and
   // changes nothing.
-  absl::StatusOr<IngestResult> IngestText(std::string_view text, int64_t now_ms, const GpuAdmission& admit = nullptr);
+  absl::StatusOr<IngestResult> IngestText(std::string_view text, int64_t now_ms, const GpuAdmission& admit = nullptr,
+                                          std::string_view reporter = "");
+  // Counter readings set aside because another reporter's were followed for their GPU.
+  int64_t second_reporter_readings() const;
 
   // The GPUs the inventory knows (for matching); replaced as a whole.
   void SetKnownGpus(std::set<std::string> uuids);

@@ -262,6 +262,54 @@ TEST(Hub, OneGpuIsOneGpuWhateverTheLetterCaseOfItsUuid) {
   }
 }
 
+// Two agents reporting one node (a restarted agent while the old one still runs): the second's
+// lower counters are not a reset, so an XID 79 GPU does not turn healthy; the second is reported.
+// Once the first has gone quiet, the second's counters are a new history (a baseline), and its
+// own counter drop, or a new boot of its node, is a reset.
+TEST(Hub, AResetIsBelievedOnlyFromOneReportersOwnCounters) {
+  Hub hub;
+  hub.SetKnownGpus({"GPU-ab12"});
+  auto report = [](const std::string& agent, const std::string& boot, int64_t t, double energy, bool xid) {
+    NodeReport r{"n", "", t, {{"GPU-ab12", 0, "", 0, false, {{Field::kEnergyMj, energy}}, {}, {}}}, agent, boot};
+    if (xid) r.gpus[0].xid_events.push_back({79, -1, t});
+    return r;
+  };
+  ASSERT_TRUE(hub.IngestReport(report("old", "boot-1", kNowMs, 5e9, true), kNowMs, false, nullptr, "agent-token").ok());
+  ASSERT_TRUE(hub.Verdict("GPU-ab12").reset_required.active);
+  // The new agent's counter (its own simulation, or a counter read anew) is lower.
+  ASSERT_TRUE(hub.IngestReport(report("new", "boot-1", kNowMs + 1000, 7, false), kNowMs + 1000, false, nullptr,
+                               "agent-token")
+                  .ok());
+  EXPECT_TRUE(hub.Verdict("GPU-ab12").reset_required.active) << "a second agent's counters are not a reset";
+  EXPECT_GT(hub.second_reporter_readings(), 0);
+  bool reported = false;
+  for (const Alert& a : hub.Alerts(false)) reported = reported || a.reason == "SecondReporter";
+  EXPECT_TRUE(reported);
+  // The old one keeps reporting, the new one too: still no reset.
+  for (int i = 2; i < 6; ++i) {
+    const int64_t t = kNowMs + i * 10'000;
+    ASSERT_TRUE(hub.IngestReport(report("old", "boot-1", t, 5e9 + i, false), t, false, nullptr, "agent-token").ok());
+    ASSERT_TRUE(hub.IngestReport(report("new", "boot-1", t + 1, 7 + i, false), t + 1, false, nullptr, "agent-token").ok());
+  }
+  EXPECT_TRUE(hub.Verdict("GPU-ab12").reset_required.active);
+  // The old one stops; past the quiet time, the new one's counters are a baseline, not a reset.
+  int64_t t = kNowMs + 60'000 + HealthTracker::kReporterQuietMs + 1;
+  ASSERT_TRUE(hub.IngestReport(report("new", "boot-1", t, 20, false), t, false, nullptr, "agent-token").ok());
+  EXPECT_TRUE(hub.Verdict("GPU-ab12").reset_required.active);
+  // Its own counter then restarts: that is a reset.
+  t += 10'000;
+  ASSERT_TRUE(hub.IngestReport(report("new", "boot-1", t, 3, false), t, false, nullptr, "agent-token").ok());
+  EXPECT_FALSE(hub.Verdict("GPU-ab12").reset_required.active);
+  // Another XID 79; the node reboots and a new agent reports after the quiet time: the new boot
+  // is the reset.
+  t += 10'000;
+  ASSERT_TRUE(hub.IngestReport(report("new", "boot-1", t, 4, true), t, false, nullptr, "agent-token").ok());
+  ASSERT_TRUE(hub.Verdict("GPU-ab12").reset_required.active);
+  t += HealthTracker::kReporterQuietMs + 1;
+  ASSERT_TRUE(hub.IngestReport(report("after-reboot", "boot-2", t, 9e9, false), t, false, nullptr, "agent-token").ok());
+  EXPECT_FALSE(hub.Verdict("GPU-ab12").reset_required.active) << "a reboot resets the GPU";
+}
+
 TEST(Hub, BadReportsAreRefusedWithTheField) {
   struct Case {
     std::string json, want;

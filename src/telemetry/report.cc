@@ -111,6 +111,8 @@ std::string EncodeReport(const NodeReport& r, bool pretty) {
     gpus.push_back(std::move(gj));
   }
   json o = {{"node", r.node}, {"driver_version", r.driver_version}, {"time_ms", r.time_ms}, {"gpus", gpus}};
+  if (!r.agent.empty()) o["agent"] = r.agent;
+  if (!r.boot_id.empty()) o["boot_id"] = r.boot_id;
   return pretty ? o.dump(2) : o.dump();
 }
 
@@ -122,6 +124,11 @@ absl::StatusOr<NodeReport> DecodeReport(std::string_view text) {
   RETURN_IF_ERROR(Get(j, "node", "report", r.node, true));
   if (r.node.empty()) return absl::InvalidArgumentError("report.node: must not be empty");
   RETURN_IF_ERROR(Get(j, "driver_version", "report", r.driver_version, false));
+  RETURN_IF_ERROR(Get(j, "agent", "report", r.agent, false));
+  RETURN_IF_ERROR(Get(j, "boot_id", "report", r.boot_id, false));
+  if (r.agent.size() > 256 || r.boot_id.size() > 64) {
+    return absl::InvalidArgumentError("report.agent, report.boot_id: at most 256 and 64 characters");
+  }
   RETURN_IF_ERROR(Get(j, "time_ms", "report", r.time_ms, false));
   auto gpus = j.find("gpus");
   if (gpus == j.end() || !gpus->is_array()) return absl::InvalidArgumentError("report.gpus: required, an array");

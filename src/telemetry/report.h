@@ -71,6 +71,11 @@ struct NodeReport {
   std::string driver_version;
   int64_t time_ms = 0;
   std::vector<GpuReport> gpus;
+  // Which agent process sent it (its host and a random id made at its start), and the boot of
+  // its node (/proc/sys/kernel/random/boot_id): a GPU's counters are read against one agent's
+  // history, and a new boot tells a reboot (which resets GPUs) from a restarted agent.
+  std::string agent{};
+  std::string boot_id{};
   friend bool operator==(const NodeReport&, const NodeReport&) = default;
 };
 

@@ -120,9 +120,9 @@ absl::StatusOr<HttpResponse> TelemetryApi::Ingest(const HttpRequest& req, const 
   if (ct.starts_with("application/json")) {
     absl::StatusOr<telemetry::NodeReport> report = telemetry::DecodeReport(req.body);
     if (!report.ok()) return report.status();
-    r = hub_.IngestReport(*report, now_ms, false, admit);
+    r = hub_.IngestReport(*report, now_ms, false, admit, who.user);
   } else if (ct.starts_with("text/plain")) {
-    r = hub_.IngestText(req.body, now_ms, admit);
+    r = hub_.IngestText(req.body, now_ms, admit, who.user);
     if (!r.ok() && absl::IsInvalidArgument(r.status())) {
       return absl::InvalidArgumentError(fmt::format("Prometheus text: {}", std::string(r.status().message())));
     }
@@ -432,6 +432,10 @@ void TelemetryApi::AppendMetrics(std::string& out) {
   out += fmt::format("gpuaas_telemetry_samples_total {}\n", hub_.samples_total());
   out += "# HELP gpuaas_telemetry_series Series held in memory.\n# TYPE gpuaas_telemetry_series gauge\n";
   out += fmt::format("gpuaas_telemetry_series {}\n", hub_.series().series_count());
+  out += "# HELP gpuaas_telemetry_second_reporter_readings_total Counter readings set aside: another agent or "
+         "scrape reports the same GPU.\n";
+  out += "# TYPE gpuaas_telemetry_second_reporter_readings_total counter\n";
+  out += fmt::format("gpuaas_telemetry_second_reporter_readings_total {}\n", hub_.second_reporter_readings());
   out += "# HELP gpuaas_telemetry_memory_bytes Memory held by the series.\n";
   out += "# TYPE gpuaas_telemetry_memory_bytes gauge\n";
   out += fmt::format("gpuaas_telemetry_memory_bytes {}\n", hub_.series().MemoryBytes());
