@@ -144,7 +144,7 @@ TEST(Crash, KilledAtRandomMomentsTheServerLosesNothingAndConverges) {
 
   // The billing ledger: one meter per approved pool (its own, by uid), opened at the approval and
   // closed at the release request, none for any other pool; the invoice bills each closed meter's
-  // seconds exactly.
+  // devices exactly, each from its allocation (spec.held) to the release request.
   auto meters_r = c.Get("/apis/gpuaas.io/v1/namespaces/crash/usagerecords");
   ASSERT_TRUE(meters_r && meters_r->status == 200);
   const json meters = json::parse(meters_r->body);
@@ -170,16 +170,24 @@ TEST(Crash, KilledAtRandomMomentsTheServerLosesNothingAndConverges) {
   EXPECT_EQ(meter_of.size(), approved_pools);
   auto inv_r = c.Get("/api/v1/projects/crash/invoices");
   ASSERT_TRUE(inv_r && inv_r->status == 200) << (inv_r ? inv_r->body : "");
-  std::map<std::string, int64_t> billed;  // pool -> seconds billed (one item each)
+  std::map<std::string, int64_t> billed;  // pool -> device-seconds billed
   const json invoices = json::parse(inv_r->body);  // held: a temporary's member would dangle in the loop
   for (const json& inv : invoices["items"]) {
-    for (const json& l : inv["lines"]) billed[l["pool"]] += l["seconds"].get<int64_t>();
+    for (const json& l : inv["lines"]) billed[l["pool"]] += l["seconds"].get<int64_t>() * l["quantity"].get<int64_t>();
   }
   for (const auto& [name, m] : meter_of) {
     if (!m["spec"].contains("end")) continue;
     const auto start = ParseTime(m["spec"]["start"].get<std::string>()), end = ParseTime(m["spec"]["end"].get<std::string>());
     ASSERT_TRUE(start && end);
-    EXPECT_EQ(billed[name], std::chrono::duration_cast<std::chrono::seconds>(*end - *start).count()) << name;
+    ASSERT_TRUE(m["spec"].contains("held")) << m.dump();
+    int64_t expected = 0;
+    for (const json& h : m["spec"]["held"]) {
+      const auto since = ParseTime(h["since"].get<std::string>());
+      ASSERT_TRUE(since);
+      expected += h["count"].get<int64_t>() *
+                  std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(*end - std::max(*start, *since)).count());
+    }
+    EXPECT_EQ(billed[name], expected) << name << ": " << m.dump();
   }
   EXPECT_EQ(server.Stop(), 0);
   std::filesystem::remove_all(dir);

@@ -211,6 +211,43 @@ TEST_F(NewUserTest, MistakesAreNamed) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// "Allocated" and "used" GPU-hours mean one thing on the invoice and in the assessment: the
+// demo's pool, with simulated readings, shows the same figures in both.
+TEST_F(NewUserTest, TheInvoiceAndTheAssessmentCountGpuHoursAlike) {
+  ServerProcess server;
+  ASSERT_TRUE(Start(server, "--telemetry-interval 1")) << server.Log();
+  const std::string s = " --server " + server.Url();
+  const std::string curl = "curl -s -H 'Authorization: Bearer " + std::string(kOperatorToken) + "' " + server.Url();
+  // Readings of the demo pool's devices for a few seconds.
+  RunResult line;
+  nlohmann::json invoice, assessment;
+  for (int i = 0; i < 300; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    invoice = nlohmann::json::parse(RunShell(curl + "/api/v1/projects/demo/invoices/$(date -u +%Y-%m)").out, nullptr, false);
+    if (invoice.is_object() && !invoice["lines"].empty() && invoice["lines"][0].contains("usedGpuHours") &&
+        invoice["lines"][0]["allocatedGpuHours"].get<double>() > 0.002) {
+      break;
+    }
+  }
+  assessment = nlohmann::json::parse(RunShell(curl + "/api/v1/assessment").out, nullptr, false);
+  ASSERT_TRUE(invoice.is_object() && assessment.is_object()) << invoice.dump() << assessment.dump();
+  const nlohmann::json* l = nullptr;
+  for (const nlohmann::json& x : invoice["lines"]) {
+    if (x.value("pool", "") == "training") l = &x;
+  }
+  const nlohmann::json* a = nullptr;
+  for (const nlohmann::json& x : assessment["pools"]) {
+    if (x.value("pool", "") == "training") a = &x;
+  }
+  ASSERT_TRUE(l != nullptr && a != nullptr) << invoice.dump() << "\n" << assessment.dump();
+  ASSERT_TRUE(l->contains("usedGpuHours")) << "the invoice has readings where the assessment does: " << l->dump();
+  // Read a moment apart: within two seconds of two GPUs.
+  const double tolerance = 2.0 * 2 / 3600;
+  EXPECT_NEAR((*l)["allocatedGpuHours"].get<double>(), (*a)["allocatedGpuHours"].get<double>(), tolerance);
+  EXPECT_NEAR((*l)["usedGpuHours"].get<double>(), (*a)["usedGpuHours"].get<double>(), tolerance);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 // The demo's tokens are kept with its state: a restart on the same store keeps them working,
 // and the banner says where the server is when the CLI would not find it by default.
 TEST_F(NewUserTest, TheDemosTokensSurviveARestart) {

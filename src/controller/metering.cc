@@ -116,7 +116,6 @@ absl::Status MeteringController::FinalizeClosedMonths(bool all) {
       if (!fresh) it->second = std::min(it->second, first);
     }
   }
-  std::map<std::string, model::GpuCapacity> gpus;  // for used GPU-hours; read once, when needed
   for (const auto& [project_name, first] : first_of) {
     const std::string project = project_name;  // clang 14 cannot capture a structured binding
     // At start every closed month since the project's first meter (a server down across months
@@ -127,13 +126,6 @@ absl::Status MeteringController::FinalizeClosedMonths(bool all) {
       const store::Key key{std::string(model::kInvoiceKind), project, month.Name()};
       ASSIGN_OR_RETURN(std::optional<store::Record> kept, store_.Get(key));
       if (kept) continue;  // final: never written twice
-      if (gpus.empty()) {
-        ASSIGN_OR_RETURN(std::vector<store::Record> gpu_records, store_.List(model::GpuCapacity::kKind, ""));
-        for (const store::Record& r : gpu_records) {
-          ASSIGN_OR_RETURN(model::GpuCapacity g, store::DecodeRecord<model::GpuCapacity>(r));
-          gpus.emplace(g.spec.uuid, std::move(g));
-        }
-      }
       // Rated and kept in one transaction: no meter, credit or note can change between the two
       // (the store runs transactions one at a time), and the pool controller dates no credit
       // into a month it finds kept.
@@ -149,11 +141,13 @@ absl::Status MeteringController::FinalizeClosedMonths(bool all) {
         inv = billing::Rate(project, records, billing::PriceBook(std::move(cards)), month, now);
         billing::AddCreditNotes(inv, notes);
         if (inv.lines.empty()) return absl::OkStatus();  // nothing happened that month
-        ASSIGN_OR_RETURN(std::vector<model::Profile> runs, store::ListObjects<model::Profile>(tx, project));
         for (billing::Line& l : inv.lines) {
           if (l.category != "Usage") continue;
-          l.used_gpu_hours = telemetry::UsedGpuHours(hub_, runs, l.pool, telemetry::LookupIn(gpus), l.model, l.profile,
-                                                     UnixSeconds(l.start), UnixSeconds(l.end), UnixSeconds(now));
+          if (std::optional<telemetry::GpuHoursUsed> used = telemetry::UsedGpuHours(
+                  hub_, telemetry::MeteredDevices(hub_, records, l.pool, l.model, l.profile, UnixSeconds(now)),
+                  UnixSeconds(l.start), UnixSeconds(l.end), UnixSeconds(now))) {
+            l.used_gpu_hours = used->used;
+          }
         }
         wrote = true;
         return tx.Put(key, "", billing::EncodeInvoice(inv), store::kMustNotExist);

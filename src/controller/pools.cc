@@ -227,7 +227,12 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
       meter->spec.held.emplace();
       for (const model::PoolItem& i : pool.spec.items) {
         if (const int64_t n = HeldOf(i, pool.status.allocation, gpus_); n > 0) {
-          meter->spec.held->push_back({i.model, i.profile, n, meter->spec.start});
+          std::vector<std::string> devices;
+          for (const model::AllocatedDevice& d : pool.status.allocation) {
+            const GpuPtr g = GpuOf(gpus_, d.gpu_uuid);
+            if (d.profile == i.profile && (g == nullptr || g->spec.model == i.model)) devices.push_back(model::HeldDeviceKey(d));
+          }
+          meter->spec.held->push_back({i.model, i.profile, n, meter->spec.start, std::move(devices)});
         }
       }
       meter_changed = true;
@@ -431,14 +436,26 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
         // Billing of the new devices starts now; a replacement takes a failed device's entry.
         const Time since = std::chrono::floor<std::chrono::seconds>(now);
         for (const model::PoolItem& i : pool.spec.items) {
+          std::vector<std::string> placed;  // this item's new devices
+          for (const allocator::Placement& p : out.plan.placements) {
+            const GpuPtr g = GpuOf(gpus_, p.gpu_uuid);
+            if (p.profile != i.profile || (g != nullptr && g->spec.model != i.model)) continue;
+            placed.push_back(model::HeldDeviceKey({p.cluster, p.node, p.gpu_uuid, p.profile, p.start, ""}));
+          }
+          if (placed.empty()) continue;
           int64_t billed = 0;
-          for (const model::UsageRecord::Held& h : *meter->spec.held) {
-            billed += h.model == i.model && h.profile == i.profile ? h.count : 0;
+          model::UsageRecord::Held* last = nullptr;
+          for (model::UsageRecord::Held& h : *meter->spec.held) {
+            if (h.model != i.model || h.profile != i.profile) continue;
+            billed += h.count;
+            last = &h;
           }
           if (const int64_t have = HeldOf(i, pool.status.allocation, gpus_); have > billed) {
-            meter->spec.held->push_back({i.model, i.profile, have - billed, since});
-            meter_changed = true;
+            meter->spec.held->push_back({i.model, i.profile, have - billed, since, std::move(placed)});
+          } else if (last != nullptr) {
+            last->devices.insert(last->devices.end(), placed.begin(), placed.end());
           }
+          meter_changed = true;
         }
       }
       if (replacing) {

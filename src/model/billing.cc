@@ -55,6 +55,10 @@ std::vector<UsageRecord::Held> BilledDevices(const UsageRecord& meter) {
   return out;
 }
 
+std::string HeldDeviceKey(const AllocatedDevice& d) {
+  return d.profile == catalog::kFullProfile ? d.gpu_uuid : fmt::format("{}@{}", d.gpu_uuid, d.start);
+}
+
 std::string RetiredMeterName(const UsageRecord& meter) {
   return fmt::format("{}.{}", meter.spec.pool, meter.spec.pool_uid);
 }

@@ -77,6 +77,10 @@ struct UsageRecord {
     std::string profile;
     int64_t count = 0;
     Time since{};
+    // Which devices they were, for the GPU-hours they used: "GPU-<uuid>" for a whole GPU,
+    // "GPU-<uuid>@<start>" for a MIG instance (HeldDeviceKey); a device that replaced a failed
+    // one joins its item's last entry.
+    std::vector<std::string> devices{};
     friend bool operator==(const Held&, const Held&) = default;
   };
   struct Spec {
@@ -102,6 +106,9 @@ struct UsageRecord {
   Status status;
   friend bool operator==(const UsageRecord&, const UsageRecord&) = default;
 };
+
+// How a meter names a device it held (UsageRecord::Held::devices).
+std::string HeldDeviceKey(const AllocatedDevice& d);
 
 // The devices `meter` bills: its `held` entries, or, for a meter written before those, its items
 // from its start.

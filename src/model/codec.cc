@@ -972,7 +972,9 @@ std::string Encode(const UsageRecord& u) {
   if (u.spec.held) {
     json held = json::array();
     for (const UsageRecord::Held& h : *u.spec.held) {
-      held.push_back({{"model", h.model}, {"profile", h.profile}, {"count", h.count}, {"since", FormatTime(h.since)}});
+      json hj = {{"model", h.model}, {"profile", h.profile}, {"count", h.count}, {"since", FormatTime(h.since)}};
+      if (!h.devices.empty()) hj["devices"] = h.devices;
+      held.push_back(std::move(hj));
     }
     spec["held"] = std::move(held);
   }
@@ -1013,6 +1015,13 @@ absl::StatusOr<UsageRecord> Decode(std::string_view text) {
         UsageRecord::Held held{h.Str("model", true), h.Str("profile", true), h.Int("count", true, 1), {}};
         if (!h.Has("since")) Fail(h.Path("since"), "required");
         held.since = *h.TimeField("since");
+        if (const json* d = h.Find("devices")) {
+          if (!d->is_array()) Fail(h.Path("devices"), "expected an array");
+          for (const json& key : *d) {
+            if (!key.is_string()) Fail(h.Path("devices"), "expected strings");
+            held.devices.push_back(key.get<std::string>());
+          }
+        }
         u.spec.held->push_back(std::move(held));
       });
     }

@@ -21,6 +21,14 @@ PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, i
   PoolAssessment a;
   a.ns = pool.ns;
   a.name = pool.name;
+  // GPU-hours as the pool's invoice counts them: allocated from its meter, used by the devices
+  // it billed, to the second (UsedGpuHours).
+  a.allocated_gpu_hours = pool.allocated_gpu_hours;
+  if (std::optional<GpuHoursUsed> used = UsedGpuHours(hub, pool.metered, from, to, now)) {
+    a.used_gpu_hours = used->used;
+    a.covered_gpu_hours = used->measured;
+  }
+  a.utilization = a.covered_gpu_hours > 0 ? a.used_gpu_hours / a.covered_gpu_hours : 0;
   const int64_t step = to - from <= 86400 ? 60 : 3600;
   from = std::max(from, pool.allocated_since - pool.allocated_since % step);
   std::vector<DeviceRef> refs;
@@ -30,18 +38,13 @@ PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, i
   }
   if (to <= from || refs.empty()) return a;
   const std::vector<UtilizationPoint> points = hub.Utilization(refs, from, to, step, now);
-  const double hours = static_cast<double>(step) / 3600;
   int64_t idle_run = 0;
   bool any_data = false;
   for (const UtilizationPoint& p : points) {
-    a.allocated_gpu_hours += p.allocated_gpus * hours;
-    a.used_gpu_hours += p.used_gpus * hours;
-    a.covered_gpu_hours += p.covered_gpus * hours;
     if (p.covered_gpus <= 0) continue;  // no readings: neither idle nor busy
     any_data = true;
     idle_run = p.utilization() < options.idle_below ? idle_run + step : 0;
   }
-  a.utilization = a.covered_gpu_hours > 0 ? a.used_gpu_hours / a.covered_gpu_hours : 0;
   a.idle_seconds = idle_run;
   a.idle = any_data && idle_run >= options.idle_for_s;
 
@@ -121,41 +124,54 @@ DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d, cons
   return ref;
 }
 
-std::optional<double> UsedGpuHours(const Hub& hub, const std::vector<model::Profile>& runs, std::string_view pool,
-                                   const GpuLookup& gpus, std::string_view model,
-                                   std::string_view profile, int64_t from, int64_t to, int64_t now) {
-  if (to <= from) return std::nullopt;
-  std::vector<DeviceRef> devices;
-  for (const model::Profile& run : runs) {
-    if (run.spec.pool != pool) continue;
-    for (const model::WorkloadDevice& d : run.spec.devices) {
-      const model::GpuCapacity* g = gpus(d.gpu_uuid);
-      if (g == nullptr || g->spec.model != model) continue;
-      std::string_view device_profile = catalog::kFullProfile;
-      if (!d.instance_uuid.empty()) {
-        device_profile = "";
-        for (const model::MigInstance& m : g->status.mig_instances) {
-          if (m.uuid == d.instance_uuid) device_profile = m.profile;
-        }
-      }
-      if (device_profile != profile) continue;
-      DeviceRef ref = WorkloadDeviceRef(hub, d, gpus);
-      ref.from_s = std::chrono::duration_cast<std::chrono::seconds>(run.spec.start.time_since_epoch()).count();
-      if (run.spec.end) ref.to_s = std::chrono::duration_cast<std::chrono::seconds>(run.spec.end->time_since_epoch()).count();
-      devices.push_back(std::move(ref));
+std::optional<GpuHoursUsed> UsedGpuHours(const Hub& hub, const std::vector<DeviceRef>& devices, int64_t from,
+                                         int64_t to, int64_t now) {
+  if (to <= from || devices.empty()) return std::nullopt;
+  // Minute steps as the rollups hold them (coarser for long spans, at most about 2,000 steps),
+  // aligned to them; a step counts for the part of it inside [from, to) and the device's window.
+  const int64_t step = std::max<int64_t>(60, (to - from) / 2000 / 60 * 60);
+  const int64_t first = from - ((from % step) + step) % step;
+  GpuHoursUsed total;
+  bool covered = false;
+  for (const DeviceRef& d : devices) {
+    const int64_t a = std::max(from, d.from_s), b = std::min(to, d.to_s);
+    if (b <= a) continue;
+    for (const UtilizationPoint& p : hub.Utilization({d}, first, to, step, now)) {
+      if (p.covered_gpus <= 0) continue;
+      const int64_t inside = std::min(p.t + step, b) - std::max(p.t, a);
+      if (inside <= 0) continue;
+      covered = true;
+      total.used += p.used_gpus * static_cast<double>(inside) / 3600.0;
+      total.measured += p.covered_gpus * static_cast<double>(inside) / 3600.0;
     }
   }
-  if (devices.empty()) return std::nullopt;
-  // Minute steps as the rollups hold them, coarser for long spans (at most about 2,000 steps).
-  const int64_t step = std::max<int64_t>(60, (to - from) / 2000 / 60 * 60);
-  double used = 0;
-  bool covered = false;
-  for (const UtilizationPoint& p : hub.Utilization(devices, from, to, step, now)) {
-    used += p.used_gpus * static_cast<double>(step) / 3600.0;
-    covered = covered || p.covered_gpus > 0;
-  }
   if (!covered) return std::nullopt;
-  return used;
+  return total;
+}
+
+std::vector<DeviceRef> MeteredDevices(const Hub& hub, const std::vector<model::UsageRecord>& meters, std::string_view pool,
+                                      std::string_view model, std::string_view profile, int64_t open_until) {
+  auto seconds = [](Time t) { return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count(); };
+  std::vector<DeviceRef> out;
+  for (const model::UsageRecord& m : meters) {
+    if (m.spec.pool != pool || !m.spec.held) continue;
+    const int64_t end = m.spec.end ? seconds(*m.spec.end) : open_until;
+    for (const model::UsageRecord::Held& h : *m.spec.held) {
+      if ((!model.empty() && h.model != model) || (!profile.empty() && h.profile != profile)) continue;
+      for (const std::string& key : h.devices) {
+        const size_t at = key.find('@');
+        DeviceRef ref{key.substr(0, at), -1, catalog::GpuShare(h.model, h.profile)};
+        if (at != std::string::npos) {
+          // A MIG instance by its GPU and start; -2 until a reading names it.
+          ref.gi = hub.FindInstance(ref.gpu_uuid, std::atoi(key.c_str() + at + 1), "").value_or(-2);
+        }
+        ref.from_s = std::max(seconds(m.spec.start), seconds(h.since));
+        ref.to_s = end;
+        out.push_back(std::move(ref));
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace gpuaas::telemetry

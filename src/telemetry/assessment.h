@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "model/fleet.h"
+#include "model/billing.h"
 #include "model/pool.h"
 #include "telemetry/hub.h"
 
@@ -37,8 +38,12 @@ struct AssessedDevice {
 struct PoolUsage {
   std::string ns;
   std::string name;
-  int64_t allocated_since = 0;  // unix seconds
-  std::vector<AssessedDevice> devices;
+  int64_t allocated_since = 0;  // unix seconds: when billing of its devices began
+  std::vector<AssessedDevice> devices;  // what it holds now
+  // As its invoice counts them (billing::CostOver over the window), and the devices its meter
+  // billed (MeteredDevices): the assessment's GPU-hours are the invoice's.
+  double allocated_gpu_hours = 0;
+  std::vector<DeviceRef> metered{};
 };
 
 struct AssessmentOptions {
@@ -79,12 +84,24 @@ GpuLookup LookupIn(const std::map<std::string, model::GpuCapacity>& gpus);
 // it, weighted by its share of the GPU.
 DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d, const GpuLookup& gpus);
 
-// GPU-hours used (share x SM activity) over [from, to) by the runs (Profiles) of `pool` on
-// devices of `model`/`profile`, each device counted while its run lasted; nullopt when no
-// reading covers them (showback beside billed hours).
-std::optional<double> UsedGpuHours(const Hub& hub, const std::vector<model::Profile>& runs, std::string_view pool,
-                                   const GpuLookup& gpus, std::string_view model,
-                                   std::string_view profile, int64_t from, int64_t to, int64_t now);
+// GPU-hours used, and measured (had readings), over [from, to) by `devices`: each device's share
+// of a GPU times its SM activity (DCGM_FI_PROF_SM_ACTIVE, else the graphics engine's, else GPU
+// utilization for a whole GPU), over the part of [from, to) within its window (from_s, to_s),
+// to the second. nullopt when no reading covers any of them. The one definition invoices and the
+// assessment share (docs/monitoring.md, "Allocated and used GPU-hours").
+struct GpuHoursUsed {
+  double used = 0;
+  double measured = 0;  // the allocated GPU-hours that had readings
+};
+std::optional<GpuHoursUsed> UsedGpuHours(const Hub& hub, const std::vector<DeviceRef>& devices, int64_t from,
+                                         int64_t to, int64_t now);
+
+// The devices `meters` bill for `pool` (of `model`/`profile` when they are not empty: one invoice
+// line's), each weighted by its share of a GPU and windowed from the later of its meter's start
+// and its entry's `since` to the meter's end (or `open_until`, unix seconds). Entries without
+// device names (meters written before they had them) give none.
+std::vector<DeviceRef> MeteredDevices(const Hub& hub, const std::vector<model::UsageRecord>& meters, std::string_view pool,
+                                      std::string_view model, std::string_view profile, int64_t open_until);
 
 }  // namespace gpuaas::telemetry
 

@@ -20,15 +20,37 @@ void Feed(Hub& hub, const std::string& gpu, int gi, int minutes, double sm, doub
   }
 }
 
+// A meter of `pool` from `since`: `devices` (HeldDeviceKey names) of one item, and what its
+// invoice would count allocated.
+model::UsageRecord Meter(const std::string& pool, int64_t since, std::optional<int64_t> end, const std::string& profile,
+                         std::vector<std::string> devices) {
+  model::UsageRecord m;
+  m.spec.pool = pool;
+  m.spec.start = Time(std::chrono::seconds(since));
+  if (end) m.spec.end = Time(std::chrono::seconds(*end));
+  const int64_t n = static_cast<int64_t>(devices.size());
+  m.spec.held = std::vector<model::UsageRecord::Held>{
+      {"H200-SXM-141GB", profile, n, Time(std::chrono::seconds(since)), std::move(devices)}};
+  return m;
+}
+
+PoolUsage Usage(const std::string& name, int64_t since, std::vector<AssessedDevice> devices, const Hub& hub,
+                const std::string& profile, std::vector<std::string> keys, double allocated_gpu_hours) {
+  PoolUsage u{"p", name, since, std::move(devices), allocated_gpu_hours, {}};
+  u.metered = MeteredDevices(hub, {Meter(name, since, std::nullopt, profile, std::move(keys))}, name, "", "", kT0 + 7200);
+  return u;
+}
+
 TEST(Assessment, GpuHoursUtilizationAndARightSize) {
   Hub hub;
   Feed(hub, "GPU-a", 0, 120, 0.3, 30000);
   Feed(hub, "GPU-b", 0, 120, 0.1, 20000);
-  PoolUsage pool{"vision", "big", kT0, {{{"GPU-a", 0, 1}, "H200-SXM-141GB", "7g.141gb"},
-                                        {{"GPU-b", 0, 1}, "H200-SXM-141GB", "7g.141gb"}}};
+  const PoolUsage pool = Usage("big", kT0,
+                               {{{"GPU-a", 0, 1}, "H200-SXM-141GB", "7g.141gb"}, {{"GPU-b", 0, 1}, "H200-SXM-141GB", "7g.141gb"}},
+                               hub, "7g.141gb", {"GPU-a@0", "GPU-b@0"}, 4);
   PoolAssessment a = AssessPool(hub, pool, kT0, kT0 + 7200, kT0 + 7200, {});
   EXPECT_DOUBLE_EQ(a.allocated_gpus, 2);
-  EXPECT_NEAR(a.allocated_gpu_hours, 4, 1e-9);
+  EXPECT_NEAR(a.allocated_gpu_hours, 4, 1e-9) << "as the invoice counts them";
   EXPECT_NEAR(a.used_gpu_hours, 0.3 * 2 + 0.1 * 2, 1e-6);
   EXPECT_NEAR(a.utilization, 0.2, 1e-6);
   EXPECT_FALSE(a.idle);
@@ -42,7 +64,7 @@ TEST(Assessment, IdlePoolsAndPoolsThatNeedTheirSize) {
   Hub hub;
   Feed(hub, "GPU-a", -1, 120, 0.01, 1000);
   Feed(hub, "GPU-b", -1, 120, 0.9, 120000);
-  PoolUsage idle{"p", "idle", kT0, {{{"GPU-a", -1, 1}, "H200-SXM-141GB", "full"}}};
+  const PoolUsage idle = Usage("idle", kT0, {{{"GPU-a", -1, 1}, "H200-SXM-141GB", "full"}}, hub, "full", {"GPU-a"}, 2);
   PoolAssessment a = AssessPool(hub, idle, kT0, kT0 + 7200, kT0 + 7200, {});
   EXPECT_TRUE(a.idle);
   EXPECT_EQ(a.idle_seconds, 7200);
@@ -50,44 +72,42 @@ TEST(Assessment, IdlePoolsAndPoolsThatNeedTheirSize) {
   strict.idle_for_s = 3 * 3600;
   EXPECT_FALSE(AssessPool(hub, idle, kT0, kT0 + 7200, kT0 + 7200, strict).idle);
 
-  PoolUsage busy{"p", "busy", kT0, {{{"GPU-b", -1, 1}, "H200-SXM-141GB", "full"}}};
+  const PoolUsage busy = Usage("busy", kT0, {{{"GPU-b", -1, 1}, "H200-SXM-141GB", "full"}}, hub, "full", {"GPU-b"}, 2);
   PoolAssessment b = AssessPool(hub, busy, kT0, kT0 + 7200, kT0 + 7200, {});
   EXPECT_FALSE(b.idle);
   EXPECT_TRUE(b.suggestion.empty()) << b.suggestion;
 
-  // Allocated an hour in: only that hour counts.
-  PoolUsage late{"p", "late", kT0 + 3600, {{{"GPU-a", -1, 1}, "H200-SXM-141GB", "full"}}};
-  EXPECT_NEAR(AssessPool(hub, late, kT0, kT0 + 7200, kT0 + 7200, {}).allocated_gpu_hours, 1, 1e-9);
+  // Allocated an hour in (and a half minute): only that time counts, to the second.
+  const PoolUsage late =
+      Usage("late", kT0 + 3630, {{{"GPU-a", -1, 1}, "H200-SXM-141GB", "full"}}, hub, "full", {"GPU-a"}, 3570.0 / 3600);
+  PoolAssessment l = AssessPool(hub, late, kT0, kT0 + 7200, kT0 + 7200, {});
+  EXPECT_NEAR(l.used_gpu_hours, 0.01 * 3570 / 3600, 1e-9);
+  EXPECT_NEAR(l.covered_gpu_hours, 3570.0 / 3600, 1e-9);
 }
 
-TEST(Assessment, UsedGpuHoursOfAPoolsRunsOnOneItem) {
+// Used GPU-hours are the devices' a meter billed, while it billed them: the one definition of
+// invoices and the assessment.
+TEST(Assessment, UsedGpuHoursAreTheMeteredDevicesWhileTheyWereBilled) {
   Hub hub;
   Feed(hub, "GPU-a", -1, 120, 0.5, 1000);  // two hours at 50% SM activity
   Feed(hub, "GPU-b", -1, 120, 0.9, 1000);
-  std::map<std::string, model::GpuCapacity> gpus;
-  for (const char* uuid : {"GPU-a", "GPU-b"}) {
-    model::GpuCapacity g;
-    g.spec.uuid = uuid;
-    g.spec.model = "H200-SXM-141GB";
-    gpus[uuid] = g;
-  }
-  // One run on GPU-a for the first hour, in pool "train"; another pool's run on GPU-b.
-  model::Profile run;
-  run.spec.pool = "train";
-  run.spec.devices = {{"GPU-a", ""}};
-  run.spec.start = Time(std::chrono::seconds(kT0));
-  run.spec.end = Time(std::chrono::seconds(kT0 + 3600));
-  model::Profile other = run;
-  other.spec.pool = "other";
-  other.spec.devices = {{"GPU-b", ""}};
-  const std::vector<model::Profile> runs = {run, other};
-  const std::optional<double> used =
-      UsedGpuHours(hub, runs, "train", LookupIn(gpus), "H200-SXM-141GB", "full", kT0, kT0 + 7200, kT0 + 7200);
+  // "train" held GPU-a for the first hour; "other" held GPU-b.
+  const std::vector<model::UsageRecord> meters = {Meter("train", kT0, kT0 + 3600, "full", {"GPU-a"}),
+                                                  Meter("other", kT0, std::nullopt, "full", {"GPU-b"})};
+  const std::optional<GpuHoursUsed> used =
+      UsedGpuHours(hub, MeteredDevices(hub, meters, "train", "H200-SXM-141GB", "full", kT0 + 7200), kT0, kT0 + 7200, kT0 + 7200);
   ASSERT_TRUE(used);
-  EXPECT_NEAR(*used, 0.5, 1e-6);  // one hour at 0.5, counted only while the run lasted
-  // No run of that item, or no readings in the window: no figure, not zero.
-  EXPECT_FALSE(UsedGpuHours(hub, runs, "train", LookupIn(gpus), "H200-SXM-141GB", "3g.71gb", kT0, kT0 + 7200, kT0 + 7200));
-  EXPECT_FALSE(UsedGpuHours(hub, runs, "train", LookupIn(gpus), "H200-SXM-141GB", "full", kT0 + 86400, kT0 + 90000, kT0 + 90000));
+  EXPECT_NEAR(used->used, 0.5, 1e-6);  // one hour at 0.5, counted only while billed
+  EXPECT_NEAR(used->measured, 1, 1e-6);
+  // No device of that item, or no readings in the window: no figure, not zero.
+  EXPECT_TRUE(MeteredDevices(hub, meters, "train", "H200-SXM-141GB", "3g.71gb", kT0 + 7200).empty());
+  EXPECT_FALSE(UsedGpuHours(hub, MeteredDevices(hub, meters, "train", "", "", kT0 + 7200), kT0 + 86400, kT0 + 90000,
+                            kT0 + 90000));
+  // A meter without device names (written before it had them) names none.
+  model::UsageRecord old = meters[0];
+  old.spec.held.reset();
+  old.spec.items = {{"H200-SXM-141GB", "full", 1}};
+  EXPECT_TRUE(MeteredDevices(hub, {old}, "train", "", "", kT0 + 7200).empty());
 }
 
 }  // namespace

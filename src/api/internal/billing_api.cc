@@ -75,21 +75,15 @@ billing::Invoice InvoiceOf(store::ObjectCache& cache, telemetry::Hub* hub, const
   billing::Invoice inv = billing::Rate(project, records, prices, period, now);
   billing::AddCreditNotes(inv, DecodeAll<model::CreditNote>(cache, project));
   if (hub == nullptr || inv.lines.empty()) return inv;
-  const std::vector<model::Profile> runs = DecodeAll<model::Profile>(cache, project);
-  if (runs.empty()) return inv;
-  std::map<std::string, model::GpuCapacity> gpus;  // only the GPUs the runs used
-  for (const model::Profile& run : runs) {
-    for (const model::WorkloadDevice& d : run.spec.devices) {
-      if (gpus.count(d.gpu_uuid)) continue;
-      if (std::optional<model::GpuCapacity> g = DecodeOne<model::GpuCapacity>(cache, "", ToLower(d.gpu_uuid))) {
-        gpus.emplace(d.gpu_uuid, std::move(*g));
-      }
-    }
-  }
+  // Used GPU-hours of the devices each line billed (telemetry::UsedGpuHours: the assessment's
+  // definition too).
   for (billing::Line& l : inv.lines) {
     if (l.category != "Usage") continue;
-    l.used_gpu_hours = telemetry::UsedGpuHours(*hub, runs, l.pool, telemetry::LookupIn(gpus), l.model, l.profile,
-                                               Seconds(l.start), Seconds(l.end), Seconds(now));
+    if (std::optional<telemetry::GpuHoursUsed> used = telemetry::UsedGpuHours(
+            *hub, telemetry::MeteredDevices(*hub, records, l.pool, l.model, l.profile, Seconds(now)), Seconds(l.start),
+            Seconds(l.end), Seconds(now))) {
+      l.used_gpu_hours = used->used;
+    }
   }
   return inv;
 }

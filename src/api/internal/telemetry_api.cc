@@ -8,6 +8,7 @@
 
 #include "api/internal/objects.h"
 #include "api/problem.h"
+#include "billing/billing.h"
 #include "catalog/catalog.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -387,9 +388,20 @@ absl::StatusOr<HttpResponse> TelemetryApi::Assessment(const HttpRequest& req, co
   std::map<std::string, ProjectSum> projects;
   for (const model::GpuPool& p : DecodeAll<model::GpuPool>(cache_)) {
     if (!model::PoolIsLive(p) || p.status.allocation.empty() || !who.Sees(p.metadata.ns)) continue;
-    telemetry::PoolUsage u{p.metadata.ns, p.metadata.name, 0, PoolDevices(hub_, p, gpus)};
-    if (const model::Condition* c = model::FindCondition(p.status.conditions, model::kAllocated)) {
-      u.allocated_since = Seconds(c->last_transition_time);
+    telemetry::PoolUsage u{p.metadata.ns, p.metadata.name, 0, PoolDevices(hub_, p, gpus), 0, {}};
+    // Allocated and used GPU-hours as the pool's invoice counts them: from its meter.
+    if (std::optional<model::UsageRecord> meter = DecodeOne<model::UsageRecord>(cache_, p.metadata.ns, p.metadata.name);
+        meter && meter->spec.pool_uid == p.metadata.uid) {
+      const std::vector<model::UsageRecord> meters = {*meter};
+      u.allocated_gpu_hours =
+          billing::CostOver(meters, billing::PriceBook({}), Time(std::chrono::seconds(range->from)),
+                            Time(std::chrono::seconds(range->to)))
+              .gpu_hours;
+      u.metered = telemetry::MeteredDevices(hub_, meters, p.metadata.name, "", "", now);
+      u.allocated_since = range->to;
+      for (const model::UsageRecord::Held& h : model::BilledDevices(*meter)) {
+        u.allocated_since = std::min(u.allocated_since, std::max(Seconds(meter->spec.start), Seconds(h.since)));
+      }
     }
     const telemetry::PoolAssessment a = telemetry::AssessPool(hub_, u, range->from, range->to, now, opt);
     pools.push_back({{"project", a.ns},
