@@ -189,11 +189,14 @@ absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
   const Time now = clock_.Now();
   ASSIGN_OR_RETURN(std::vector<billing::Period> months, MonthsOf(req, now));
   const Ledger ledger = InvoicesOf(cache_, months, now);
-  // A pool's cluster, as its meter recorded it (the pool's, or where it was first allocated).
+  // A pool's cluster, as its meter recorded it (the pool's, or where it was first allocated: a
+  // meter bills only what was allocated, so every line's pool has one, but for meters from
+  // before the cluster was recorded).
   std::map<std::pair<std::string, std::string>, std::string> cluster_of;
   for (const auto& [project, records] : ledger.meters) {
     for (const model::UsageRecord& r : records) {
-      cluster_of[{project, r.spec.pool}] = r.spec.cluster.empty() ? "(not allocated)" : r.spec.cluster;
+      std::string& c = cluster_of[{project, r.spec.pool}];
+      if (c.empty() || c == "(unknown)") c = r.spec.cluster.empty() ? "(unknown)" : r.spec.cluster;
     }
   }
   struct Sum {
