@@ -11,6 +11,7 @@ packages=(
   libyaml-cpp-dev                        # fleet files, -o yaml
   libboost-dev                           # Boost.Beast: the HTTP server
   libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev   # HTTP client (CLI, tests)
+  openssl                                # test: the README's self-signed certificate for kubectl over TLS
   libcli11-dev                           # command-line parsing
   libspdlog-dev libfmt-dev               # logging
   libsqlite3-dev sqlite3                 # embedded store
