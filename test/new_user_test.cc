@@ -91,6 +91,9 @@ TEST_F(NewUserTest, RequestsAreWithdrawnAndNamesUsedAgain) {
   RunResult approve_again = RunGpuaas("pool approve train -p vision" + s);
   EXPECT_TRUE(Has(approve_again, "it has been released")) << approve_again.out;
   EXPECT_FALSE(Has(approve_again, "release it to end it")) << approve_again.out;
+  RunResult taken = RunGpuaas("pool request train -p vision --item H200-SXM-141GB/full=1" + member);
+  EXPECT_TRUE(Has(taken, "AlreadyExists")) << taken.out;
+  EXPECT_TRUE(Has(taken, "it is released: delete it to use its name again")) << taken.out;
   ASSERT_EQ(RunGpuaas("pool delete train -p vision" + member).code, 0);
   EXPECT_EQ(RunGpuaas("pool request train -p vision --item H200-SXM-141GB/full=1" + member).code, 0);
   // The API answers a DELETE of a type that takes none as kube-apiserver does: 405, not 404.
@@ -246,6 +249,36 @@ TEST_F(NewUserTest, TheInvoiceAndTheAssessmentCountGpuHoursAlike) {
   EXPECT_NEAR((*l)["allocatedGpuHours"].get<double>(), (*a)["allocatedGpuHours"].get<double>(), tolerance);
   EXPECT_NEAR((*l)["usedGpuHours"].get<double>(), (*a)["usedGpuHours"].get<double>(), tolerance);
   EXPECT_EQ(server.Stop(), 0);
+}
+
+// The README's way to read the demo with kubectl: a self-signed certificate for 127.0.0.1, the
+// demo over TLS, its operator token; and the CLI trusting the certificate through SSL_CERT_FILE.
+TEST_F(NewUserTest, KubectlReadsTheDemoOverTlsAsTheReadmeShows) {
+  if (RunShell("command -v kubectl && command -v openssl").code != 0) GTEST_SKIP() << "kubectl or openssl missing";
+  ASSERT_EQ(RunShell("cd " + dir_ + " && openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=gpuaas-demo "
+                     "-addext subjectAltName=IP:127.0.0.1 -keyout demo.key -out demo.crt")
+                .code,
+            0);
+  Background server;
+  ASSERT_TRUE(server.Start(Bin() + " server --demo --listen 127.0.0.1:0 --db sqlite:" + dir_ + "/tls.db --tls-cert " + dir_ +
+                               "/demo.crt --tls-key " + dir_ + "/demo.key",
+                           dir_ + "/tls.log", R"(serving https://127\.0\.0\.1:(\d+))"))
+      << server.Log();
+  std::smatch m;
+  const std::string log = server.Log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("export GPUAAS_TOKEN=(\\S+)"))) << log;
+  const std::string url = "https://127.0.0.1:" + server.match();
+  const std::string k = "kubectl --server " + url + " --certificate-authority " + dir_ + "/demo.crt --token " + m[1].str();
+  RunResult pools = RunShell(k + " get gpucapacities,nodecapacities,gpupools -A");
+  EXPECT_EQ(pools.code, 0) << pools.out;
+  EXPECT_TRUE(Has(pools, "training")) << "the demo's objects: " << pools.out;
+  EXPECT_EQ(RunShell(k + " get gpuaas").code, 0);
+  RunResult cli = RunShell("SSL_CERT_FILE=" + dir_ + "/demo.crt " + Bin() + " get pools --server " + url + " --token " + m[1].str());
+  EXPECT_EQ(cli.code, 0) << cli.out;
+  RunResult untrusted = RunShell(Bin() + " get pools --server " + url + " --token " + m[1].str());
+  EXPECT_EQ(untrusted.code, 1);
+  EXPECT_TRUE(Has(untrusted, "SSL_CERT_FILE")) << untrusted.out;
+  server.Stop(SIGTERM);
 }
 
 // The demo's tokens are kept with its state: a restart on the same store keeps them working,

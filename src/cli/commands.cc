@@ -80,6 +80,12 @@ absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& meth
                      : method == "PUT"    ? client.Put(path, body, "application/json")
                      : method == "DELETE" ? client.Delete(path)
                                           : client.Get(path);
+  if (!r && r.error() == httplib::Error::SSLServerVerification) {
+    return absl::UnavailableError(fmt::format(
+        "the server at {} gave a certificate this machine does not trust; point SSL_CERT_FILE at the CA that signed "
+        "it (for the demo's own: the --tls-cert file)",
+        base));
+  }
   if (!r) {
     return absl::UnavailableError(fmt::format(
         "cannot reach the gpuaas server at {} ({}); is `gpuaas server` running there? Give its address with "

@@ -143,8 +143,19 @@ absl::StatusOr<GpuPool> PoolService::CreatePool(GpuPool pool, const std::string&
     RETURN_IF_ERROR(CheckBudgetIn(tx, *project, pool.spec.items, clock_.Now()));
     absl::Status s = store::CreateObject(tx, pool, clock_.Now());
     if (absl::IsAlreadyExists(s)) {
-      return absl::AlreadyExistsError(fmt::format("gpupools \"{}\" already exists in project {}",
-                                                  pool.metadata.name, pool.metadata.ns));
+      // What the caller can do about it depends on the pool that has the name.
+      ASSIGN_OR_RETURN(std::optional<GpuPool> other, store::GetObject<GpuPool>(tx, pool.metadata.ns, pool.metadata.name));
+      std::string next = "choose another name";
+      if (other && !model::PoolIsLive(*other)) {
+        next = fmt::format("it is {}: delete it to use its name again (gpuaas pool delete {} -p {})",
+                           other->status.approval && !other->status.approval->approved ? "rejected" : "released",
+                           pool.metadata.name, pool.metadata.ns);
+      } else if (other && model::PoolReleaseRequested(*other)) {
+        next = fmt::format("it is being released: once it is, delete it to use its name again (gpuaas pool delete {} -p {})",
+                           pool.metadata.name, pool.metadata.ns);
+      }
+      return absl::AlreadyExistsError(fmt::format("gpupools \"{}\" already exists in project {}; {}",
+                                                  pool.metadata.name, pool.metadata.ns, next));
     }
     RETURN_IF_ERROR(s);
     std::string items;
