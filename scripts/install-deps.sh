@@ -15,6 +15,7 @@ packages=(
   libcli11-dev                           # command-line parsing
   libspdlog-dev libfmt-dev               # logging
   libsqlite3-dev sqlite3                 # embedded store
+  libpq-dev postgresql-15                # the PostgreSQL store (libpq); tests start throwaway servers
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and micro-benchmarks
   wrk nginx curl python3                  # API benchmark (load generator and baseline)
   prometheus                             # test: a real Prometheus scrapes gpuaas and the agent

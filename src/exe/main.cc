@@ -70,7 +70,10 @@ int main(int argc, char** argv) {
   gpuaas::exe::ServerFlags sf;
   CLI::App* server = app.add_subcommand("server", "run the gpuaas server");
   server->add_option("--listen", sf.listen, "HOST:PORT to serve the API on")->capture_default_str();
-  server->add_option("--db", sf.db, "store URL: sqlite:PATH or sqlite::memory:")->capture_default_str();
+  server->add_option("--db", sf.db,
+                     "store URL: sqlite:PATH, sqlite::memory:, or postgresql://USER@HOST:PORT/DB (libpq's URI: "
+                     "several hosts with target_session_attrs=read-write, sslmode=verify-full, ...)")
+      ->capture_default_str();
   server->add_flag("--demo", sf.demo, "simulate the demo fleet (2 clusters, 18 nodes, 144 GPUs)");
   server->add_option("--fleet", sf.fleet_file, "simulate the fleet described in a YAML/JSON file");
   server->add_option("--synthetic-gpus", sf.synthetic_gpus,

@@ -233,7 +233,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
 
   absl::StatusOr<std::unique_ptr<store::Store>> st = store::OpenStore(flags.db);
   if (!st.ok()) {
-    std::cerr << "cannot open store " << flags.db << ": " << st.status().message() << "\n";
+    std::cerr << "cannot open store " << store::RedactedUrl(flags.db) << ": " << st.status().message() << "\n";
     return 1;
   }
   store::Store& db = **st;
@@ -434,7 +434,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   }
   server.SetReady(true);
   log::Info("gpuaas {} serving {}://{}:{} (store {}, {} simulated and {} Kubernetes cluster(s), revision {}{})",
-            version, tls ? "https" : "http", host, server.port(), flags.db, simulated_clusters, kubernetes.size(), db.Revision(),
+            version, tls ? "https" : "http", host, server.port(), store::RedactedUrl(flags.db), simulated_clusters, kubernetes.size(), db.Revision(),
             flags.web_root.empty() ? "; no dashboard: --web DIR serves it" : "; dashboard at /");
 
   int sig = 0;

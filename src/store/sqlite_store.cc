@@ -522,27 +522,10 @@ absl::Status SqliteTxn::Delete(const Key& key, int64_t expected_rv) {
 
 }  // namespace
 
-std::string Key::ToString() const {
-  return ns.empty() ? fmt::format("{} \"{}\"", kind, name)
-                    : fmt::format("{} \"{}/{}\"", kind, ns, name);
-}
-
 absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteOptions& options) {
   auto store = std::make_unique<SqliteStore>(options);
   RETURN_IF_ERROR(store->Open());
   return std::unique_ptr<Store>(std::move(store));
-}
-
-absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url) {
-  // The registry of backends. PostgreSQL joins here as "postgres://...".
-  if (url.starts_with("sqlite:")) {
-    SqliteOptions o;
-    o.path = std::string(url.substr(7));
-    if (o.path.empty()) return absl::InvalidArgumentError("sqlite: URL needs a path: sqlite:PATH");
-    return OpenSqliteStore(o);
-  }
-  return absl::InvalidArgumentError(
-      fmt::format("unknown store URL \"{}\"; expected sqlite:PATH or sqlite::memory:", url));
 }
 
 }  // namespace gpuaas::store

@@ -117,10 +117,14 @@ class Store {
   virtual absl::Status PruneRollups(int32_t step_s, int64_t before_unix_s) = 0;
 };
 
-// Opens a store by URL: "sqlite:PATH" (created if missing, migrated to the current schema) or
-// "sqlite::memory:". InvalidArgument for an unknown scheme; Unavailable/FailedPrecondition when the
+// Opens a store by URL: "sqlite:PATH" (created if missing, migrated to the current schema),
+// "sqlite::memory:", or "postgresql://..." (libpq's URI; store/postgres_store.h). InvalidArgument for an unknown scheme; Unavailable/FailedPrecondition when the
 // database cannot be opened or is newer than this binary.
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url);
+
+// `url` as a log or an error may show it: a password in it (postgresql://USER:PASSWORD@...,
+// password=...) replaced by "***".
+std::string RedactedUrl(std::string_view url);
 
 }  // namespace gpuaas::store
 

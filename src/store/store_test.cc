@@ -10,11 +10,15 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/status.h"
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "model/fleet.h"
 #include "store/cache.h"
 #include "store/objects.h"
+#include "store/postgres_store.h"
 #include "store/sqlite_store.h"
+#include "test/postgres_server.h"
 
 namespace gpuaas::store {
 namespace {
@@ -38,14 +42,25 @@ void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
 
 std::vector<Backend> Backends() {
   return {{"sqlite_file", [](const std::string& dir) { return "sqlite:" + dir + "/test.db"; }},
-          {"sqlite_memory", [](const std::string&) { return std::string("sqlite::memory:"); }}};
+          {"sqlite_memory", [](const std::string&) { return std::string("sqlite::memory:"); }},
+          // A fresh database of this binary's throwaway server ("" where none can run: skipped).
+          {"postgresql", [](const std::string&) {
+             testing::PostgresServer* pg = testing::PostgresServer::Shared();
+             return pg == nullptr ? std::string() : pg->NewDatabase();
+           }}};
 }
 
 class StoreTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
     dir_ = TempDir();
-    absl::StatusOr<std::unique_ptr<Store>> s = OpenStore(GetParam().url(dir_));
+    url_ = GetParam().url(dir_);
+    if (url_.empty()) {
+      std::string why;
+      testing::PostgresServer::Shared(&why);
+      GTEST_SKIP() << why;
+    }
+    absl::StatusOr<std::unique_ptr<Store>> s = OpenStore(url_);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);
   }
@@ -57,6 +72,7 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
     return store_->Transact([&](Txn& tx) { return tx.Put({"Thing", "", name}, "u", data, expected); });
   }
   std::string dir_;
+  std::string url_;
   std::unique_ptr<Store> store_;
 };
 
@@ -298,6 +314,146 @@ INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::ValuesIn(Backends()),
                          [](const auto& p) { return p.param.name; });
 
 // --- SQLite specifics: migrations, compaction, crash safety -------------------------------
+
+// Several stores on one database: gpuaas replicas on one PostgreSQL.
+class SharedStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    pg_ = testing::PostgresServer::Shared(&why);
+    if (pg_ == nullptr) GTEST_SKIP() << why;
+    url_ = pg_->NewDatabase();
+    ASSERT_FALSE(url_.empty());
+  }
+  std::unique_ptr<Store> Open() {
+    absl::StatusOr<std::unique_ptr<Store>> s = OpenStore(url_);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  testing::PostgresServer* pg_ = nullptr;
+  std::string url_;
+};
+
+// A write through one replica is read at once through another, a stale write through the other
+// conflicts, and a waiter on the other wakes for it.
+TEST_F(SharedStoreTest, ReplicasSeeEachOthersWritesAndWaitForThem) {
+  std::unique_ptr<Store> a = Open(), b = Open();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->Transact([](Txn& tx) { return tx.Put({"Thing", "", "x"}, "u", "{\"v\":1}", kMustNotExist); }).ok());
+  EXPECT_EQ(b->Revision(), 1);
+  ASSERT_TRUE(b->Get({"Thing", "", "x"})->has_value());
+  ASSERT_TRUE(b->Transact([](Txn& tx) { return tx.Put({"Thing", "", "x"}, "u", "{\"v\":2}", 1); }).ok());
+  EXPECT_TRUE(absl::IsAborted(a->Transact([](Txn& tx) { return tx.Put({"Thing", "", "x"}, "u", "{\"v\":3}", 1); })))
+      << "a stale write through the other replica conflicts";
+  EXPECT_TRUE(absl::IsAlreadyExists(
+      a->Transact([](Txn& tx) { return tx.Put({"Thing", "", "x"}, "u", "{}", kMustNotExist); })));
+  // b waits past revision 2; a writes revision 3.
+  std::atomic<bool> woke{false};
+  std::thread waiter([&] { woke = b->WaitForChange(2, std::chrono::seconds(10)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(a->Transact([](Txn& tx) { return tx.Put({"Thing", "", "y"}, "u", "{}", kMustNotExist); }).ok());
+  waiter.join();
+  EXPECT_TRUE(woke);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500)) << "woken by the notification";
+  EXPECT_FALSE(b->WaitForChange(3, std::chrono::milliseconds(50)));
+}
+
+// Writers on two replicas at once: revisions are 1, 2, 3, ... with no gap, every transaction's
+// writes share one revision and reach a follower whole and in order, and nothing is lost.
+TEST_F(SharedStoreTest, RevisionsFollowCommitOrderAcrossReplicasWithNoGap) {
+  std::unique_ptr<Store> a = Open(), b = Open(), follower = Open();
+  ASSERT_TRUE(a && b && follower);
+  ASSERT_TRUE(a->Transact([](Txn& tx) { return tx.Put({"Counter", "", "c"}, "u", "0", kMustNotExist); }).ok());
+  constexpr int kPerThread = 40;
+  std::atomic<int> done{0};
+  auto writer = [&](Store* s, int id) {
+    for (int i = 0; i < kPerThread; ++i) {
+      // A read-modify-write of the counter, and an object of its own, in one transaction.
+      while (true) {
+        absl::Status st = s->Transact([&](Txn& tx) -> absl::Status {
+          ASSIGN_OR_RETURN(std::optional<Record> c, tx.Get({"Counter", "", "c"}));
+          RETURN_IF_ERROR(tx.Put({"Counter", "", "c"}, "u", std::to_string(std::stoi(c->data) + 1), c->resource_version));
+          return tx.Put({"Thing", "", fmt::format("w{}-{}", id, i)}, "u", "{}", kMustNotExist);
+        });
+        if (st.ok()) break;
+        ASSERT_TRUE(absl::IsAborted(st)) << st;
+      }
+    }
+    ++done;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(writer, t % 2 == 0 ? a.get() : b.get(), t);
+  // The follower reads the feed while they write.
+  std::vector<Change> seen;
+  int64_t after = 0;
+  while (done < 4 || after < follower->Revision()) {
+    absl::StatusOr<std::vector<Change>> page = follower->Changes(after, 7);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (Change& c : *page) {
+      after = c.revision;
+      seen.push_back(std::move(c));
+    }
+    if (page->empty()) follower->WaitForChange(after, std::chrono::milliseconds(200));
+  }
+  for (std::thread& t : threads) t.join();
+  const int64_t last = 1 + 4 * kPerThread;
+  EXPECT_EQ(follower->Revision(), last);
+  ASSERT_EQ(seen.size(), static_cast<size_t>(1 + 2 * 4 * kPerThread));
+  int64_t expect = 1;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (i > 0 && seen[i].revision != seen[i - 1].revision) ++expect;
+    ASSERT_EQ(seen[i].revision, expect) << "revision " << seen[i].revision << " at change " << i << ": a gap or a reorder";
+  }
+  EXPECT_EQ(expect, last);
+  EXPECT_EQ((*a->Get({"Counter", "", "c"}))->data, std::to_string(4 * kPerThread)) << "no lost update";
+}
+
+// A database another gpuaas migrated further is refused with a clear message, changing nothing;
+// a database that cannot be reached is Unavailable.
+TEST_F(SharedStoreTest, ANewerSchemaIsRefusedAndAnUnreachableDatabaseIsUnavailable) {
+  { ASSERT_TRUE(Open()); }
+  const std::string conninfo = url_;
+  PGconn* c = PQconnectdb(conninfo.c_str());
+  ASSERT_EQ(PQstatus(c), CONNECTION_OK);
+  PQclear(PQexec(c, "INSERT INTO gpuaas_schema (version) VALUES (99)"));
+  PQfinish(c);
+  absl::StatusOr<std::unique_ptr<Store>> s = OpenStore(url_);
+  ASSERT_TRUE(absl::IsFailedPrecondition(s.status())) << s.status();
+  EXPECT_NE(std::string(s.status().message()).find("schema version 99, newer than this gpuaas supports"),
+            std::string::npos);
+  absl::StatusOr<std::unique_ptr<Store>> none = OpenStore("postgresql:///nowhere?host=/nonexistent-folder&port=5432");
+  EXPECT_TRUE(absl::IsUnavailable(none.status())) << none.status();
+}
+
+TEST_F(SharedStoreTest, CompactionTrimsTheFeedForEveryReplica) {
+  PostgresOptions o;
+  o.conninfo = url_;
+  o.change_retention = 500;
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenPostgresStore(o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE((*store)->Transact([&](Txn& tx) {
+      return tx.Put({"Thing", "", "a"}, "u", std::to_string(i), kAnyVersion);
+    }).ok());
+  }
+  std::unique_ptr<Store> other = Open();
+  EXPECT_EQ(other->Changes(100, 10).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(other->Transact([](Txn& tx) { return tx.ChangedKeys("Thing", 100).status(); }).code(),
+            absl::StatusCode::kOutOfRange);
+  auto recent = other->Changes(900, 1000);
+  ASSERT_TRUE(recent.ok());
+  EXPECT_EQ(recent->size(), 100u);
+}
+
+TEST(Store, UrlsAreLoggedWithoutPasswords) {
+  EXPECT_EQ(RedactedUrl("postgresql://gpuaas:s3cret@db.example:5432/gpuaas?sslmode=verify-full"),
+            "postgresql://gpuaas:***@db.example:5432/gpuaas?sslmode=verify-full");
+  EXPECT_EQ(RedactedUrl("postgresql://db/gpuaas?user=g&password=s3cret&sslmode=require"),
+            "postgresql://db/gpuaas?user=g&password=***&sslmode=require");
+  EXPECT_EQ(RedactedUrl("postgresql://gpuaas@db:5432/gpuaas"), "postgresql://gpuaas@db:5432/gpuaas");
+  EXPECT_EQ(RedactedUrl("sqlite:gpuaas-demo.db"), "sqlite:gpuaas-demo.db");
+}
 
 TEST(SqliteStore, MigratesAVersion1FileInPlace) {
   std::string dir = TempDir();
