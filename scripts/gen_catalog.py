@@ -4,7 +4,7 @@
 The product must not read the JSON at run time, so the table is compiled in. Run this after the
 catalogue JSON changes, then run the catalog tests, which compare the compiled table with the JSON:
 
-    python3 scripts/gen_catalog.py ../shared/gpu-catalog/mig-profiles.json > src/catalog/internal/catalog_data.cc
+    python3 scripts/gen_catalog.py test/testdata/gpu-catalog/mig-profiles.json > src/catalog/internal/catalog_data.cc
 """
 import json
 import re

@@ -15,16 +15,16 @@ namespace gpuaas::testing {
 namespace {
 
 const std::string kTrace =
-    "--nodes ../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv "
-    "--pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv ";
+    "--nodes test/testdata/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv "
+    "--pods test/testdata/traces/alibaba-gpu-v2023/openb_pod_list_default.csv ";
 
 bool TracePresent() {
   return static_cast<bool>(
-      std::ifstream("../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv"));
+      std::ifstream("test/testdata/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv"));
 }
 
 TEST(SimCli, CsvPrintsTheMeanCurve) {
-  if (!TracePresent()) GTEST_SKIP() << "../shared/traces not present";
+  ASSERT_TRUE(TracePresent()) << "test/testdata/traces/ (the tests run from the repository's root)";
   RunResult r = RunGpuaas("sim " + kTrace + "--policy bestfit --seeds 42 --format csv");
   ASSERT_EQ(r.code, 0) << r.out;
   const std::vector<std::string> lines = Lines(r.out);
@@ -37,7 +37,7 @@ TEST(SimCli, CsvPrintsTheMeanCurve) {
 }
 
 TEST(SimCli, TableAndErrors) {
-  if (!TracePresent()) GTEST_SKIP() << "../shared/traces not present";
+  ASSERT_TRUE(TracePresent()) << "test/testdata/traces/ (the tests run from the repository's root)";
   RunResult r = RunGpuaas("sim " + kTrace + "--policy random,dotprod --seeds 42");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("1213 nodes, 6212 GPUs, 8152 pods"), std::string::npos) << r.out;
@@ -60,8 +60,8 @@ TEST(SimCli, TableAndErrors) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("one mean curve"), std::string::npos) << r.out;
   r = RunGpuaas(
-      "sim --nodes ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv " +
-      std::string("--pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv"));
+      "sim --nodes test/testdata/traces/alibaba-gpu-v2023/openb_pod_list_default.csv " +
+      std::string("--pods test/testdata/traces/alibaba-gpu-v2023/openb_pod_list_default.csv"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("line 1: missing column \"sn\""), std::string::npos) << r.out;
 }

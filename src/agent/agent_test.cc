@@ -180,14 +180,14 @@ TEST(Nvml, ReadsThroughTheLibraryWithUnitsConverted) {
 }
 
 TEST(NvidiaSmiSource, ACaptureBecomesDcgmExporterText) {
-  const std::string capture = "../shared/fixtures/nvidia-k8s-test-infra_nvidia-smi-q-x_hardware_qx-h100.xml";
+  const std::string capture = "test/testdata/fixtures/nvidia-k8s-test-infra_nvidia-smi-q-x_hardware_qx-h100.xml";
   std::ostringstream out, err;
   AgentOptions o;
   o.once = true;
   o.output = "text";
   o.node = "h100-node";
   o.nvidia_smi_xml = capture;
-  if (!std::ifstream(capture)) GTEST_SKIP() << "../shared is not beside the checkout";
+  ASSERT_TRUE(std::ifstream(capture).good()) << capture;
   ASSERT_EQ(RunAgent(o, out, err), 0) << err.str();
   telemetry::Hub hub;
   absl::StatusOr<telemetry::IngestResult> r = hub.IngestText(out.str(), kT0);

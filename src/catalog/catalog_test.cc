@@ -23,8 +23,8 @@ absl::Status Check(std::string_view model, std::string_view layout) {
 }
 
 TEST(Catalog, CompiledTableMatchesJson) {
-  std::ifstream in("../shared/gpu-catalog/mig-profiles.json");
-  if (!in) GTEST_SKIP() << "../shared/gpu-catalog/mig-profiles.json not present";
+  std::ifstream in("test/testdata/gpu-catalog/mig-profiles.json");
+  ASSERT_TRUE(in.good()) << "test/testdata/gpu-catalog/mig-profiles.json (the tests run from the repository's root)";
   nlohmann::json doc = nlohmann::json::parse(in);
   ASSERT_TRUE(doc.is_array());
   size_t mig_models = 0;

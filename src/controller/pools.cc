@@ -87,17 +87,23 @@ std::pair<std::string, Time> FaultOf(const model::GpuCapacity& g, Time now) {
   return {"Unhealthy", now};
 }
 
-// How many devices of `item` the allocation holds (a device whose GPU left the inventory counts
-// for the item of its profile).
-int64_t HeldOf(const model::PoolItem& item, const std::vector<model::AllocatedDevice>& allocation,
-               const runtime::Informer<model::GpuCapacity>& gpus) {
-  int64_t have = 0;
+// Whether a device of `profile` on GPU `gpu_uuid` is one of `item` (a device whose GPU left the
+// inventory counts for the item of its profile).
+bool OfItem(const model::PoolItem& item, std::string_view profile, const std::string& gpu_uuid,
+            const runtime::Informer<model::GpuCapacity>& gpus) {
+  if (profile != item.profile) return false;
+  const GpuPtr g = GpuOf(gpus, gpu_uuid);
+  return g == nullptr || g->spec.model == item.model;
+}
+
+// The devices of `item` the allocation holds, as its meter names them (model::HeldDeviceKey).
+std::vector<std::string> HeldOf(const model::PoolItem& item, const std::vector<model::AllocatedDevice>& allocation,
+                                const runtime::Informer<model::GpuCapacity>& gpus) {
+  std::vector<std::string> out;
   for (const model::AllocatedDevice& d : allocation) {
-    if (d.profile != item.profile) continue;
-    const GpuPtr g = GpuOf(gpus, d.gpu_uuid);
-    have += g == nullptr || g->spec.model == item.model ? 1 : 0;
+    if (OfItem(item, d.profile, d.gpu_uuid, gpus)) out.push_back(model::HeldDeviceKey(d));
   }
-  return have;
+  return out;
 }
 
 // A change to a GPU that can make room for a waiting pool.
@@ -226,14 +232,9 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
       // stays billed from the approval, as it was; what it lacks is billed once it comes.
       meter->spec.held.emplace();
       for (const model::PoolItem& i : pool.spec.items) {
-        if (const int64_t n = HeldOf(i, pool.status.allocation, gpus_); n > 0) {
-          std::vector<std::string> devices;
-          for (const model::AllocatedDevice& d : pool.status.allocation) {
-            const GpuPtr g = GpuOf(gpus_, d.gpu_uuid);
-            if (d.profile == i.profile && (g == nullptr || g->spec.model == i.model)) devices.push_back(model::HeldDeviceKey(d));
-          }
-          meter->spec.held->push_back({i.model, i.profile, n, meter->spec.start, std::move(devices)});
-        }
+        std::vector<std::string> devices = HeldOf(i, pool.status.allocation, gpus_);
+        const auto n = static_cast<int64_t>(devices.size());
+        if (n > 0) meter->spec.held->push_back({i.model, i.profile, n, meter->spec.start, std::move(devices)});
       }
       meter_changed = true;
     }
@@ -316,7 +317,7 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
     // 3. Allocate what the pool lacks: its items minus what its allocation holds.
     std::vector<model::PoolItem> deficit;
     for (const model::PoolItem& i : pool.spec.items) {
-      const int64_t have = HeldOf(i, pool.status.allocation, gpus_);
+      const auto have = static_cast<int64_t>(HeldOf(i, pool.status.allocation, gpus_).size());
       if (have < i.count) deficit.push_back({i.model, i.profile, i.count - have});
     }
     if (!IsTrue(pool, model::kAllocated) && deficit.empty()) {
@@ -438,9 +439,9 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
         for (const model::PoolItem& i : pool.spec.items) {
           std::vector<std::string> placed;  // this item's new devices
           for (const allocator::Placement& p : out.plan.placements) {
-            const GpuPtr g = GpuOf(gpus_, p.gpu_uuid);
-            if (p.profile != i.profile || (g != nullptr && g->spec.model != i.model)) continue;
-            placed.push_back(model::HeldDeviceKey({p.cluster, p.node, p.gpu_uuid, p.profile, p.start, ""}));
+            if (OfItem(i, p.profile, p.gpu_uuid, gpus_)) {
+              placed.push_back(model::HeldDeviceKey({p.cluster, p.node, p.gpu_uuid, p.profile, p.start, ""}));
+            }
           }
           if (placed.empty()) continue;
           int64_t billed = 0;
@@ -450,7 +451,7 @@ absl::StatusOr<runtime::Result> PoolController::Step(const GpuPool& listed) {
             billed += h.count;
             last = &h;
           }
-          if (const int64_t have = HeldOf(i, pool.status.allocation, gpus_); have > billed) {
+          if (const auto have = static_cast<int64_t>(HeldOf(i, pool.status.allocation, gpus_).size()); have > billed) {
             meter->spec.held->push_back({i.model, i.profile, have - billed, since, std::move(placed)});
           } else if (last != nullptr) {
             last->devices.insert(last->devices.end(), placed.begin(), placed.end());

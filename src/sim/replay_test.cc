@@ -26,7 +26,7 @@ std::string Read(const std::string& path) {
   return s.str();
 }
 
-const std::string kTraces = "../shared/traces/alibaba-gpu-v2023/";
+const std::string kTraces = "test/testdata/traces/alibaba-gpu-v2023/";
 
 // A small random cluster and workload shaped like the trace: mixed node sizes and models,
 // sharing, whole-GPU and CPU-only pods, some limited to a model.
@@ -217,7 +217,7 @@ TEST(Replay, ArrivalOrderIsTheTracePlusSamplesUpToTheTarget) {
 double Published(const std::string& workload, const std::string& policy, int column,
                  const std::vector<uint64_t>& seeds) {
   std::istringstream in(
-      Read("../shared/traces/fgd-atc23-expected-results/analysis_allo_discrete.csv"));
+      Read("test/testdata/traces/fgd-atc23-expected-results/analysis_allo_discrete.csv"));
   std::string line;
   std::getline(in, line);
   double sum = 0;
@@ -239,7 +239,7 @@ double Published(const std::string& workload, const std::string& policy, int col
 // the test quick, so the bound is looser than the 0.5 points measured over ten).
 TEST(Replay, ReproducesThePublishedBestFitAndFgd) {
   if (!std::ifstream(kTraces + "openb_node_list_gpu_node.csv"))
-    GTEST_SKIP() << kTraces << " not present";
+    FAIL() << kTraces << " is not readable (the tests run from the repository's root)";
   auto nodes = ParseNodes(Read(kTraces + "openb_node_list_gpu_node.csv"));
   auto pods = ParsePods(Read(kTraces + "openb_pod_list_default.csv"));
   ASSERT_TRUE(nodes.ok() && pods.ok());

@@ -15,7 +15,7 @@ std::string Read(const std::string& path) {
   return s.str();
 }
 
-const char kTraces[] = "../shared/traces/alibaba-gpu-v2023/";
+const char kTraces[] = "test/testdata/traces/alibaba-gpu-v2023/";
 
 TEST(Trace, ParsesNodesByHeaderName) {
   auto nodes = ParseNodes(
@@ -82,7 +82,7 @@ TEST(Trace, RejectsBadInputWithTheLine) {
 
 TEST(Trace, ReadsTheRealTrace) {
   if (!std::ifstream(std::string(kTraces) + "openb_node_list_gpu_node.csv")) {
-    GTEST_SKIP() << kTraces << " not present";
+    FAIL() << kTraces << " is not readable (the tests run from the repository's root)";
   }
   auto nodes = ParseNodes(Read(std::string(kTraces) + "openb_node_list_gpu_node.csv"));
   ASSERT_TRUE(nodes.ok()) << nodes.status();

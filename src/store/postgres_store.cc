@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/status.h"
+#include "store/internal/errors.h"
 #include "fmt/format.h"
 
 namespace gpuaas::store {
@@ -189,12 +190,6 @@ class Pool {
   int open_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-absl::Status Conflict(const Key& key, int64_t expected, int64_t actual) {
-  return absl::AbortedError(fmt::format(
-      "{}: the object has been modified (resourceVersion {} expected, {} stored); read it again and retry",
-      key.ToString(), expected, actual));
-}
-
 absl::StatusOr<std::vector<Record>> ListOn(PGconn* c, std::string_view kind, std::string_view ns) {
   ASSIGN_OR_RETURN(Result r, Exec(c,
                                   "SELECT namespace, name, uid, resource_version, data FROM gpuaas_objects "
@@ -243,7 +238,7 @@ class PgTxn final : public Txn {
     }
     if (expected_rv > 0) {
       if (!exists) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
-      if (const int64_t have = Int(cur.get(), 0, 0); have != expected_rv) return Conflict(key, expected_rv, have);
+      if (const int64_t have = Int(cur.get(), 0, 0); have != expected_rv) return internal::Conflict(key, expected_rv, have);
     }
     RETURN_IF_ERROR(Exec(c_,
                          "INSERT INTO gpuaas_objects (kind, namespace, name, uid, resource_version, data) "
@@ -257,7 +252,7 @@ class PgTxn final : public Txn {
     ASSIGN_OR_RETURN(std::optional<Record> cur, Get(key));
     if (!cur) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
     if (expected_rv > 0 && cur->resource_version != expected_rv) {
-      return Conflict(key, expected_rv, cur->resource_version);
+      return internal::Conflict(key, expected_rv, cur->resource_version);
     }
     RETURN_IF_ERROR(
         Exec(c_, "DELETE FROM gpuaas_objects WHERE kind = $1 AND namespace = $2 AND name = $3", {key.kind, key.ns, key.name})
@@ -267,8 +262,7 @@ class PgTxn final : public Txn {
   absl::StatusOr<std::vector<Key>> ChangedKeys(std::string_view kind, int64_t after) override {
     ASSIGN_OR_RETURN(int64_t compacted, MetaOn(c_, "compacted"));
     if (after < compacted) {
-      return absl::OutOfRangeError(
-          fmt::format("changes after revision {} were compacted (oldest kept is {})", after, compacted + 1));
+      return internal::Compacted(after, compacted);
     }
     // This transaction holds the revision lock: every earlier revision has committed, and only
     // its own writes (the caller's) are left out.
@@ -495,8 +489,7 @@ class PostgresStore final : public Store {
   static absl::StatusOr<std::vector<Change>> ChangesIn(PGconn* c, int64_t after, size_t limit) {
     ASSIGN_OR_RETURN(int64_t compacted, MetaOn(c, "compacted"));
     if (after < compacted) {
-      return absl::OutOfRangeError(
-          fmt::format("changes after revision {} were compacted (oldest kept is {})", after, compacted + 1));
+      return internal::Compacted(after, compacted);
     }
     std::vector<Change> out;
     auto read = [&](const Result& r) {

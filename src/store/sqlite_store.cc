@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "common/status.h"
+#include "store/internal/errors.h"
 #include "fmt/format.h"
 
 namespace gpuaas::store {
@@ -243,8 +244,7 @@ class SqliteStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(int64_t compacted, MetaLocked("compacted"));
     if (after < compacted) {
-      return absl::OutOfRangeError(fmt::format(
-          "changes after revision {} were compacted (oldest kept is {})", after, compacted + 1));
+      return internal::Compacted(after, compacted);
     }
     Stmt s = Prepare(
         "SELECT revision, type, kind, namespace, name, uid, data FROM changes "
@@ -456,8 +456,7 @@ absl::StatusOr<std::vector<Record>> SqliteTxn::List(std::string_view kind, std::
 absl::StatusOr<std::vector<Key>> SqliteTxn::ChangedKeys(std::string_view kind, int64_t after) {
   ASSIGN_OR_RETURN(int64_t compacted, store_.MetaLocked("compacted"));
   if (after < compacted) {
-    return absl::OutOfRangeError(
-        fmt::format("changes after revision {} were compacted (oldest kept is {})", after, compacted + 1));
+    return internal::Compacted(after, compacted);
   }
   // Only this transaction's own writes are missing from the table: they are the caller's.
   Stmt s = store_.Prepare(
@@ -481,13 +480,6 @@ absl::Status SqliteTxn::Log(ChangeType type, const Key& key, std::string_view ui
   return s.Run();
 }
 
-absl::Status Conflict(const Key& key, int64_t expected, int64_t actual) {
-  return absl::AbortedError(fmt::format(
-      "{}: the object has been modified (resourceVersion {} expected, {} stored); "
-      "read it again and retry",
-      key.ToString(), expected, actual));
-}
-
 absl::Status SqliteTxn::Put(const Key& key, std::string_view uid, std::string_view data,
                             int64_t expected_rv) {
   ASSIGN_OR_RETURN(std::optional<int64_t> cur, store_.VersionLocked(key));
@@ -496,7 +488,7 @@ absl::Status SqliteTxn::Put(const Key& key, std::string_view uid, std::string_vi
   }
   if (expected_rv > 0) {
     if (!cur) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
-    if (*cur != expected_rv) return Conflict(key, expected_rv, *cur);
+    if (*cur != expected_rv) return internal::Conflict(key, expected_rv, *cur);
   }
   Stmt s = store_.Prepare(
       "INSERT INTO objects (kind, namespace, name, uid, resource_version, data) "
@@ -512,7 +504,7 @@ absl::Status SqliteTxn::Delete(const Key& key, int64_t expected_rv) {
   ASSIGN_OR_RETURN(std::optional<Record> cur, Get(key));
   if (!cur) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
   if (expected_rv > 0 && cur->resource_version != expected_rv) {
-    return Conflict(key, expected_rv, cur->resource_version);
+    return internal::Conflict(key, expected_rv, cur->resource_version);
   }
   Stmt s = store_.Prepare("DELETE FROM objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3");
   s.Bind(1, key.kind).Bind(2, key.ns).Bind(3, key.name);

@@ -1,6 +1,7 @@
 #include "store/store.h"
 
 #include "fmt/format.h"
+#include "store/internal/errors.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
@@ -26,6 +27,21 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url) {
   return absl::InvalidArgumentError(fmt::format(
       "unknown store URL \"{}\"; expected sqlite:PATH, sqlite::memory: or postgresql://USER@HOST:PORT/DB", url));
 }
+
+namespace internal {
+
+absl::Status Conflict(const Key& key, int64_t expected, int64_t actual) {
+  return absl::AbortedError(fmt::format(
+      "{}: the object has been modified (resourceVersion {} expected, {} stored); read it again and retry",
+      key.ToString(), expected, actual));
+}
+
+absl::Status Compacted(int64_t after, int64_t compacted) {
+  return absl::OutOfRangeError(
+      fmt::format("changes after revision {} were compacted (oldest kept is {})", after, compacted + 1));
+}
+
+}  // namespace internal
 
 std::string RedactedUrl(std::string_view url) {
   std::string out(url);

@@ -16,8 +16,8 @@ const std::string kUuid = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660";
 
 TEST(Hub, IngestsNvidiasMigSample) {
   const std::string path =
-      "../shared/fixtures/nvidia-cloud-native-docs_gpu-telemetry_dcgm-exporter-rst_mig-a100-metrics.prom";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "../shared is not beside the checkout";
+      "test/testdata/fixtures/nvidia-cloud-native-docs_gpu-telemetry_dcgm-exporter-rst_mig-a100-metrics.prom";
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();

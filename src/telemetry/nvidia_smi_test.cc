@@ -10,7 +10,7 @@
 namespace gpuaas::telemetry {
 namespace {
 
-const std::string kDir = "../shared/fixtures/";
+const std::string kDir = "test/testdata/fixtures/";
 
 std::optional<NodeReport> Load(const std::string& name) {
   std::ifstream in(kDir + name);
@@ -24,7 +24,7 @@ std::optional<NodeReport> Load(const std::string& name) {
 }
 
 TEST(NvidiaSmi, EveryCaptureParsesWithItsGpus) {
-  if (!std::filesystem::exists(kDir)) GTEST_SKIP() << "../shared is not beside the checkout";
+  ASSERT_TRUE(std::filesystem::exists(kDir)) << kDir;
   const std::vector<std::pair<std::string, size_t>> captures = {
       {"nvidia-k8s-test-infra_nvidia-smi-q-x_hardware_qx-a100.xml", 1},
       {"nvidia-k8s-test-infra_nvidia-smi-q-x_hardware_qx-b200.xml", 8},
@@ -56,7 +56,7 @@ TEST(NvidiaSmi, EveryCaptureParsesWithItsGpus) {
 
 TEST(NvidiaSmi, H100CaptureV13) {
   std::optional<NodeReport> r = Load("nvidia-k8s-test-infra_nvidia-smi-q-x_hardware_qx-h100.xml");
-  if (!r) GTEST_SKIP();
+  ASSERT_TRUE(r);
   EXPECT_EQ(r->driver_version, "580.105.08");
   const GpuReport& g = r->gpus[0];
   EXPECT_EQ(g.name, "NVIDIA H100 80GB HBM3");
@@ -73,7 +73,7 @@ TEST(NvidiaSmi, H100CaptureV13) {
 
 TEST(NvidiaSmi, MigCaptureV12AndOlderSchemas) {
   std::optional<NodeReport> mig = Load("telegraf_nvidia_smi_testdata_a100-sxm4-v12.xml");
-  if (!mig) GTEST_SKIP();
+  ASSERT_TRUE(mig);
   const GpuReport& g = mig->gpus[0];
   EXPECT_TRUE(g.mig_enabled);
   EXPECT_FALSE(g.readings.count(Field::kGpuUtil));  // N/A under MIG
@@ -100,7 +100,7 @@ TEST(NvidiaSmi, MigCaptureV12AndOlderSchemas) {
 
 TEST(NvidiaSmi, ReportsFeedTheHubAndBadInputIsRefused) {
   std::optional<NodeReport> r = Load("nvidia-k8s-test-infra_nvidia-smi-q-x_hardware_qx-b200.xml");
-  if (!r) GTEST_SKIP();
+  ASSERT_TRUE(r);
   Hub hub;
   r->time_ms = 1'800'000'000'000;
   ASSERT_TRUE(hub.IngestReport(*r, r->time_ms).ok());

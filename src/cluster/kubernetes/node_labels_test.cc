@@ -11,10 +11,10 @@ namespace {
 
 // The real labels of a GPU Operator node (mixed strategy, all-balanced on one H100 80GB HBM3),
 // as NVIDIA's GPU Operator docs record them; tests run from the repository root.
-constexpr char kMixedFixture[] = "../shared/fixtures/nvidia-cloud-native-docs_gpu-operator_output_mig-mixed-node-labels.json";
+constexpr char kMixedFixture[] = "test/testdata/fixtures/nvidia-cloud-native-docs_gpu-operator_output_mig-mixed-node-labels.json";
 
 TEST(NodeLabels, TheOperatorsMixedStrategyNodeReadsAsItsMigDevices) {
-  if (!std::filesystem::exists(kMixedFixture)) GTEST_SKIP() << kMixedFixture << " is not here";
+  ASSERT_TRUE(std::filesystem::exists(kMixedFixture)) << kMixedFixture;
   std::ifstream in(kMixedFixture);
   const nlohmann::json j = nlohmann::json::parse(in);
   std::map<std::string, std::string> labels;
