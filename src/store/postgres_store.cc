@@ -57,6 +57,16 @@ constexpr const char* kMigrations[] = {
       );
       CREATE INDEX gpuaas_rollups_by_time ON gpuaas_rollups (step, bucket);
     )sql",
+    // 2: leases (leader election), timed by the database's clock.
+    R"sql(
+      CREATE TABLE gpuaas_leases (
+        name text PRIMARY KEY,
+        holder text NOT NULL,
+        address text NOT NULL,
+        epoch bigint NOT NULL,
+        expires_at timestamptz NOT NULL
+      );
+    )sql",
 };
 static_assert(std::size(kMigrations) == kPostgresSchemaVersion);
 
@@ -121,6 +131,13 @@ absl::StatusOr<PGconn*> Connect(const std::string& conninfo) {
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     PQfinish(c);
     return absl::UnavailableError(fmt::format("postgresql: cannot connect: {}", msg));
+  }
+  // A client that stops inside a transaction (a paused or partitioned replica) would hold the
+  // revision lock, and so every writer, for ever: the server ends such a session after 10 s,
+  // rolling its transaction back.
+  if (absl::Status s = Exec(c, "SET idle_in_transaction_session_timeout = '10s'").status(); !s.ok()) {
+    PQfinish(c);
+    return s;
   }
   return c;
 }
@@ -274,6 +291,19 @@ class PgTxn final : public Txn {
     for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back({std::string(kind), Text(r.get(), i, 0), Text(r.get(), i, 1)});
     return out;
   }
+  absl::Status CheckLease(std::string_view name, std::string_view holder, int64_t epoch) override {
+    // FOR SHARE: a takeover (an UPDATE of this row) waits until this transaction has ended.
+    ASSIGN_OR_RETURN(Result r, Exec(c_,
+                                    "SELECT holder, epoch, expires_at > clock_timestamp() FROM gpuaas_leases "
+                                    "WHERE name = $1 FOR SHARE",
+                                    {std::string(name)}));
+    if (PQntuples(r.get()) == 1 && Text(r.get(), 0, 0) == holder && Int(r.get(), 0, 1) == epoch &&
+        Text(r.get(), 0, 2) == "t") {
+      return absl::OkStatus();
+    }
+    return internal::Fenced(name, holder, epoch,
+                            PQntuples(r.get()) == 1 ? Text(r.get(), 0, 0) : "", PQntuples(r.get()) == 1 ? Int(r.get(), 0, 1) : 0);
+  }
   int writes() const { return seq_; }
 
  private:
@@ -419,6 +449,52 @@ class PostgresStore final : public Store {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<Lease> TryAcquireLease(std::string_view name, std::string_view holder, std::string_view address,
+                                        std::chrono::milliseconds duration) override {
+    ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
+    // One statement: the upsert takes the lease when it is ours or has expired; the second
+    // branch reads it as it is when the upsert did nothing (someone else holds it).
+    ASSIGN_OR_RETURN(
+        Result r,
+        Exec(c->get(),
+             "WITH taken AS ("
+             "  INSERT INTO gpuaas_leases AS l (name, holder, address, epoch, expires_at) "
+             "  VALUES ($1, $2, $3, 1, clock_timestamp() + $4 * interval '1 millisecond') "
+             "  ON CONFLICT (name) DO UPDATE SET "
+             "    epoch = CASE WHEN l.holder = excluded.holder THEN l.epoch ELSE l.epoch + 1 END, "
+             "    holder = excluded.holder, address = excluded.address, expires_at = excluded.expires_at "
+             "  WHERE l.holder = excluded.holder OR l.expires_at <= clock_timestamp() "
+             "  RETURNING holder, address, epoch, expires_at) "
+             "SELECT holder, address, epoch, expires_at FROM taken "
+             "UNION ALL SELECT holder, address, epoch, expires_at FROM gpuaas_leases "
+             "  WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)",
+             {std::string(name), std::string(holder), std::string(address), std::to_string(duration.count())}));
+    if (PQntuples(r.get()) == 1) return LeaseFrom(c->get(), name, r.get());
+    // Another replica created the row in the same instant: the statement's snapshot predates
+    // it. Read it afresh.
+    ASSIGN_OR_RETURN(Result again, Exec(c->get(), "SELECT holder, address, epoch, expires_at FROM gpuaas_leases WHERE name = $1",
+                                        {std::string(name)}));
+    if (PQntuples(again.get()) != 1) return absl::InternalError(fmt::format("postgresql: lease {} not read back", name));
+    return LeaseFrom(c->get(), name, again.get());
+  }
+
+  absl::Status ReleaseLease(std::string_view name, std::string_view holder) override {
+    ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
+    return Exec(c->get(),
+                "UPDATE gpuaas_leases SET holder = '', address = '', expires_at = clock_timestamp() "
+                "WHERE name = $1 AND holder = $2",
+                {std::string(name), std::string(holder)})
+        .status();
+  }
+
+  absl::StatusOr<Lease> GetLease(std::string_view name) override {
+    ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
+    ASSIGN_OR_RETURN(Result r, Exec(c->get(), "SELECT holder, address, epoch, expires_at FROM gpuaas_leases WHERE name = $1",
+                                    {std::string(name)}));
+    if (PQntuples(r.get()) == 0) return Lease{std::string(name), "", "", 0, std::chrono::milliseconds(0)};
+    return LeaseFrom(c->get(), name, r.get());
+  }
+
   absl::StatusOr<std::vector<RollupRecord>> LoadRollups(int64_t since_unix_s) override {
     ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
     ASSIGN_OR_RETURN(Result r, Exec(c->get(),
@@ -476,6 +552,17 @@ class PostgresStore final : public Store {
       }
     }
     return Exec(c, "COMMIT").status();
+  }
+
+  // A lease row (holder, address, epoch, expires_at) as a Lease; the time left by the
+  // database's clock.
+  static absl::StatusOr<Lease> LeaseFrom(PGconn* c, std::string_view name, const PGresult* row) {
+    ASSIGN_OR_RETURN(Result left, Exec(c,
+                                       "SELECT GREATEST(0, CEIL(EXTRACT(EPOCH FROM ($1::timestamptz - clock_timestamp())) "
+                                       "* 1000))::bigint",
+                                       {Text(row, 0, 3)}));
+    return Lease{std::string(name), Text(row, 0, 0), Text(row, 0, 1), Int(row, 0, 2),
+                 std::chrono::milliseconds(Int(left.get(), 0, 0))};
   }
 
   absl::Status MaybeCompact(PGconn* c, int64_t revision) {

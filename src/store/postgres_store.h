@@ -35,7 +35,7 @@ struct PostgresOptions {
 };
 
 // The current schema version; OpenPostgresStore migrates older databases up to it.
-inline constexpr int kPostgresSchemaVersion = 1;
+inline constexpr int kPostgresSchemaVersion = 2;
 
 // Connects, migrates and starts the listener. Unavailable when the database cannot be reached;
 // FailedPrecondition when its schema is newer than this binary's.

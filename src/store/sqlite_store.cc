@@ -89,7 +89,22 @@ constexpr const char* kMigrations[] = {
       DROP TABLE changes;
       ALTER TABLE changes_v4 RENAME TO changes;
     )sql",
+    // 5: leases (leader election); expiry in unix milliseconds of this machine's clock.
+    R"sql(
+      CREATE TABLE leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        address TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL
+      );
+    )sql",
 };
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
 
 absl::Status SqlError(sqlite3* db, std::string_view what) {
@@ -159,6 +174,7 @@ class SqliteTxn final : public Txn {
                    int64_t expected_rv) override;
   absl::Status Delete(const Key& key, int64_t expected_rv) override;
   absl::StatusOr<std::vector<Key>> ChangedKeys(std::string_view kind, int64_t after) override;
+  absl::Status CheckLease(std::string_view name, std::string_view holder, int64_t epoch) override;
   int writes() const { return seq_; }
 
  private:
@@ -329,7 +345,42 @@ class SqliteStore final : public Store {
     return s.Bind(1, int64_t{step_s}).Bind(2, before_unix_s / step_s).Run();
   }
 
+  absl::StatusOr<Lease> TryAcquireLease(std::string_view name, std::string_view holder, std::string_view address,
+                                        std::chrono::milliseconds duration) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(Lease have, LeaseLocked(name));
+    const int64_t now = NowMs();
+    if (have.holder != holder && have.remaining.count() > 0) return have;
+    Stmt s = Prepare(
+        "INSERT INTO leases (name, holder, address, epoch, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5) "
+        "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, address = excluded.address, "
+        "epoch = excluded.epoch, expires_ms = excluded.expires_ms");
+    const int64_t epoch = have.holder == holder ? have.epoch : have.epoch + 1;
+    RETURN_IF_ERROR(s.Bind(1, name).Bind(2, holder).Bind(3, address).Bind(4, epoch).Bind(5, now + duration.count()).Run());
+    return Lease{std::string(name), std::string(holder), std::string(address), epoch, duration};
+  }
+
+  absl::Status ReleaseLease(std::string_view name, std::string_view holder) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s = Prepare("UPDATE leases SET holder = '', address = '', expires_ms = ?3 WHERE name = ?1 AND holder = ?2");
+    return s.Bind(1, name).Bind(2, holder).Bind(3, NowMs()).Run();
+  }
+
+  absl::StatusOr<Lease> GetLease(std::string_view name) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return LeaseLocked(name);
+  }
+
   // --- used by SqliteTxn, with mu_ held ---
+
+  absl::StatusOr<Lease> LeaseLocked(std::string_view name) {
+    Stmt s = Prepare("SELECT holder, address, epoch, expires_ms FROM leases WHERE name = ?1");
+    s.Bind(1, name);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return Lease{std::string(name), "", "", 0, std::chrono::milliseconds(0)};
+    return Lease{std::string(name), s.Text(0), s.Text(1), s.Int(2),
+                 std::chrono::milliseconds(std::max<int64_t>(0, s.Int(3) - NowMs()))};
+  }
 
   Stmt Prepare(const char* sql) {
     auto it = stmts_.find(sql);
@@ -468,6 +519,12 @@ absl::StatusOr<std::vector<Key>> SqliteTxn::ChangedKeys(std::string_view kind, i
     if (!row) return out;
     out.push_back(Key{std::string(kind), s.Text(0), s.Text(1)});
   }
+}
+
+absl::Status SqliteTxn::CheckLease(std::string_view name, std::string_view holder, int64_t epoch) {
+  ASSIGN_OR_RETURN(Lease have, store_.LeaseLocked(name));
+  if (have.holder == holder && have.epoch == epoch && have.remaining.count() > 0) return absl::OkStatus();
+  return internal::Fenced(name, holder, epoch, have.holder, have.epoch);
 }
 
 absl::Status SqliteTxn::Log(ChangeType type, const Key& key, std::string_view uid,

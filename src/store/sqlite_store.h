@@ -17,7 +17,7 @@ struct SqliteOptions {
 };
 
 // The current schema version; OpenSqliteStore migrates older files up to it.
-inline constexpr int kSqliteSchemaVersion = 4;
+inline constexpr int kSqliteSchemaVersion = 5;
 
 absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteOptions& options);
 

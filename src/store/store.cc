@@ -41,6 +41,17 @@ absl::Status Compacted(int64_t after, int64_t compacted) {
       fmt::format("changes after revision {} were compacted (oldest kept is {})", after, compacted + 1));
 }
 
+absl::Status Fenced(std::string_view name, std::string_view holder, int64_t epoch, std::string_view actual_holder,
+                    int64_t actual_epoch) {
+  if (actual_holder == holder && actual_epoch == epoch) {
+    return absl::FailedPreconditionError(fmt::format(
+        "fenced: lease {} of {} (epoch {}) has expired; its write is refused", name, holder, epoch));
+  }
+  return absl::FailedPreconditionError(fmt::format(
+      "fenced: lease {} is held by {} (epoch {}), not by {} (epoch {}); its write is refused", name,
+      actual_holder.empty() ? "nobody" : actual_holder, actual_epoch, holder, epoch));
+}
+
 }  // namespace internal
 
 std::string RedactedUrl(std::string_view url) {

@@ -70,6 +70,21 @@ class Txn {
   // revision R checks these before it commits (optimistic concurrency over a whole kind).
   // OutOfRange when the change feed after `after` was compacted away.
   virtual absl::StatusOr<std::vector<Key>> ChangedKeys(std::string_view kind, int64_t after) = 0;
+  // Fencing: OK while lease `name` is held, unexpired, by `holder` in `epoch`; FailedPrecondition
+  // (nothing of this transaction may commit) otherwise. The check holds the lease row until the
+  // transaction ends, so a takeover waits for a write that already passed it.
+  virtual absl::Status CheckLease(std::string_view name, std::string_view holder, int64_t epoch) = 0;
+};
+
+// A lease (leader election): at most one holder at a time, until its expiry by the store's
+// clock (the database's, never a replica's). `epoch` grows by one with every grant to a new
+// holder, and is the fencing token of that holder's writes (Txn::CheckLease).
+struct Lease {
+  std::string name;
+  std::string holder;   // empty: free (never held, or released)
+  std::string address;  // where the holder serves (its API URL), for the other replicas
+  int64_t epoch = 0;
+  std::chrono::milliseconds remaining{0};  // until it expires; 0 when it has
 };
 
 // A closed telemetry rollup bucket (telemetry/series.h): the mean and max of one series over
@@ -115,6 +130,16 @@ class Store {
   virtual absl::Status AppendRollups(const std::vector<RollupRecord>& rows) = 0;
   virtual absl::StatusOr<std::vector<RollupRecord>> LoadRollups(int64_t since_unix_s) = 0;
   virtual absl::Status PruneRollups(int32_t step_s, int64_t before_unix_s) = 0;
+
+  // Leases. TryAcquireLease renews `name` for `duration` when `holder` holds it, takes it (a new
+  // epoch) when it is free or expired, and otherwise leaves it: the lease as it is afterwards, so
+  // the caller holds it when its holder is `holder`. ReleaseLease frees it at once when `holder`
+  // holds it (the epoch stays; the next grant adds one) and does nothing otherwise. GetLease: a
+  // lease never taken is one with no holder and epoch 0.
+  virtual absl::StatusOr<Lease> TryAcquireLease(std::string_view name, std::string_view holder,
+                                                std::string_view address, std::chrono::milliseconds duration) = 0;
+  virtual absl::Status ReleaseLease(std::string_view name, std::string_view holder) = 0;
+  virtual absl::StatusOr<Lease> GetLease(std::string_view name) = 0;
 };
 
 // Opens a store by URL: "sqlite:PATH" (created if missing, migrated to the current schema),

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "model/fleet.h"
 #include "store/cache.h"
+#include "store/fenced_store.h"
 #include "store/objects.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_store.h"
@@ -310,6 +311,85 @@ TEST_P(StoreTest, CacheFollowsTheStore) {
   cache.Stop();
 }
 
+// One holder at a time; a renewal keeps the epoch, a new holder gets the next one; a release
+// frees the lease at once; an expired lease goes to the next taker.
+TEST_P(StoreTest, LeasesHaveOneHolderAndAnEpochPerGrant) {
+  using std::chrono::milliseconds;
+  absl::StatusOr<Lease> none = store_->GetLease("ctl");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->holder, "");
+  EXPECT_EQ(none->epoch, 0);
+  absl::StatusOr<Lease> a = store_->TryAcquireLease("ctl", "a", "http://a:8080", milliseconds(60000));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->holder, "a");
+  EXPECT_EQ(a->address, "http://a:8080");
+  EXPECT_EQ(a->epoch, 1);
+  EXPECT_GT(a->remaining, milliseconds(55000));
+  absl::StatusOr<Lease> b = store_->TryAcquireLease("ctl", "b", "http://b:8080", milliseconds(60000));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->holder, "a") << "held: b does not get it";
+  EXPECT_EQ(b->epoch, 1);
+  absl::StatusOr<Lease> renewed = store_->TryAcquireLease("ctl", "a", "http://a:8080", milliseconds(60000));
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_EQ(renewed->epoch, 1) << "a renewal keeps the epoch";
+  EXPECT_TRUE(store_->ReleaseLease("ctl", "b").ok());
+  EXPECT_EQ(store_->GetLease("ctl")->holder, "a") << "only the holder releases";
+  ASSERT_TRUE(store_->ReleaseLease("ctl", "a").ok());
+  EXPECT_EQ(store_->GetLease("ctl")->holder, "");
+  b = store_->TryAcquireLease("ctl", "b", "http://b:8080", milliseconds(300));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->holder, "b") << "released: the next taker gets it at once";
+  EXPECT_EQ(b->epoch, 2);
+  // Expired: a takes it over, epoch 3.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    a = store_->TryAcquireLease("ctl", "a", "http://a:8080", milliseconds(60000));
+    ASSERT_TRUE(a.ok());
+    if (a->holder == "a") break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(a->holder, "a");
+  EXPECT_EQ(a->epoch, 3);
+  EXPECT_EQ(store_->GetLease("other")->epoch, 0) << "leases are independent";
+}
+
+// A write fenced by a lease commits while the lease is held in that epoch, and is refused whole
+// (nothing of it lands, the revision stays) once another holds it or it has expired.
+TEST_P(StoreTest, FencedWritesAreRefusedWholeAfterATakeover) {
+  using std::chrono::milliseconds;
+  ASSERT_TRUE(store_->TryAcquireLease("ctl", "a", "", milliseconds(400)).ok());
+  std::optional<FenceToken> token = FenceToken{"ctl", "a", 1};
+  FencedStore fenced(*store_, [&] { return token; });
+  ASSERT_TRUE(fenced.Transact([](Txn& tx) { return tx.Put({"Thing", "", "x"}, "u", "1", kMustNotExist); }).ok());
+  EXPECT_EQ(store_->Revision(), 1);
+  // a's lease runs out; b takes over.
+  std::this_thread::sleep_for(milliseconds(450));
+  absl::Status expired = fenced.Transact([](Txn& tx) { return tx.Put({"Thing", "", "y"}, "u", "1", kMustNotExist); });
+  EXPECT_TRUE(absl::IsFailedPrecondition(expired)) << expired;
+  EXPECT_NE(std::string(expired.message()).find("has expired"), std::string::npos) << expired;
+  absl::StatusOr<Lease> b = store_->TryAcquireLease("ctl", "b", "", milliseconds(60000));
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->holder, "b");
+  bool ran = false;
+  absl::Status late = fenced.Transact([&](Txn& tx) {
+    ran = true;
+    return tx.Put({"Thing", "", "x"}, "u", "2", kAnyVersion);
+  });
+  EXPECT_TRUE(absl::IsFailedPrecondition(late)) << late;
+  EXPECT_NE(std::string(late.message()).find("held by b (epoch 2), not by a (epoch 1)"), std::string::npos) << late;
+  EXPECT_FALSE(ran) << "the check comes before the write";
+  EXPECT_EQ(store_->Revision(), 1);
+  EXPECT_EQ((*store_->Get({"Thing", "", "x"}))->data, "1");
+  EXPECT_FALSE(store_->Get({"Thing", "", "y"})->has_value());
+  token.reset();
+  EXPECT_TRUE(absl::IsFailedPrecondition(fenced.Transact([](Txn&) { return absl::OkStatus(); })));
+  EXPECT_EQ(fenced.refused(), 3u);
+  // b's fenced writes pass; a's own lease never comes back in epoch 1.
+  FencedStore as_b(*store_, [] { return std::optional<FenceToken>(FenceToken{"ctl", "b", 2}); });
+  EXPECT_TRUE(as_b.Transact([](Txn& tx) { return tx.Put({"Thing", "", "x"}, "u", "3", kAnyVersion); }).ok());
+  EXPECT_EQ(store_->Revision(), 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::ValuesIn(Backends()),
                          [](const auto& p) { return p.param.name; });
 
@@ -424,6 +504,54 @@ TEST_F(SharedStoreTest, ANewerSchemaIsRefusedAndAnUnreachableDatabaseIsUnavailab
             std::string::npos);
   absl::StatusOr<std::unique_ptr<Store>> none = OpenStore("postgresql:///nowhere?host=/nonexistent-folder&port=5432");
   EXPECT_TRUE(absl::IsUnavailable(none.status())) << none.status();
+}
+
+// Two replicas race for a lease: exactly one wins each round. A takeover waits for a fenced
+// write of the old holder that is in flight (it holds the lease row), and every write of the old
+// holder after the takeover is refused.
+TEST_F(SharedStoreTest, OneReplicaWinsALeaseAndATakeoverWaitsForAFencedWriteInFlight) {
+  using std::chrono::milliseconds;
+  std::unique_ptr<Store> a = Open(), b = Open();
+  ASSERT_TRUE(a && b);
+  std::atomic<int> winners{0};
+  std::thread ta([&] {
+    if (a->TryAcquireLease("ctl", "a", "", milliseconds(60000))->holder == "a") ++winners;
+  });
+  std::thread tb([&] {
+    if (b->TryAcquireLease("ctl", "b", "", milliseconds(60000))->holder == "b") ++winners;
+  });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(winners.load(), 1);
+  const Lease held = *a->GetLease("ctl");
+  Store& holder = held.holder == "a" ? *a : *b;
+  Store& other = held.holder == "a" ? *b : *a;
+  const std::string other_name = held.holder == "a" ? "b" : "a";
+  ASSERT_TRUE(holder.ReleaseLease("ctl", held.holder).ok());
+  ASSERT_TRUE(holder.TryAcquireLease("ctl", held.holder, "", milliseconds(300)).ok());
+  FencedStore fenced(holder, [&] { return std::optional<FenceToken>(FenceToken{"ctl", held.holder, 2}); });
+  // The old holder's write passes the check and lingers; the takeover waits for it.
+  std::atomic<bool> checked{false}, taken{false};
+  std::thread writer([&] {
+    EXPECT_TRUE(fenced.Transact([&](Txn& tx) {
+      checked = true;
+      std::this_thread::sleep_for(milliseconds(700));
+      EXPECT_FALSE(taken.load()) << "the takeover waited for the write in flight";
+      return tx.Put({"Thing", "", "in-flight"}, "u", "{}", kMustNotExist);
+    }).ok());
+  });
+  while (!checked) std::this_thread::sleep_for(milliseconds(5));
+  absl::StatusOr<Lease> took = other.TryAcquireLease("ctl", other_name, "", milliseconds(60000));
+  taken = true;
+  writer.join();
+  ASSERT_TRUE(took.ok()) << took.status();
+  EXPECT_EQ(took->holder, other_name);
+  EXPECT_EQ(took->epoch, 3);
+  EXPECT_TRUE(other.Get({"Thing", "", "in-flight"})->has_value());
+  EXPECT_TRUE(absl::IsFailedPrecondition(fenced.Transact([](Txn& tx) {
+    return tx.Put({"Thing", "", "late"}, "u", "{}", kMustNotExist);
+  })));
+  EXPECT_FALSE(other.Get({"Thing", "", "late"})->has_value());
 }
 
 TEST_F(SharedStoreTest, CompactionTrimsTheFeedForEveryReplica) {

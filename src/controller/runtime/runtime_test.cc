@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "controller/runtime/informer.h"
+#include "controller/runtime/leader_election.h"
 #include "controller/runtime/manager.h"
 #include "controller/runtime/workqueue.h"
 #include "gtest/gtest.h"
@@ -271,6 +272,90 @@ TEST_F(RuntimeTest, ChangedKeysListsWhatMovedSinceARevision) {
     EXPECT_TRUE(none.empty());
     return absl::OkStatus();
   }).ok());
+}
+
+// --- leader election ---
+
+// Waits up to `timeout` for `cond`.
+bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+LeaderElectionOptions FastElection(std::string identity) {
+  LeaderElectionOptions o;
+  o.identity = std::move(identity);
+  o.address = "http://" + o.identity;
+  o.lease_duration = std::chrono::milliseconds(1500);
+  o.renew_deadline = std::chrono::milliseconds(1000);
+  o.retry_period = std::chrono::milliseconds(100);
+  return o;
+}
+
+// One of two candidates leads; a graceful stop hands over within a retry period or two, in a new
+// epoch; a leader that finds the lease taken stops leading at once and withdraws its token.
+TEST(LeaderElection, OneLeadsAStopHandsOverAndALeaderThatLosesTheLeaseStops) {
+  auto st = store::OpenSqliteStore({":memory:"});
+  ASSERT_TRUE(st.ok());
+  std::atomic<int> a_started{0}, a_stopped{0}, b_started{0}, b_stopped{0};
+  LeaderElector a(**st, FastElection("a"), [&] { ++a_started; }, [&] { ++a_stopped; });
+  LeaderElector b(**st, FastElection("b"), [&] { ++b_started; }, [&] { ++b_stopped; });
+  a.Start();
+  ASSERT_TRUE(Eventually([&] { return a.leading(); }, std::chrono::seconds(2)));
+  b.Start();
+  ASSERT_TRUE(Eventually([&] { return b.observed().holder == "a"; }, std::chrono::seconds(2)));
+  EXPECT_FALSE(b.leading());
+  EXPECT_FALSE(b.token().has_value());
+  EXPECT_EQ(b.observed().address, "http://a");
+  ASSERT_TRUE(Eventually([&] { return a_started == 1; }, std::chrono::seconds(1)));
+  ASSERT_TRUE(a.token().has_value());
+  EXPECT_EQ(a.token()->epoch, 1);
+  std::string metrics;
+  a.AppendMetrics(metrics);
+  EXPECT_NE(metrics.find("gpuaas_leader_election_master_status{name=\"gpuaas-controller-manager\"} 1"), std::string::npos)
+      << metrics;
+  metrics.clear();
+  b.AppendMetrics(metrics);
+  EXPECT_NE(metrics.find("gpuaas_leader_election_master_status{name=\"gpuaas-controller-manager\"} 0"), std::string::npos);
+
+  // A graceful stop releases the lease: b leads well before a's lease would have expired.
+  const auto stop = std::chrono::steady_clock::now();
+  a.Stop();
+  EXPECT_EQ(a_stopped, 1);
+  ASSERT_TRUE(Eventually([&] { return b.leading(); }, std::chrono::seconds(1)));
+  EXPECT_LT(std::chrono::steady_clock::now() - stop, std::chrono::milliseconds(700));
+  ASSERT_TRUE(b.token().has_value());
+  EXPECT_EQ(b.token()->epoch, 2);
+  ASSERT_TRUE(Eventually([&] { return b_started == 1; }, std::chrono::seconds(1)));
+
+  // Someone else takes the lease (b's renewals lapsed, say): b stops at its next renewal.
+  ASSERT_TRUE((*st)->ReleaseLease("gpuaas-controller-manager", "b").ok());
+  ASSERT_EQ((*st)->TryAcquireLease("gpuaas-controller-manager", "c", "", std::chrono::seconds(60))->holder, "c");
+  ASSERT_TRUE(Eventually([&] { return !b.leading(); }, std::chrono::seconds(1)));
+  EXPECT_EQ(b_stopped, 1);
+  EXPECT_FALSE(b.token().has_value());
+  EXPECT_EQ(b.observed().holder, "c");
+  b.Stop();
+  EXPECT_EQ(b_stopped, 1) << "on_stopped once per term";
+  EXPECT_EQ((*st)->GetLease("gpuaas-controller-manager")->holder, "c") << "b released nothing it did not hold";
+}
+
+TEST(LeaderElection, TimingsAreValidated) {
+  LeaderElectionOptions o = FastElection("a");
+  EXPECT_TRUE(o.Validate().ok());
+  o.renew_deadline = o.lease_duration;
+  EXPECT_TRUE(absl::IsInvalidArgument(o.Validate()));
+  o = FastElection("a");
+  o.retry_period = std::chrono::milliseconds(900);  // x1.2 > the renew deadline
+  EXPECT_TRUE(absl::IsInvalidArgument(o.Validate()));
+  o = FastElection("");
+  EXPECT_TRUE(absl::IsInvalidArgument(o.Validate()));
+  EXPECT_EQ(DefaultIdentity().size() > 9, true);
+  EXPECT_NE(DefaultIdentity(), DefaultIdentity());
 }
 
 }  // namespace
