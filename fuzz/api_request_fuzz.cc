@@ -54,7 +54,7 @@ struct World {
     (void)auth->AddStaticToken("agent-fuzz-token-00001", {"node", api::Role::kAgent, "", "alpha", {"h200-01"}});
     api::ServerOptions o;
     o.read_your_write_timeout = std::chrono::milliseconds(200);
-    o.requests_per_second_per_token = 0;
+    o.requests_per_second_per_token = api::RoleRates::All(0);
     server = std::make_unique<api::ApiServer>(o, *cache, pools.get(), auth.get(), &hub);
     server->SetReady(true);
   }

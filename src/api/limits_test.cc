@@ -130,7 +130,7 @@ TEST_F(LimitsTest, TooManyRequestsPerTokenGet429WithRetryAfter) {
   ASSERT_TRUE(auth.AddStaticToken("calm-token-0123456789", Principal{"calm", Role::kOperator, "", "", {}}).ok());
   ServerOptions o;
   o.port = 0;
-  o.requests_per_second_per_token = 5;  // bursts of 10
+  o.requests_per_second_per_token = RoleRates::All(5);  // bursts of 10
   ApiServer server(o, *cache_, nullptr, &auth);
   ASSERT_TRUE(server.Start().ok());
   httplib::Client c("127.0.0.1", server.port());
@@ -154,6 +154,47 @@ TEST_F(LimitsTest, TooManyRequestsPerTokenGet429WithRetryAfter) {
   ASSERT_TRUE(other);
   EXPECT_EQ(other->status, 200);  // another token is not slowed down
   server.Stop();
+}
+
+// Each role has its own rate: members held to 2 a second (bursts of 4) while operators are not
+// limited; a bad ROLE=RATE is refused saying why.
+TEST_F(LimitsTest, RatesArePerRole) {
+  Authenticator auth(*store_, *cache_, RealClock::Get());
+  ASSERT_TRUE(auth.AddStaticToken("member-token-0123456789", Principal{"m", Role::kMember, "p", "", {}}).ok());
+  ASSERT_TRUE(auth.AddStaticToken("operator-token-0123456789", Principal{"o", Role::kOperator, "", "", {}}).ok());
+  ServerOptions o;
+  o.port = 0;
+  ASSERT_TRUE(o.requests_per_second_per_token.Set("member=2").ok());
+  ASSERT_TRUE(o.requests_per_second_per_token.Set("operator=0").ok());
+  EXPECT_EQ(o.requests_per_second_per_token.agent, 100) << "the others keep their default";
+  ApiServer server(o, *cache_, nullptr, &auth);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client c("127.0.0.1", server.port());
+  int member_ok = 0, operator_ok = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto m = c.Get("/api/v1/whoami", {{"Authorization", "Bearer member-token-0123456789"}});
+    auto op = c.Get("/api/v1/whoami", {{"Authorization", "Bearer operator-token-0123456789"}});
+    ASSERT_TRUE(m && op);
+    member_ok += m->status == 200 ? 1 : 0;
+    operator_ok += op->status == 200 ? 1 : 0;
+  }
+  EXPECT_LE(member_ok, 6);
+  EXPECT_GE(member_ok, 4);
+  EXPECT_EQ(operator_ok, 20);
+  server.Stop();
+
+  RoleRates r = RoleRates::All(7);
+  EXPECT_TRUE(r.Set("agent=1.5").ok());
+  EXPECT_EQ(r.agent, 1.5);
+  EXPECT_EQ(r.member, 7);
+  for (const char* bad : {"member", "member=", "member=-1", "member=fast", "root=5", "=5", "member=inf"}) {
+    absl::Status s = r.Set(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << bad;
+    EXPECT_NE(std::string(s.message()).find(bad), std::string::npos) << s;
+  }
+  EXPECT_TRUE(r.Set("all=3").ok());
+  EXPECT_EQ(r.operator_, 3);
+  EXPECT_EQ(r.agent, 3);
 }
 
 // What arrives on `fd` within `wait`, until the server closes it.
@@ -218,7 +259,7 @@ TEST_F(LimitsTest, TelemetryIsLimitedInBytesPerToken) {
   o.port = 0;
   // 100 bytes a second: the burst is the largest body, 20,000 bytes, and refills in 200 s, so
   // however slow the machine, what passes is decided by the burst alone.
-  o.telemetry_bytes_per_second_per_token = 100;
+  o.telemetry_bytes_per_second_per_token = RoleRates::All(100);
   o.max_body_bytes = 20000;
   ApiServer server(o, *cache_, nullptr, &auth, &hub);
   ASSERT_TRUE(server.Start().ok());

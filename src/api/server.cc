@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstdlib>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -12,6 +14,7 @@
 #include "api/http.h"
 #include "api/internal/billing_api.h"
 #include "api/internal/fleet_api.h"
+#include "api/internal/forward.h"
 #include "api/internal/http_server.h"
 #include "api/internal/objects.h"
 #include "api/internal/pages.h"
@@ -188,11 +191,19 @@ struct ApiServer::Impl {
   std::optional<internal::WebAssets> web;  // the dashboard, when options.web_root is set
   absl::Status web_error;                  // why it could not be read
   internal::PageSnapshots pages{64, kPageTtl};
-  internal::RateLimiter limiter{options.requests_per_second_per_token};
+  // One limiter per role (operator, member, agent), keyed by the token's user.
+  std::array<internal::RateLimiter, 3> limiters{internal::RateLimiter(options.requests_per_second_per_token.operator_),
+                                                internal::RateLimiter(options.requests_per_second_per_token.member),
+                                                internal::RateLimiter(options.requests_per_second_per_token.agent)};
   // A burst holds at least one body of the largest size, so a low rate slows pushes down rather
   // than refusing a large one for ever.
-  internal::RateLimiter ingest_limiter{options.telemetry_bytes_per_second_per_token, "bytes of telemetry",
-                                       static_cast<double>(options.max_body_bytes)};
+  std::array<internal::RateLimiter, 3> ingest_limiters{
+      internal::RateLimiter(options.telemetry_bytes_per_second_per_token.operator_, "bytes of telemetry",
+                            static_cast<double>(options.max_body_bytes)),
+      internal::RateLimiter(options.telemetry_bytes_per_second_per_token.member, "bytes of telemetry",
+                            static_cast<double>(options.max_body_bytes)),
+      internal::RateLimiter(options.telemetry_bytes_per_second_per_token.agent, "bytes of telemetry",
+                            static_cast<double>(options.max_body_bytes))};
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   std::vector<Route> routes;
@@ -336,8 +347,17 @@ struct ApiServer::Impl {
     Reply reply = ErrorResponse(status, body);
     if (reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
     if (reply.status == 405) reply.headers.emplace_back("Allow", allow);
-    if (reply.status == 429) reply.headers.emplace_back("Retry-After", "1");
+    if (reply.status == 429 || reply.status == 503) reply.headers.emplace_back("Retry-After", "1");
     return reply;
+  }
+
+  // Where a telemetry request is served when not here: the leader's URL, unless this replica
+  // leads (or runs alone), or the request was forwarded to it already.
+  std::optional<std::string> ForwardTarget(const HttpRequest& r) const {
+    if (!options.leader_url || !r.Header(internal::kForwardedHeader).empty()) return std::nullopt;
+    std::string url = options.leader_url();
+    if (url.empty()) return std::nullopt;
+    return url;
   }
 
   // Who may call the route, then its handler.
@@ -367,7 +387,9 @@ struct ApiServer::Impl {
           "127.0.0.1 or [::1] (a guard against DNS rebinding)", req.Header("Host")));
     }
     std::optional<Principal> who = Identify(req);
-    if (count && who && auth != nullptr) RETURN_IF_ERROR(limiter.Take(who->user, std::chrono::steady_clock::now()));
+    if (count && who && auth != nullptr) {
+      RETURN_IF_ERROR(limiters[static_cast<size_t>(who->role)].Take(who->user, std::chrono::steady_clock::now()));
+    }
     if (GrantFor(policy, who) == Grant::kNo) {
       if (!who) return absl::UnauthenticatedError("a valid bearer token is required (Authorization: Bearer TOKEN)");
       std::vector<std::string> may;
@@ -1128,7 +1150,13 @@ struct ApiServer::Impl {
       Add(page, "GET", kPublic, [this](R r, P, W) { return DashboardPage(r); });
     }
     Add("/assets/{file}", "GET", kPublic, [this](R r, P p, W) { return DashboardAsset(r, p.at("file")); });
-    Add("/api/v1/fleet/gpus", "GET", kSignedIn, [this](R r, P, W w) { return fleet->Gpus(r, w); });
+    Add("/api/v1/fleet/gpus", "GET", kSignedIn, [this](R r, P, W w) -> absl::StatusOr<Reply> {
+      // Live utilization and health verdicts are the leader's.
+      if (std::optional<std::string> to = ForwardTarget(r); to && telemetry != nullptr) {
+        return internal::Forward(r, *to, options.replica_name);
+      }
+      return fleet->Gpus(r, w);
+    });
     Add("/api/v1/catalog", "GET", kSignedIn, [this](R r, P, W) { return fleet->Catalog(r); });
     Add("/healthz", "GET", kPublic, [](R, P, W) { return Reply{200, "text/plain", "ok", {}}; });
     Add("/readyz", "GET", kPublic, [this](R, P, W) -> absl::StatusOr<Reply> {
@@ -1200,15 +1228,27 @@ struct ApiServer::Impl {
     Add("/api/v1/tokens", "POST", kOperatorOnly, [this](R r, P p, W w) { return CreateToken(r, p, w); });
     Add("/api/v1/tokens/{id}", "DELETE", kOperatorOnly, [this](R r, P p, W w) { return RevokeToken(r, p, w); });
     if (telemetry) {
+      // Telemetry lives on the leader (it runs the health controller): the others forward.
       Add("/api/v1/telemetry", "POST", kTelemetryPush, [this](R r, P, W w) -> absl::StatusOr<Reply> {
         if (auth != nullptr) {
-          RETURN_IF_ERROR(ingest_limiter.Take(w.user, std::chrono::steady_clock::now(), static_cast<double>(r.body.size())));
+          RETURN_IF_ERROR(ingest_limiters[static_cast<size_t>(w.role)].Take(w.user, std::chrono::steady_clock::now(),
+                                                                           static_cast<double>(r.body.size())));
         }
+        if (std::optional<std::string> to = ForwardTarget(r)) return internal::Forward(r, *to, options.replica_name);
         return telemetry->Ingest(r, w);
       });
-      Add("/api/v1/metrics/query", "GET", kProjectWork, [this](R r, P, W w) { return telemetry->Query(r, w); });
-      Add("/api/v1/alerts", "GET", kOperatorOnly, [this](R r, P, W w) { return telemetry->Alerts(r, w); });
-      Add("/api/v1/assessment", "GET", kProjectWork, [this](R r, P, W w) { return telemetry->Assessment(r, w); });
+      Add("/api/v1/metrics/query", "GET", kProjectWork, [this](R r, P, W w) -> absl::StatusOr<Reply> {
+        if (std::optional<std::string> to = ForwardTarget(r)) return internal::Forward(r, *to, options.replica_name);
+        return telemetry->Query(r, w);
+      });
+      Add("/api/v1/alerts", "GET", kOperatorOnly, [this](R r, P, W w) -> absl::StatusOr<Reply> {
+        if (std::optional<std::string> to = ForwardTarget(r)) return internal::Forward(r, *to, options.replica_name);
+        return telemetry->Alerts(r, w);
+      });
+      Add("/api/v1/assessment", "GET", kProjectWork, [this](R r, P, W w) -> absl::StatusOr<Reply> {
+        if (std::optional<std::string> to = ForwardTarget(r)) return internal::Forward(r, *to, options.replica_name);
+        return telemetry->Assessment(r, w);
+      });
     }
     Add("/api/v1/whoami", "GET", kSignedIn, [](R, P, W w) {
       nlohmann::json j = {{"user", w.user}, {"role", ToString(w.role)}, {"project", w.project}};
@@ -1217,6 +1257,32 @@ struct ApiServer::Impl {
   }
 
 };
+
+absl::Status RoleRates::Set(std::string_view role_equals_rate) {
+  const size_t eq = role_equals_rate.find('=');
+  const std::string_view role = role_equals_rate.substr(0, eq == std::string_view::npos ? 0 : eq);
+  std::optional<double> rate;
+  if (eq != std::string_view::npos) {
+    const std::string text(role_equals_rate.substr(eq + 1));
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && v >= 0 && std::isfinite(v)) rate = v;
+  }
+  if (!rate) {
+    return absl::InvalidArgumentError(fmt::format(
+        "\"{}\": expected ROLE=RATE, a role (operator, member, agent or all) and a number >= 0 (0: no limit)",
+        role_equals_rate));
+  }
+  if (role == "all") {
+    *this = All(*rate);
+  } else if (std::optional<Role> r = ParseRole(role)) {
+    (*r == Role::kOperator ? operator_ : *r == Role::kMember ? member : agent) = *rate;
+  } else {
+    return absl::InvalidArgumentError(
+        fmt::format("\"{}\": unknown role \"{}\" (operator, member, agent or all)", role_equals_rate, role));
+  }
+  return absl::OkStatus();
+}
 
 ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::PoolService* pools,
                      Authenticator* auth, telemetry::Hub* telemetry)

@@ -27,6 +27,18 @@ class DefragService;
 
 namespace gpuaas::api {
 
+// A rate for each role of token.
+struct RoleRates {
+  double operator_ = 0;
+  double member = 0;
+  double agent = 0;
+  static RoleRates All(double rate) { return {rate, rate, rate}; }
+  double For(Role role) const { return role == Role::kOperator ? operator_ : role == Role::kMember ? member : agent; }
+  // Sets one role's rate from "ROLE=N" (ROLE: operator, member, agent or all; N >= 0);
+  // InvalidArgument saying what is wrong otherwise.
+  absl::Status Set(std::string_view role_equals_rate);
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0 picks a free port; see ApiServer::port()
@@ -39,13 +51,13 @@ struct ServerOptions {
   int max_connections = 10000;
   int max_connections_per_address = 1000;
   int head_timeout_s = 30;
-  // Requests per second per token (a burst of twice as many is allowed); past it 429 with
-  // Retry-After. 0 turns the limit off.
-  double requests_per_second_per_token = 100;
+  // Requests per second per token, by the token's role (a burst of twice as many is allowed);
+  // past it 429 with Retry-After. 0 turns the limit off for that role.
+  RoleRates requests_per_second_per_token = RoleRates::All(100);
   // Telemetry pushed per token, in body bytes a second (bursts of twice as much); past it 429.
   // 4 MiB/s is dcgm-exporter text (a few KB a GPU) for hundreds of GPUs every second; a node
   // agent pushing 8 GPUs every 10 s uses a few KB/s of it. 0: off.
-  double telemetry_bytes_per_second_per_token = 4 << 20;
+  RoleRates telemetry_bytes_per_second_per_token = RoleRates::All(4 << 20);
   // How long a write's reply waits for the read cache to show the write (read-your-writes);
   // past it the reply carries a Warning header.
   std::chrono::milliseconds read_your_write_timeout{5000};
@@ -72,6 +84,11 @@ struct ServerOptions {
   service::ClusterService* clusters = nullptr;
   // MIG defragmentation (/api/v1/defrag, operators only). Null: those routes answer 501. Not owned.
   service::DefragService* defrag = nullptr;
+  // Replicas: the leader's URL while another replica leads, "" while this one does (or none
+  // does). Telemetry (pushes, series, alerts, the assessment, the GPUs' live view) lives in the
+  // leader's memory: the others forward those requests to it. Null: served here (one process).
+  std::function<std::string()> leader_url;
+  std::string replica_name;  // this replica, in the header of a forwarded request
 };
 
 // The resource kinds the API serves, by plural ("gpucapacities" -> "GpuCapacity").

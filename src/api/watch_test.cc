@@ -119,7 +119,7 @@ class WatchTest : public ::testing::Test {
     o.port = 0;
     o.watch_bookmark_interval = std::chrono::milliseconds(200);
     o.max_connections_per_address = 2000;  // a thousand watchers come from one address here
-    o.requests_per_second_per_token = 0;
+    o.requests_per_second_per_token = RoleRates::All(0);
     server_ = std::make_unique<ApiServer>(o, *cache_, pools_.get(), auth_.get());
     ASSERT_TRUE(server_->Start().ok());
     for (const char* p : {"vision", "audio"}) {

@@ -21,7 +21,7 @@ absl::Status Registry::Add(std::shared_ptr<ClusterDriver> driver, Source source)
     }
     clusters_[name] = Entry{driver, source};
   }
-  for (const Listener& l : listeners_) l(name, driver.get());
+  for (const auto& [id, l] : listeners_) l(name, driver.get());
   return absl::OkStatus();
 }
 
@@ -39,7 +39,7 @@ absl::Status Registry::Remove(std::string_view name, std::shared_ptr<ClusterDriv
     driver = std::move(it->second.driver);
     clusters_.erase(it);
   }
-  for (const Listener& l : listeners_) l(std::string(name), nullptr);
+  for (const auto& [id, l] : listeners_) l(std::string(name), nullptr);
   if (removed != nullptr) *removed = std::move(driver);
   return absl::OkStatus();
 }
@@ -77,10 +77,17 @@ size_t Registry::size() const {
   return clusters_.size();
 }
 
-void Registry::Subscribe(Listener listener) {
+Registry::Subscription Registry::Subscribe(Listener listener) {
   std::lock_guard<std::mutex> change(change_mu_);
   for (const auto& [name, driver] : All()) listener(name, driver.get());
-  listeners_.push_back(std::move(listener));
+  const int id = next_listener_++;
+  listeners_.emplace(id, std::move(listener));
+  return Subscription(this, id);
+}
+
+void Registry::Unsubscribe(int id) {
+  std::lock_guard<std::mutex> change(change_mu_);
+  listeners_.erase(id);
 }
 
 }  // namespace gpuaas::cluster

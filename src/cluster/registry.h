@@ -51,7 +51,32 @@ class Registry {
   // managed when subscribing, then for each change, one at a time and in the order they happened.
   // It must be quick and must not change the registry.
   using Listener = std::function<void(const std::string& name, ClusterDriver* added)>;
-  void Subscribe(Listener listener);
+  // Unsubscribes when destroyed (after which its listener is not called again): a controller
+  // keeps it as its last member, so a control plane can come and go on one registry.
+  class Subscription {
+   public:
+    Subscription() = default;
+    Subscription(Registry* registry, int id) : registry_(registry), id_(id) {}
+    Subscription(Subscription&& o) noexcept : registry_(std::exchange(o.registry_, nullptr)), id_(o.id_) {}
+    Subscription& operator=(Subscription&& o) noexcept {
+      if (this != &o) {
+        Reset();
+        registry_ = std::exchange(o.registry_, nullptr);
+        id_ = o.id_;
+      }
+      return *this;
+    }
+    ~Subscription() { Reset(); }
+    void Reset() {
+      if (registry_ != nullptr) registry_->Unsubscribe(id_);
+      registry_ = nullptr;
+    }
+
+   private:
+    Registry* registry_ = nullptr;
+    int id_ = 0;
+  };
+  [[nodiscard]] Subscription Subscribe(Listener listener);
 
  private:
   struct Entry {
@@ -59,7 +84,9 @@ class Registry {
     Source source;
   };
   std::mutex change_mu_;  // orders changes and their notifications; taken before mu_
-  std::vector<Listener> listeners_ ABSL_GUARDED_BY(change_mu_);
+  void Unsubscribe(int id);
+  std::map<int, Listener> listeners_ ABSL_GUARDED_BY(change_mu_);
+  int next_listener_ ABSL_GUARDED_BY(change_mu_) = 0;
   mutable std::mutex mu_;
   std::map<std::string, Entry, std::less<>> clusters_ ABSL_GUARDED_BY(mu_);
 };

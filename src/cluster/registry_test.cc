@@ -25,7 +25,8 @@ TEST(Registry, FixedClustersStayRegisteredOnesComeAndGoListenersHearEachInOrder)
   NamedDriver alpha("alpha");
   Registry r({{"alpha", &alpha}});
   std::vector<std::string> heard;
-  r.Subscribe([&](const std::string& name, ClusterDriver* added) { heard.push_back((added ? "+" : "-") + name); });
+  Registry::Subscription sub =
+      r.Subscribe([&](const std::string& name, ClusterDriver* added) { heard.push_back((added ? "+" : "-") + name); });
   EXPECT_EQ(heard, std::vector<std::string>{"+alpha"}) << "a subscriber hears of the clusters already there";
 
   auto lab = std::make_shared<NamedDriver>("lab");
@@ -55,6 +56,18 @@ TEST(Registry, FixedClustersStayRegisteredOnesComeAndGoListenersHearEachInOrder)
   EXPECT_TRUE(r.Remove("zeta").ok()) << "removing what is not there changes nothing";
   EXPECT_EQ(heard, (std::vector<std::string>{"+alpha", "+lab", "-lab"}));
   EXPECT_EQ(r.Names(), std::vector<std::string>{"alpha"});
+
+  // A subscription that ends hears nothing more; another still does.
+  std::vector<std::string> other;
+  {
+    Registry::Subscription second =
+        r.Subscribe([&](const std::string& name, ClusterDriver* added) { other.push_back((added ? "+" : "-") + name); });
+    sub.Reset();
+    ASSERT_TRUE(r.Add(std::make_shared<NamedDriver>("lab2"), Source::kRegistered).ok());
+  }
+  ASSERT_TRUE(r.Remove("lab2").ok());
+  EXPECT_EQ(heard, (std::vector<std::string>{"+alpha", "+lab", "-lab"}));
+  EXPECT_EQ(other, (std::vector<std::string>{"+alpha", "+lab2"}));
 }
 
 }  // namespace

@@ -16,7 +16,17 @@ std::vector<std::string> ControlPlaneKinds() {
 ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
                            std::map<std::string, cluster::ClusterDriver*> drivers, telemetry::Hub& hub,
                            ControlPlaneOptions options)
-    : registry_(drivers),
+    : ControlPlane(store, cache, clock, std::make_unique<cluster::Registry>(drivers), nullptr, hub, std::move(options)) {}
+
+ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
+                           cluster::Registry& registry, telemetry::Hub& hub, ControlPlaneOptions options)
+    : ControlPlane(store, cache, clock, nullptr, &registry, hub, std::move(options)) {}
+
+ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
+                           std::unique_ptr<cluster::Registry> owned, cluster::Registry* registry, telemetry::Hub& hub,
+                           ControlPlaneOptions options)
+    : owned_registry_(std::move(owned)),
+      registry_(registry != nullptr ? *registry : *owned_registry_),
       manager_(clock, cache),
       inventory_(store, manager_, registry_, options.inventory_resync),
       health_(store, hub, manager_),
@@ -41,7 +51,6 @@ absl::Status ObserveOnce(store::Store& store, const std::vector<cluster::Cluster
   telemetry::Hub hub;
   ControlPlane cp(store, cache, clock, by_name, hub);
   cp.RunUntilIdle();
-  for (cluster::ClusterDriver* d : drivers) d->Watch(nullptr);  // the control plane is gone
   return absl::OkStatus();
 }
 

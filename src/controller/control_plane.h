@@ -63,6 +63,10 @@ class ControlPlane {
   ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
                std::map<std::string, cluster::ClusterDriver*> drivers, telemetry::Hub& hub,
                ControlPlaneOptions options = {});
+  // On a registry that outlives it (not owned): a server makes a control plane for each term it
+  // leads, and the API lists the clusters between terms.
+  ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock, cluster::Registry& registry,
+               telemetry::Hub& hub, ControlPlaneOptions options = {});
   ~ControlPlane();
 
   // Restores what a previous run persisted (health verdicts, rollups). Call before Start.
@@ -88,7 +92,12 @@ class ControlPlane {
   int RunUntilIdle() { return manager_.RunUntilIdle(); }
 
  private:
-  cluster::Registry registry_;  // before the controllers, which subscribe to it
+  ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
+               std::unique_ptr<cluster::Registry> owned, cluster::Registry* registry, telemetry::Hub& hub,
+               ControlPlaneOptions options);
+
+  std::unique_ptr<cluster::Registry> owned_registry_;
+  cluster::Registry& registry_;  // before the controllers, which subscribe to it
   runtime::Manager manager_;
   InventoryController inventory_;
   HealthController health_;

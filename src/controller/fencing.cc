@@ -24,7 +24,7 @@ FencingController::FencingController(runtime::Manager& manager, cluster::Registr
   nodes_.OnChange([&q](const model::NodeCapacity* before, const model::NodeCapacity* after) {
     q.Add((after ? after : before)->spec.cluster);
   });
-  registry_.Subscribe([this, &q](const std::string& name, cluster::ClusterDriver* added) {
+  subscription_ = registry_.Subscribe([this, &q](const std::string& name, cluster::ClusterDriver* added) {
     std::lock_guard<std::mutex> lock(mu_);
     enforced_.erase(name);  // a cluster that joins (again) is told afresh
     if (added != nullptr) q.Add(name);

@@ -32,6 +32,7 @@ class FencingController final : public runtime::Reconciler {
   runtime::Informer<model::NodeCapacity>& nodes_;
   mutable std::mutex mu_;
   std::map<std::string, std::map<std::string, cluster::ClusterDriver::NodeOwner>> enforced_ ABSL_GUARDED_BY(mu_);
+  cluster::Registry::Subscription subscription_;  // last: it goes first
 };
 
 }  // namespace gpuaas::controller

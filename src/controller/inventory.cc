@@ -223,7 +223,7 @@ InventoryController::InventoryController(store::Store& store, runtime::Manager& 
   gpus_.AddIndex("cluster", ClusterIndex<model::GpuCapacity>);
   specs_.AddIndex("cluster", ClusterIndex<model::SpecAndCount>);
   runtime::WorkQueue& queue = manager.Add("inventory", *this);
-  registry_.Subscribe([this, &queue](const std::string& name, cluster::ClusterDriver* added) {
+  subscription_ = registry_.Subscribe([this, &queue](const std::string& name, cluster::ClusterDriver* added) {
     if (added != nullptr) {
       const bool watched = added->Watch([&queue, name] { queue.Add(name); });
       std::lock_guard<std::mutex> lock(mu_);
@@ -235,6 +235,12 @@ InventoryController::InventoryController(store::Store& store, runtime::Manager& 
     }
     queue.Add(name);
   });
+}
+
+InventoryController::~InventoryController() {
+  subscription_.Reset();
+  // The drivers outlive this controller (a new leader's control plane watches them again).
+  for (const auto& [name, d] : registry_.All()) d->Watch(nullptr);
 }
 
 bool InventoryController::WaitObserved(Duration timeout) {

@@ -63,6 +63,7 @@ class InventoryController final : public runtime::Reconciler {
   // with `manager`.
   InventoryController(store::Store& store, runtime::Manager& manager, cluster::Registry& registry,
                       Duration resync = std::chrono::seconds(30));
+  ~InventoryController() override;
 
   absl::StatusOr<runtime::Result> Reconcile(const std::string& cluster) override;
 
@@ -93,6 +94,7 @@ class InventoryController final : public runtime::Reconciler {
   SyncStats last_;                  // guarded by mu_
   std::set<std::string> observed_;  // clusters observed at least once; guarded by mu_
   std::map<std::string, bool> watched_;  // drivers that report changes; guarded by mu_
+  cluster::Registry::Subscription subscription_;  // last: it goes first
 };
 
 }  // namespace gpuaas::controller

@@ -109,7 +109,7 @@ PodRunController::PodRunController(store::Store& store, runtime::Manager& manage
     }
     for (const std::string& c : clusters) q.Add(c);
   });
-  registry.Subscribe([&q](const std::string& name, cluster::ClusterDriver*) { q.Add(name); });
+  subscription_ = registry.Subscribe([&q](const std::string& name, cluster::ClusterDriver*) { q.Add(name); });
   // The open runs of each cluster, to find their projects without reading every Profile; a new
   // one asks for a look once the informer has it, so that none is missed.
   profiles_.AddIndex(std::string(kOpenRuns), [](const model::Profile& p) {

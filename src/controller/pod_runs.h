@@ -65,6 +65,7 @@ class PodRunController final : public runtime::Reconciler {
   mutable std::mutex mu_;
   PodRunStats stats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> unpooled_ ABSL_GUARDED_BY(mu_);  // by cluster
+  cluster::Registry::Subscription subscription_;  // last: it goes first
 };
 
 }  // namespace gpuaas::controller

@@ -16,7 +16,7 @@ QuotaController::QuotaController(runtime::Manager& manager, cluster::Registry& r
   pools_.OnChange([&q](const model::GpuPool* before, const model::GpuPool* after) {
     q.Add((after ? after : before)->metadata.ns);
   });
-  registry_.Subscribe([this, &q](const std::string& name, cluster::ClusterDriver* added) {
+  subscription_ = registry_.Subscribe([this, &q](const std::string& name, cluster::ClusterDriver* added) {
     if (added == nullptr) {
       // A cluster no longer managed holds nobody to anything; one added again starts afresh.
       std::lock_guard<std::mutex> lock(mu_);

@@ -40,6 +40,7 @@ class QuotaController final : public runtime::Reconciler {
   std::map<std::string, std::map<std::string, std::map<std::string, int64_t>>> enforced_ ABSL_GUARDED_BY(mu_);
   // project -> cluster -> device UUIDs last enforced
   std::map<std::string, std::map<std::string, std::set<std::string>>> devices_enforced_ ABSL_GUARDED_BY(mu_);
+  cluster::Registry::Subscription subscription_;  // last: it goes first
 };
 
 }  // namespace gpuaas::controller

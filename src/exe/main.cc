@@ -112,6 +112,24 @@ int main(int argc, char** argv) {
                      "serve the pod admission webhook (HTTPS) on HOST:PORT (docs/kubernetes.md)");
   server->add_option("--webhook-tls-cert", sf.webhook_cert, "the webhook's serving certificate (PEM file)");
   server->add_option("--webhook-tls-key", sf.webhook_key, "the webhook certificate's key (PEM file)");
+  server->add_option("--replica-id", sf.replica_id,
+                     "this replica's name in the leader lease, with a random suffix (default: the host name)");
+  server->add_option("--advertise-url", sf.advertise_url,
+                     "the URL other replicas reach this one at (default: from --listen)");
+  server->add_option("--leader-elect-lease-duration", sf.lease_duration_s,
+                     "seconds a leader's lease lasts; a crashed leader is replaced after about this long")
+      ->capture_default_str();
+  server->add_option("--leader-elect-renew-deadline", sf.renew_deadline_s,
+                     "seconds a leader keeps leading without a successful renewal")
+      ->capture_default_str();
+  server->add_option("--leader-elect-retry-period", sf.retry_period_s,
+                     "seconds between a candidate's tries and a leader's renewals")
+      ->capture_default_str();
+  server->add_option("--requests-per-second", sf.request_rates,
+                     "ROLE=N: requests a second per token of a role (operator, member, agent or all; bursts of 2N; "
+                     "0: no limit; default all=100; repeatable)");
+  server->add_option("--telemetry-bytes-per-second", sf.telemetry_rates,
+                     "ROLE=N: telemetry body bytes a second per token of a role (default all=4194304; repeatable)");
   server->add_flag("--insecure-no-auth", sf.no_auth,
                    "serve without authentication: every caller is an operator (loopback only)");
 

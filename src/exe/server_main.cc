@@ -28,6 +28,8 @@
 #include "common/status.h"
 #include "fmt/format.h"
 #include "controller/control_plane.h"
+#include "controller/runtime/leader_election.h"
+#include "store/fenced_store.h"
 #include "model/codec.h"
 #include "model/fleet.h"
 #include "nlohmann/json.hpp"
@@ -277,12 +279,12 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
       -> absl::StatusOr<std::shared_ptr<cluster::ClusterDriver>> {
     return RegisteredDriver(r);
   };
-  controller::ControlPlane control_plane(db, cache, RealClock::Get(), by_cluster, hub, cp_options);
-  if (absl::Status s = control_plane.Restore(); !s.ok()) log::Warn("telemetry state not restored: {}", s.ToString());
+  // The clusters managed now; the API lists them whether or not this replica leads.
+  cluster::Registry registry(by_cluster);
   for (cluster::kubernetes::KubernetesDriver* k : kubernetes) k->Start();  // they tell the inventory of changes
 
-  // Telemetry sources in the server itself, as tasks of the manager: dcgm-exporter endpoints to
-  // scrape, and with --simulate-telemetry (--demo) a simulated node agent for every GPU.
+  // Telemetry sources in the server itself, run by the leader's manager: dcgm-exporter
+  // endpoints to scrape, and with --simulate-telemetry (--demo) a simulated node agent for every GPU.
   auto now_ms = [] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
@@ -297,31 +299,72 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     if (res->status != 200) return absl::UnavailableError(fmt::format("HTTP {}", res->status));
     return res->body;
   });
-  std::optional<controller::runtime::Periodic> scrape_task;
-  if (!flags.scrape.empty()) {
-    scrape_task.emplace(control_plane.manager(), "scrape", std::chrono::seconds(std::max(1, flags.scrape_interval_s)),
-                        [&] {
-                          scraper.ScrapeAll(now_ms());
-                          for (const auto& [url, t] : scraper.targets()) {
-                            if (!t.up) log::Warn("scrape {}: {}", url, t.last_error);
-                          }
-                          return absl::OkStatus();
-                        });
-  }
   agent::FleetSimulation simulated(hub);
-  std::optional<controller::runtime::Periodic> simulate_task;
-  if (flags.simulate_telemetry || flags.demo) {
-    auto& gpus = control_plane.manager().informers().For<model::GpuCapacity>();
-    simulate_task.emplace(control_plane.manager(), "simulated-telemetry",
-                          std::chrono::seconds(std::max(1, flags.telemetry_interval_s)), [&] {
-                            RETURN_IF_ERROR(simulated.Follow(gpus.Revision(), gpus.List()));  // MIG changes
-                            simulated.Tick(now_ms());
-                            return absl::OkStatus();
-                          });
+
+  // Leader election: one replica at a time runs the controllers (a term), writing through a
+  // store fenced by its lease; every replica serves the API.
+  controller::runtime::LeaderElectionOptions election;
+  election.identity = controller::runtime::UniqueIdentity(flags.replica_id);
+  election.address = flags.advertise_url;  // else set once the API listens
+  election.lease_duration = std::chrono::milliseconds(static_cast<int64_t>(flags.lease_duration_s * 1000));
+  election.renew_deadline = std::chrono::milliseconds(static_cast<int64_t>(flags.renew_deadline_s * 1000));
+  election.retry_period = std::chrono::milliseconds(static_cast<int64_t>(flags.retry_period_s * 1000));
+  if (absl::Status s = election.Validate(); !s.ok()) {
+    std::cerr << "--leader-elect-*: " << s.message() << "\n";
+    return 2;
   }
+  struct Term {
+    std::unique_ptr<controller::ControlPlane> control_plane;
+    std::optional<controller::runtime::Periodic> scrape_task;
+    std::optional<controller::runtime::Periodic> simulate_task;
+  };
+  std::mutex term_mu;
+  std::shared_ptr<Term> term;  // guarded by term_mu; null while this replica does not lead
+  std::unique_ptr<controller::runtime::LeaderElector> elector;
+  store::FencedStore fenced(db, [&elector] { return elector->token(); });
+  auto start_term = [&] {
+    auto t = std::make_shared<Term>();
+    t->control_plane = std::make_unique<controller::ControlPlane>(fenced, cache, RealClock::Get(), registry, hub, cp_options);
+    controller::ControlPlane& cp = *t->control_plane;
+    if (absl::Status s = cp.Restore(); !s.ok()) log::Warn("telemetry state not restored: {}", s.ToString());
+    if (!flags.scrape.empty()) {
+      t->scrape_task.emplace(cp.manager(), "scrape", std::chrono::seconds(std::max(1, flags.scrape_interval_s)), [&] {
+        scraper.ScrapeAll(now_ms());
+        for (const auto& [url, target] : scraper.targets()) {
+          if (!target.up) log::Warn("scrape {}: {}", url, target.last_error);
+        }
+        return absl::OkStatus();
+      });
+    }
+    if (flags.simulate_telemetry || flags.demo) {
+      auto& gpus = cp.manager().informers().For<model::GpuCapacity>();
+      t->simulate_task.emplace(cp.manager(), "simulated-telemetry",
+                               std::chrono::seconds(std::max(1, flags.telemetry_interval_s)), [&simulated, &gpus, now_ms] {
+                                 RETURN_IF_ERROR(simulated.Follow(gpus.Revision(), gpus.List()));  // MIG changes
+                                 simulated.Tick(now_ms());
+                                 return absl::OkStatus();
+                               });
+    }
+    cp.Start();
+    std::lock_guard<std::mutex> lock(term_mu);
+    term = std::move(t);
+  };
+  auto stop_term = [&] {
+    std::shared_ptr<Term> t;
+    {
+      std::lock_guard<std::mutex> lock(term_mu);
+      t = std::move(term);
+    }
+    if (t) t->control_plane->Stop();  // in-flight reconciles finish (a deposed leader's are fenced)
+  };
+  auto current_term = [&] {
+    std::lock_guard<std::mutex> lock(term_mu);
+    return term;
+  };
+  elector = std::make_unique<controller::runtime::LeaderElector>(db, election, start_term, stop_term);
 
   service::ClusterService clusters(
-      db, RealClock::Get(), control_plane.clusters(),
+      db, RealClock::Get(), registry,
       [](const model::ClusterRegistration& r) { return RegisteredDriver(r).status(); },
       [](const model::ClusterRegistration& r) {
         absl::StatusOr<cluster::kubernetes::ClientConfig> c =
@@ -338,11 +381,32 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   opts.front_proxy_names = flags.requestheader_allowed_names;
   opts.host = host;
   opts.port = static_cast<int>(*port);
+  for (const std::string& r : flags.request_rates) {
+    if (absl::Status st = opts.requests_per_second_per_token.Set(r); !st.ok()) {
+      std::cerr << "--requests-per-second " << st.message() << "\n";
+      return 2;
+    }
+  }
+  for (const std::string& r : flags.telemetry_rates) {
+    if (absl::Status st = opts.telemetry_bytes_per_second_per_token.Set(r); !st.ok()) {
+      std::cerr << "--telemetry-bytes-per-second " << st.message() << "\n";
+      return 2;
+    }
+  }
+  opts.replica_name = election.identity;
+  opts.leader_url = [&elector, &election]() -> std::string {
+    if (elector->leading()) return "";
+    const store::Lease l = elector->observed();
+    return l.remaining.count() > 0 && l.holder != election.identity ? l.address : "";
+  };
   opts.threads = flags.threads > 0 ? flags.threads
                                     : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   opts.version = version;
   opts.web_root = flags.web_root;
-  opts.more_metrics = [&control_plane](std::string& out) { control_plane.manager().AppendMetrics(out); };
+  opts.more_metrics = [&](std::string& out) {
+    elector->AppendMetrics(out);
+    if (std::shared_ptr<Term> t = current_term()) t->control_plane->manager().AppendMetrics(out);
+  };
   // GPUs per catalogue model, from the cache's labels (no decoding), for pool capacity checks.
   service::PoolService pools(db, RealClock::Get(), [&cache] {
     std::map<std::string, int64_t> counts;
@@ -386,7 +450,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
           }
           return all;
         },
-        [&control_plane](std::string_view cluster) { return control_plane.clusters().Get(cluster) != nullptr; });
+        [&registry](std::string_view cluster) { return registry.Get(cluster) != nullptr; });
     if (!made.ok()) {
       std::cerr << made.status().message() << "\n";
       return 2;
@@ -400,9 +464,26 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     log::Info("admission webhook on https://{}:{}/admission/CLUSTER/mutate-pods and validate-pods",
               flags.webhook_listen.substr(0, wcolon), *bound);
   }
-  control_plane.Start();
-  if (!control_plane.inventory().WaitObserved(std::chrono::seconds(60))) {
-    log::Warn("the first observation of every cluster took longer than a minute");
+  if (flags.advertise_url.empty()) {
+    elector->SetAddress(fmt::format("{}://{}:{}", tls ? "https" : "http",
+                                    host.find(':') != std::string::npos ? "[" + host + "]" : host, server.port()));
+  }
+  elector->Start();
+  {
+    // Until this replica leads and has observed every cluster, or another replica leads.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    bool settled = false;
+    while (!settled && std::chrono::steady_clock::now() < deadline) {
+      if (std::shared_ptr<Term> t = current_term()) {
+        settled = t->control_plane->inventory().WaitObserved(std::chrono::seconds(60));
+        break;
+      }
+      const store::Lease seen = elector->observed();
+      settled = !elector->leading() && !seen.holder.empty() && seen.holder != election.identity &&
+                seen.remaining.count() > 0;
+      if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!settled) log::Warn("the first observation of every cluster took longer than a minute");
   }
   cache.WaitFor(db.Revision(), std::chrono::seconds(30));
   if (flags.demo) InstallDemoRateCard(db, pools);
@@ -433,15 +514,16 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     }
   }
   server.SetReady(true);
-  log::Info("gpuaas {} serving {}://{}:{} (store {}, {} simulated and {} Kubernetes cluster(s), revision {}{})",
+  log::Info("gpuaas {} serving {}://{}:{} (store {}, {} simulated and {} Kubernetes cluster(s), revision {}, replica {}, {}{})",
             version, tls ? "https" : "http", host, server.port(), store::RedactedUrl(flags.db), simulated_clusters, kubernetes.size(), db.Revision(),
+            election.identity, elector->leading() ? "the leader" : "a follower",
             flags.web_root.empty() ? "; no dashboard: --web DIR serves it" : "; dashboard at /");
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
   log::Info("received signal {}, shutting down", sig);
   if (webhook) webhook->Stop();
-  control_plane.Stop();  // in-flight reconciles finish
+  elector->Stop();  // a leader stops its controllers (in-flight reconciles finish), then releases the lease
   for (cluster::kubernetes::KubernetesDriver* k : kubernetes) k->Stop();
   server.Stop();
   cache.Stop();

@@ -37,6 +37,17 @@ struct ServerFlags {
   std::string webhook_listen;
   std::string webhook_cert;
   std::string webhook_key;
+  // Replicas: this one's name in the leader lease (empty: the host name; a random suffix is
+  // added, so that a restart is a new holder), the
+  // URL the others reach it at (empty: its --listen address), and client-go's election timings.
+  std::string replica_id;
+  std::string advertise_url;
+  double lease_duration_s = 15;
+  double renew_deadline_s = 10;
+  double retry_period_s = 2;
+  // Per-token rates by role, "ROLE=N" (ROLE: operator, member, agent or all), applied in order.
+  std::vector<std::string> request_rates;    // requests a second
+  std::vector<std::string> telemetry_rates;  // telemetry body bytes a second
 };
 
 // Runs the server until SIGINT or SIGTERM. Returns the exit code.

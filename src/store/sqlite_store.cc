@@ -204,6 +204,9 @@ class SqliteStore final : public Store {
     RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
     RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
     RETURN_IF_ERROR(Migrate());
+    // A SQLite store serves one process (it keeps the revision in memory): leases an earlier
+    // process held are void, or a restart after a crash would wait for them to expire.
+    RETURN_IF_ERROR(Exec("DELETE FROM leases"));
     std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(revision_, MetaLocked("revision"));
     return absl::OkStatus();

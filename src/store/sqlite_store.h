@@ -1,6 +1,8 @@
 // The SQLite backend of Store: one database file in WAL mode, synchronous=FULL, so that a commit
 // survives a crash of the process (and of the machine) once Transact returns. Schema migrations
 // run at open, in order, each in its own transaction, and upgrade an older file in place.
+// One process at a time: leases (Store::TryAcquireLease) held by an earlier process are void
+// at open.
 #ifndef GPUAAS_STORE_SQLITE_STORE_H_
 #define GPUAAS_STORE_SQLITE_STORE_H_
 

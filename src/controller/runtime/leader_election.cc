@@ -21,11 +21,13 @@ absl::Status LeaderElectionOptions::Validate() const {
   return absl::OkStatus();
 }
 
-std::string DefaultIdentity() {
+std::string UniqueIdentity(std::string_view name) {
   char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "gpuaas");
+  if (name.empty() && (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')) {
+    std::snprintf(host, sizeof(host), "gpuaas");
+  }
   std::random_device rd;
-  return fmt::format("{}_{:08x}", host, rd());
+  return fmt::format("{}_{:08x}", name.empty() ? std::string_view(host) : name, rd());
 }
 
 LeaderElector::LeaderElector(store::Store& store, LeaderElectionOptions options, std::function<void()> on_started,

@@ -45,9 +45,10 @@ struct LeaderElectionOptions {
   absl::Status Validate() const;
 };
 
-// "HOST_XXXXXXXX": the host name and 8 random hex digits, as kube-controller-manager names its
-// holders (two processes on one host never share it).
-std::string DefaultIdentity();
+// "NAME_XXXXXXXX": `name` (the host name when empty) and 8 random hex digits, as
+// kube-controller-manager names its holders: two processes never share an identity, so a
+// restarted replica is a new holder in a new epoch.
+std::string UniqueIdentity(std::string_view name = "");
 
 class LeaderElector {
  public:
@@ -60,6 +61,8 @@ class LeaderElector {
   LeaderElector(const LeaderElector&) = delete;
   LeaderElector& operator=(const LeaderElector&) = delete;
 
+  // Where this replica serves, when known only once its API listens (port 0); before Start.
+  void SetAddress(std::string address) { options_.address = std::move(address); }
   void Start();
   // Stops campaigning; a leader stops leading (on_stopped) and releases the lease. Idempotent.
   void Stop();
@@ -82,7 +85,7 @@ class LeaderElector {
   std::chrono::milliseconds Jittered() const;
 
   store::Store& store_;
-  const LeaderElectionOptions options_;
+  LeaderElectionOptions options_;  // fixed once started
   const std::function<void()> on_started_;
   const std::function<void()> on_stopped_;
   std::atomic<bool> leading_{false};

@@ -354,8 +354,9 @@ TEST(LeaderElection, TimingsAreValidated) {
   EXPECT_TRUE(absl::IsInvalidArgument(o.Validate()));
   o = FastElection("");
   EXPECT_TRUE(absl::IsInvalidArgument(o.Validate()));
-  EXPECT_EQ(DefaultIdentity().size() > 9, true);
-  EXPECT_NE(DefaultIdentity(), DefaultIdentity());
+  EXPECT_GT(UniqueIdentity().size(), 9u);
+  EXPECT_NE(UniqueIdentity(), UniqueIdentity());
+  EXPECT_TRUE(UniqueIdentity("r1").starts_with("r1_"));
 }
 
 }  // namespace
