@@ -78,8 +78,7 @@ class PostgresServer {
       why = "initdb failed: " + Read(dir_ + "/initdb.log");
       return false;
     }
-    if (Run(PgCtl() + " -w -s -l " + dir_ + "/server.log -o \"-k " + dir_ +
-            " -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -p 5432\" start") != 0) {
+    if (!StartServer()) {
       why = "the server did not start: " + Read(dir_ + "/server.log");
       return false;
     }
@@ -104,6 +103,14 @@ class PostgresServer {
     }
     PQfinish(c);
     return url;
+  }
+
+  // A database outage: the server stops (fast: sessions are cut) and starts again on the same
+  // data. False when pg_ctl fails.
+  bool StopServer() { return Run(PgCtl() + " -m fast -w -s stop > /dev/null 2>&1") == 0; }
+  bool StartServer() {
+    return Run(PgCtl() + " -w -s -l " + dir_ + "/server.log -o \"-k " + dir_ +
+               " -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -p 5432\" start") == 0;
   }
 
   std::string Url(const std::string& db) const { return "postgresql:///" + db + "?host=" + dir_ + "&port=5432&user=test"; }

@@ -130,6 +130,10 @@ class ServerProcess {
   }
   // Sends `sig` and returns the exit status (or -signal).
   int Stop(int sig = SIGTERM) { return child_.Stop(sig); }
+  // Sends `sig` without waiting (SIGSTOP, SIGCONT).
+  void Signal(int sig) const { kill(child_.pid(), sig); }
+  // Whether the process still runs (it has not exited).
+  bool Alive() const { return kill(child_.pid(), 0) == 0 && !Exited(); }
   std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string Log() const { return child_.Log(); }
   // Resident memory of the server process, from /proc (0 when unknown).
@@ -142,6 +146,12 @@ class ServerProcess {
   }
 
  private:
+  bool Exited() const {
+    std::ifstream in("/proc/" + std::to_string(child_.pid()) + "/stat");
+    std::string pid, comm, state;
+    in >> pid >> comm >> state;
+    return !in || state == "Z";
+  }
   Background child_;
   int port_ = 0;
 };

@@ -133,9 +133,9 @@ absl::StatusOr<PGconn*> Connect(const std::string& conninfo) {
     return absl::UnavailableError(fmt::format("postgresql: cannot connect: {}", msg));
   }
   // A client that stops inside a transaction (a paused or partitioned replica) would hold the
-  // revision lock, and so every writer, for ever: the server ends such a session after 10 s,
+  // revision lock, and so every writer, for ever: the server ends such a session after 5 s,
   // rolling its transaction back.
-  if (absl::Status s = Exec(c, "SET idle_in_transaction_session_timeout = '10s'").status(); !s.ok()) {
+  if (absl::Status s = Exec(c, "SET idle_in_transaction_session_timeout = '5s'").status(); !s.ok()) {
     PQfinish(c);
     return s;
   }
