@@ -1345,6 +1345,11 @@ void ApiServer::Stop() {
   if (impl_->http) impl_->http->Stop();
 }
 
+absl::Status ApiServer::ReloadTls() {
+  if (!impl_->http) return absl::FailedPreconditionError("the server is not started");
+  return impl_->http->ReloadTls();
+}
+
 void ApiServer::SetReady(bool ready) {
   // Decode the fleet before the first reader needs it (about 0.5 s for 10,000 GPUs).
   if (ready) (void)impl_->Summary();

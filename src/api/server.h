@@ -144,6 +144,10 @@ class ApiServer {
   void Stop();
   // /readyz answers 200 only once ready (the first inventory sync has landed).
   void SetReady(bool ready);
+  // Loads the TLS certificate and key again (SIGHUP; changed files are also noticed within a
+  // second): new connections use them. On an error the last good pair stays and the error says
+  // which file is wrong; FailedPrecondition over plain HTTP.
+  absl::Status ReloadTls();
   // Answers one request as the HTTP server would, without a socket (the request-path fuzzer).
   HttpResponse Handle(const HttpRequest& req);
   // Every route with its policy, sorted by pattern and method.

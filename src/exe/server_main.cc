@@ -230,6 +230,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // not a stop: reloads the TLS certificate
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -520,7 +521,15 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
             flags.web_root.empty() ? "; no dashboard: --web DIR serves it" : "; dashboard at /");
 
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+    if (!tls) {
+      log::Info("SIGHUP: nothing to reload (the API serves plain HTTP)");
+    } else if (absl::Status s = server.ReloadTls(); s.ok()) {
+      log::Info("SIGHUP: TLS certificate {} reloaded; new connections use it", flags.tls_cert);
+    } else {
+      log::Warn("SIGHUP: the TLS certificate does not load ({}); still serving the last good one", std::string(s.message()));
+    }
+  }
   log::Info("received signal {}, shutting down", sig);
   if (webhook) webhook->Stop();
   elector->Stop();  // a leader stops its controllers (in-flight reconciles finish), then releases the lease

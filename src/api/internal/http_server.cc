@@ -1,7 +1,10 @@
 #include "api/internal/http_server.h"
 
+#include <sys/stat.h>
+
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <boost/asio/ip/tcp.hpp>
@@ -16,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "api/problem.h"
+#include "common/status.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "fmt/format.h"
@@ -533,6 +538,50 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
 }  // namespace
 
+// The HTTPS context of `o`'s certificate and key (and client CA): InvalidArgument saying which
+// file is wrong.
+absl::StatusOr<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const HttpServerOptions& o) {
+  beast::error_code ec;
+  auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                   asio::ssl::context::single_dh_use);
+  tls->use_certificate_chain_file(o.tls_cert_file, ec);
+  if (ec) return absl::InvalidArgumentError(fmt::format("TLS certificate {}: {}", o.tls_cert_file, ec.message()));
+  tls->use_private_key_file(o.tls_key_file, asio::ssl::context::pem, ec);
+  if (ec) return absl::InvalidArgumentError(fmt::format("TLS key {}: {}", o.tls_key_file, ec.message()));
+  if (SSL_CTX_check_private_key(tls->native_handle()) != 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("TLS key {} is not the key of certificate {}", o.tls_key_file, o.tls_cert_file));
+  }
+  if (!o.client_ca_file.empty()) {
+    // Asked for, not required: the front proxy presents one, token callers none.
+    tls->load_verify_file(o.client_ca_file, ec);
+    if (ec) return absl::InvalidArgumentError(fmt::format("client CA {}: {}", o.client_ca_file, ec.message()));
+    tls->set_verify_mode(asio::ssl::verify_peer);
+    // The CA names sent in the CertificateRequest, so that a client picks the matching certificate.
+    if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(o.client_ca_file.c_str())) {
+      SSL_CTX_set_client_CA_list(tls->native_handle(), names);
+    }
+  }
+  return tls;
+}
+
+// What changes when a certificate, key or client CA file is replaced (a Kubernetes Secret
+// volume swaps a symbolic link; stat follows it): each file's modification time and size.
+std::string TlsFilesSignature(const HttpServerOptions& o) {
+  std::string sig;
+  for (const std::string* f : {&o.tls_cert_file, &o.tls_key_file, &o.client_ca_file}) {
+    struct stat st {};
+    if (f->empty() || stat(f->c_str(), &st) != 0) {
+      sig += "-;";
+      continue;
+    }
+    sig += fmt::format("{}.{}:{};", st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_size);
+  }
+  return sig;
+}
+
 struct HttpServer::Impl {
   Impl(HttpServerOptions o, HttpHandler h, HeadCheck c)
       : options(std::move(o)),
@@ -579,8 +628,8 @@ struct HttpServer::Impl {
       const tcp::endpoint peer = socket.remote_endpoint(ignored);
       std::string address = ignored ? std::string("?") : peer.address().to_string();
       if (gate->Enter(address)) {
-        if (tls) {
-          Serve(TlsStream(beast::tcp_stream(std::move(socket)), *tls), std::move(address));
+        if (std::shared_ptr<asio::ssl::context> ctx = CurrentTls()) {
+          Serve(TlsStream(beast::tcp_stream(std::move(socket)), *ctx), std::move(address));
         } else {
           Serve(beast::tcp_stream(std::move(socket)), std::move(address));
         }
@@ -600,7 +649,48 @@ struct HttpServer::Impl {
   std::shared_ptr<ConnectionGate> gate;
   asio::steady_timer retry;  // the accept loop's back-off
   int64_t accept_errors = 0;
-  std::optional<asio::ssl::context> tls;  // HTTPS when the options name a certificate
+  // HTTPS when the options name a certificate. Replaced whole when the files change (a new
+  // connection takes the current one); replaced contexts are kept, as connections made with them
+  // may still run, and reloads are rare.
+  std::mutex tls_mu;
+  std::shared_ptr<asio::ssl::context> tls ABSL_GUARDED_BY(tls_mu);
+  std::vector<std::shared_ptr<asio::ssl::context>> retired_tls ABSL_GUARDED_BY(tls_mu);
+  std::string tls_seen;  // the files' signature last loaded or tried (the watcher's)
+  std::thread tls_watch;
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  bool stopping = false;  // guarded by watch_mu
+
+  std::shared_ptr<asio::ssl::context> CurrentTls() {
+    std::lock_guard<std::mutex> lock(tls_mu);
+    return tls;
+  }
+
+  absl::Status ReloadTls() {
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> made = MakeTlsContext(options);
+    if (!made.ok()) return made.status();
+    std::lock_guard<std::mutex> lock(tls_mu);
+    retired_tls.push_back(std::move(tls));
+    tls = std::move(*made);
+    return absl::OkStatus();
+  }
+
+  // Reloads the certificate when its files change, looking once a second; a pair that does not
+  // load (half written, a key of another certificate) leaves the last good one serving.
+  void WatchTlsFiles() {
+    std::unique_lock<std::mutex> lock(watch_mu);
+    while (!watch_cv.wait_for(lock, std::chrono::milliseconds(options.tls_reload_poll_ms), [&] { return stopping; })) {
+      const std::string now = TlsFilesSignature(options);
+      if (now == tls_seen) continue;
+      tls_seen = now;
+      if (absl::Status st = ReloadTls(); st.ok()) {
+        log::Info("TLS: {} reloaded; new connections use it", options.tls_cert_file);
+      } else {
+        log::Warn("TLS: the changed certificate does not load ({}); still serving the last good one",
+                  std::string(st.message()));
+      }
+    }
+  }
   std::mutex sessions_mu;
   std::vector<std::weak_ptr<SessionBase>> sessions;  // guarded by sessions_mu
 
@@ -631,28 +721,9 @@ absl::Status HttpServer::Start() {
     if (s.options.tls_cert_file.empty() || s.options.tls_key_file.empty()) {
       return absl::InvalidArgumentError("TLS needs both a certificate and its key");
     }
-    s.tls.emplace(asio::ssl::context::tls_server);
-    s.tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
-                       asio::ssl::context::single_dh_use);
-    s.tls->use_certificate_chain_file(s.options.tls_cert_file, ec);
-    if (ec) return absl::InvalidArgumentError(fmt::format("TLS certificate {}: {}", s.options.tls_cert_file, ec.message()));
-    s.tls->use_private_key_file(s.options.tls_key_file, asio::ssl::context::pem, ec);
-    if (ec) return absl::InvalidArgumentError(fmt::format("TLS key {}: {}", s.options.tls_key_file, ec.message()));
-    if (SSL_CTX_check_private_key(s.tls->native_handle()) != 1) {
-      return absl::InvalidArgumentError(
-          fmt::format("TLS key {} is not the key of certificate {}", s.options.tls_key_file, s.options.tls_cert_file));
-    }
-    if (!s.options.client_ca_file.empty()) {
-      // Asked for, not required: the front proxy presents one, token callers none.
-      s.tls->load_verify_file(s.options.client_ca_file, ec);
-      if (ec) return absl::InvalidArgumentError(fmt::format("client CA {}: {}", s.options.client_ca_file, ec.message()));
-      s.tls->set_verify_mode(asio::ssl::verify_peer);
-      // The CA names sent in the CertificateRequest, so that a client picks the matching certificate.
-      if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(s.options.client_ca_file.c_str())) {
-        SSL_CTX_set_client_CA_list(s.tls->native_handle(), names);
-      }
-    }
+    ASSIGN_OR_RETURN(s.tls, MakeTlsContext(s.options));
+    s.tls_seen = TlsFilesSignature(s.options);
+    s.tls_watch = std::thread([&s] { s.WatchTlsFiles(); });
   }
   auto addr = asio::ip::make_address(s.options.host == "localhost" ? "127.0.0.1" : s.options.host, ec);
   if (ec) return absl::InvalidArgumentError(fmt::format("\"{}\" is not an IP address", s.options.host));
@@ -677,8 +748,19 @@ absl::Status HttpServer::Start() {
 
 int HttpServer::port() const { return impl_->port; }
 
+absl::Status HttpServer::ReloadTls() {
+  if (impl_->CurrentTls() == nullptr) return absl::FailedPreconditionError("the server does not serve HTTPS");
+  return impl_->ReloadTls();
+}
+
 void HttpServer::Stop() {
   Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(s.watch_mu);
+    s.stopping = true;
+  }
+  s.watch_cv.notify_all();
+  if (s.tls_watch.joinable()) s.tls_watch.join();
   if (s.threads.empty()) return;
   s.gate->Close();
   asio::post(s.io, [&s] {

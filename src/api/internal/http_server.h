@@ -35,6 +35,8 @@ struct HttpServerOptions {
   // (a client presenting another is refused at the handshake); its common name reaches the
   // handler as HttpRequest::client_cn. Clients without one are served as before.
   std::string client_ca_file;
+  // How often the certificate, key and client CA files are looked at; a change reloads them.
+  int tls_reload_poll_ms = 1000;
 };
 
 // Called on an I/O thread for every complete request; must not block for long.
@@ -50,6 +52,9 @@ class HttpServer {
   ~HttpServer();
   absl::Status Start();
   int port() const;
+  // Loads the certificate, key and client CA files again (SIGHUP): new connections use them.
+  // On an error (InvalidArgument, saying which file) the last good ones stay.
+  absl::Status ReloadTls();
   void Stop();
 
  private:
