@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/backup.h"
 #include "cli/sim.h"
 #include "common/strings.h"
 #include "exe/server_main.h"
@@ -324,6 +325,15 @@ int main(int argc, char** argv) {
   add_client_flags(bill_card, false);
 
   gpuaas::cli::SimOptions so;
+  std::string backup_db, backup_file;
+  CLI::App* backup = app.add_subcommand(
+      "backup", "write every object of a store at one revision to FILE (a consistent snapshot, while servers run)");
+  backup->add_option("--db", backup_db, "the store: sqlite:PATH or postgresql://...")->required();
+  backup->add_option("file", backup_file, "the backup file to write (replaced whole)")->required();
+  CLI::App* restore = app.add_subcommand(
+      "restore", "fill an empty store (either backend) from a backup FILE: the same objects at the same revision");
+  restore->add_option("--db", backup_db, "the store to fill: sqlite:PATH or postgresql://... (must be empty)")->required();
+  restore->add_option("file", backup_file, "the backup file to read")->required();
   CLI::App* sim = app.add_subcommand(
       "sim", "replay a cluster trace (Alibaba openb_* CSV) through the pool allocator and the FGD paper's policies");
   sim->add_option("--nodes", so.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
@@ -418,6 +428,8 @@ int main(int argc, char** argv) {
   if (audit->parsed()) return gpuaas::cli::AuditCmd(client, audit_after, std::cout, std::cerr);
   if (models->parsed()) return gpuaas::cli::CatalogModels(catalog_output, std::cout, std::cerr);
   if (layouts->parsed()) return gpuaas::cli::CatalogLayouts(model, std::cout, std::cerr);
+  if (backup->parsed()) return gpuaas::cli::Backup(backup_db, backup_file, std::cout, std::cerr);
+  if (restore->parsed()) return gpuaas::cli::Restore(backup_db, backup_file, std::cout, std::cerr);
   if (sim->parsed()) return gpuaas::cli::Sim(so, std::cout, std::cerr);
   if (version->parsed()) return gpuaas::cli::Version(client, GPUAAS_VERSION, std::cout, std::cerr);
   using gpuaas::cli::PoolApproveCmd;

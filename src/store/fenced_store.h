@@ -61,6 +61,8 @@ class FencedStore final : public Store {
     return inner_.ReleaseLease(name, holder);
   }
   absl::StatusOr<Lease> GetLease(std::string_view name) override { return inner_.GetLease(name); }
+  absl::StatusOr<Snapshot> ReadSnapshot() override { return inner_.ReadSnapshot(); }
+  absl::Status LoadSnapshot(const Snapshot& snapshot) override { return inner_.LoadSnapshot(snapshot); }
 
  private:
   Store& inner_;

@@ -495,6 +495,74 @@ class PostgresStore final : public Store {
     return LeaseFrom(c->get(), name, r.get());
   }
 
+  absl::StatusOr<Snapshot> ReadSnapshot() override {
+    ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> lease, pool_.Take());
+    PGconn* c = lease->get();
+    // One snapshot of the database: the revision and every row as of the same instant.
+    RETURN_IF_ERROR(Exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+    absl::StatusOr<Snapshot> out = [&]() -> absl::StatusOr<Snapshot> {
+      Snapshot snap;
+      ASSIGN_OR_RETURN(snap.revision, MetaOn(c, "revision"));
+      ASSIGN_OR_RETURN(Result r, Exec(c,
+                                      "SELECT kind, namespace, name, uid, resource_version, data FROM gpuaas_objects "
+                                      "ORDER BY kind, namespace, name"));
+      snap.records.reserve(static_cast<size_t>(PQntuples(r.get())));
+      for (int i = 0; i < PQntuples(r.get()); ++i) {
+        snap.records.push_back({{Text(r.get(), i, 0), Text(r.get(), i, 1), Text(r.get(), i, 2)}, Text(r.get(), i, 3),
+                                Int(r.get(), i, 4), Text(r.get(), i, 5)});
+      }
+      ASSIGN_OR_RETURN(Result u, Exec(c, "SELECT series, step, bucket, mean, max FROM gpuaas_rollups ORDER BY step, bucket, series"));
+      for (int i = 0; i < PQntuples(u.get()); ++i) {
+        snap.rollups.push_back({Text(u.get(), i, 0), static_cast<int32_t>(Int(u.get(), i, 1)), Int(u.get(), i, 2),
+                                Real(u.get(), i, 3), Real(u.get(), i, 4)});
+      }
+      return snap;
+    }();
+    (void)Exec(c, out.ok() ? "COMMIT" : "ROLLBACK");
+    return out;
+  }
+
+  absl::Status LoadSnapshot(const Snapshot& snap) override {
+    ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> lease, pool_.Take());
+    PGconn* c = lease->get();
+    RETURN_IF_ERROR(Exec(c, "BEGIN").status());
+    absl::Status s = [&]() -> absl::Status {
+      // The revision lock: no writer runs meanwhile, and two restores cannot both find it empty.
+      ASSIGN_OR_RETURN(Result rev, Exec(c, "SELECT value FROM gpuaas_meta WHERE key = 'revision' FOR UPDATE"));
+      ASSIGN_OR_RETURN(Result any, Exec(c, "SELECT EXISTS (SELECT 1 FROM gpuaas_objects) OR EXISTS (SELECT 1 FROM gpuaas_changes)"));
+      if (Int(rev.get(), 0, 0) != 0 || Text(any.get(), 0, 0) == "t") {
+        return absl::FailedPreconditionError(fmt::format(
+            "the database is not empty (revision {}): a backup is restored into an empty store only", Int(rev.get(), 0, 0)));
+      }
+      for (const Record& rec : snap.records) {
+        RETURN_IF_ERROR(Exec(c,
+                             "INSERT INTO gpuaas_objects (kind, namespace, name, uid, resource_version, data) "
+                             "VALUES ($1, $2, $3, $4, $5, $6)",
+                             {rec.key.kind, rec.key.ns, rec.key.name, rec.uid, std::to_string(rec.resource_version), rec.data})
+                            .status());
+      }
+      for (const RollupRecord& r : snap.rollups) {
+        RETURN_IF_ERROR(Exec(c,
+                             "INSERT INTO gpuaas_rollups (series, step, bucket, mean, max) VALUES ($1, $2, $3, $4, $5) "
+                             "ON CONFLICT (series, step, bucket) DO UPDATE SET mean = excluded.mean, max = excluded.max",
+                             {r.series, std::to_string(r.step_s), std::to_string(r.bucket), fmt::format("{}", r.mean),
+                              fmt::format("{}", r.max)})
+                            .status());
+      }
+      RETURN_IF_ERROR(Exec(c, "UPDATE gpuaas_meta SET value = $1 WHERE key IN ('revision', 'compacted')",
+                           {std::to_string(snap.revision)})
+                          .status());
+      return Exec(c, "SELECT pg_notify($1, $2)", {std::string(kChannel), std::to_string(snap.revision)}).status();
+    }();
+    if (!s.ok()) {
+      (void)Exec(c, "ROLLBACK");
+      return s;
+    }
+    RETURN_IF_ERROR(Exec(c, "COMMIT").status());
+    Seen(snap.revision);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::vector<RollupRecord>> LoadRollups(int64_t since_unix_s) override {
     ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
     ASSIGN_OR_RETURN(Result r, Exec(c->get(),

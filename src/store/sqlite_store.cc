@@ -89,16 +89,6 @@ constexpr const char* kMigrations[] = {
       DROP TABLE changes;
       ALTER TABLE changes_v4 RENAME TO changes;
     )sql",
-    // 5: leases (leader election); expiry in unix milliseconds of this machine's clock.
-    R"sql(
-      CREATE TABLE leases (
-        name TEXT PRIMARY KEY,
-        holder TEXT NOT NULL,
-        address TEXT NOT NULL,
-        epoch INTEGER NOT NULL,
-        expires_ms INTEGER NOT NULL
-      );
-    )sql",
 };
 
 int64_t NowMs() {
@@ -204,9 +194,6 @@ class SqliteStore final : public Store {
     RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
     RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
     RETURN_IF_ERROR(Migrate());
-    // A SQLite store serves one process (it keeps the revision in memory): leases an earlier
-    // process held are void, or a restart after a crash would wait for them to expire.
-    RETURN_IF_ERROR(Exec("DELETE FROM leases"));
     std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(revision_, MetaLocked("revision"));
     return absl::OkStatus();
@@ -348,25 +335,31 @@ class SqliteStore final : public Store {
     return s.Bind(1, int64_t{step_s}).Bind(2, before_unix_s / step_s).Run();
   }
 
+  // Leases live in this process's memory: a SQLite store serves one process (it keeps the
+  // revision in memory too), so a lease of an earlier process is gone with it, and a restart
+  // after a crash does not wait for it to expire.
   absl::StatusOr<Lease> TryAcquireLease(std::string_view name, std::string_view holder, std::string_view address,
                                         std::chrono::milliseconds duration) override {
     std::lock_guard<std::mutex> lock(mu_);
-    ASSIGN_OR_RETURN(Lease have, LeaseLocked(name));
-    const int64_t now = NowMs();
+    Lease have = LeaseLocked(name);
     if (have.holder != holder && have.remaining.count() > 0) return have;
-    Stmt s = Prepare(
-        "INSERT INTO leases (name, holder, address, epoch, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5) "
-        "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, address = excluded.address, "
-        "epoch = excluded.epoch, expires_ms = excluded.expires_ms");
-    const int64_t epoch = have.holder == holder ? have.epoch : have.epoch + 1;
-    RETURN_IF_ERROR(s.Bind(1, name).Bind(2, holder).Bind(3, address).Bind(4, epoch).Bind(5, now + duration.count()).Run());
-    return Lease{std::string(name), std::string(holder), std::string(address), epoch, duration};
+    MemoryLease& l = leases_[std::string(name)];
+    if (l.holder != holder) ++l.epoch;
+    l.holder = holder;
+    l.address = address;
+    l.expires_ms = NowMs() + duration.count();
+    return Lease{std::string(name), l.holder, l.address, l.epoch, duration};
   }
 
   absl::Status ReleaseLease(std::string_view name, std::string_view holder) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Stmt s = Prepare("UPDATE leases SET holder = '', address = '', expires_ms = ?3 WHERE name = ?1 AND holder = ?2");
-    return s.Bind(1, name).Bind(2, holder).Bind(3, NowMs()).Run();
+    auto it = leases_.find(name);
+    if (it != leases_.end() && it->second.holder == holder) {
+      it->second.holder.clear();
+      it->second.address.clear();
+      it->second.expires_ms = NowMs();
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<Lease> GetLease(std::string_view name) override {
@@ -374,16 +367,81 @@ class SqliteStore final : public Store {
     return LeaseLocked(name);
   }
 
+  absl::StatusOr<Snapshot> ReadSnapshot() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    // One read transaction: another process (a running server) may write the file meanwhile.
+    RETURN_IF_ERROR(Exec("BEGIN"));
+    absl::StatusOr<Snapshot> out = ReadSnapshotLocked();
+    (void)Exec(out.ok() ? "COMMIT" : "ROLLBACK");
+    return out;
+  }
+
+  absl::StatusOr<Snapshot> ReadSnapshotLocked() {
+    Snapshot out;
+    ASSIGN_OR_RETURN(out.revision, MetaLocked("revision"));
+    Stmt s = Prepare("SELECT kind, namespace, name, uid, resource_version, data FROM objects ORDER BY kind, namespace, name");
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.records.push_back({{s.Text(0), s.Text(1), s.Text(2)}, s.Text(3), s.Int(4), s.Text(5)});
+    }
+    Stmt r = Prepare("SELECT series, step, bucket, mean, max FROM rollups ORDER BY step, bucket, series");
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, r.Step());
+      if (!row) break;
+      out.rollups.push_back({r.Text(0), static_cast<int32_t>(r.Int(1)), r.Int(2), r.Real(3), r.Real(4)});
+    }
+    return out;
+  }
+
+  absl::Status LoadSnapshot(const Snapshot& snap) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    absl::Status s = [&]() -> absl::Status {
+      Stmt any = Prepare("SELECT (SELECT COUNT(*) FROM objects) + (SELECT COUNT(*) FROM changes)");
+      ASSIGN_OR_RETURN(bool row, any.Step());
+      if (!row || any.Int(0) != 0 || revision_ != 0) {
+        return absl::FailedPreconditionError(fmt::format(
+            "{} is not empty (revision {}): a backup is restored into an empty store only", options_.path, revision_));
+      }
+      for (const Record& rec : snap.records) {
+        Stmt put = Prepare(
+            "INSERT INTO objects (kind, namespace, name, uid, resource_version, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+        RETURN_IF_ERROR(put.Bind(1, rec.key.kind).Bind(2, rec.key.ns).Bind(3, rec.key.name).Bind(4, rec.uid)
+                            .Bind(5, rec.resource_version).Bind(6, rec.data).Run());
+      }
+      for (const RollupRecord& r : snap.rollups) {
+        Stmt put = Prepare("INSERT OR REPLACE INTO rollups (series, step, bucket, mean, max) VALUES (?1, ?2, ?3, ?4, ?5)");
+        RETURN_IF_ERROR(put.Bind(1, r.series).Bind(2, int64_t{r.step_s}).Bind(3, r.bucket).BindReal(4, r.mean)
+                            .BindReal(5, r.max).Run());
+      }
+      Stmt rev = Prepare("UPDATE meta SET value = ?1 WHERE key IN ('revision', 'compacted')");
+      return rev.Bind(1, snap.revision).Run();
+    }();
+    if (!s.ok()) {
+      (void)Exec("ROLLBACK");
+      return s;
+    }
+    if (absl::Status c = Exec("COMMIT"); !c.ok()) {
+      (void)Exec("ROLLBACK");
+      return c;
+    }
+    revision_ = snap.revision;
+    lock.unlock();
+    changed_.notify_all();
+    return absl::OkStatus();
+  }
+
   // --- used by SqliteTxn, with mu_ held ---
 
-  absl::StatusOr<Lease> LeaseLocked(std::string_view name) {
-    Stmt s = Prepare("SELECT holder, address, epoch, expires_ms FROM leases WHERE name = ?1");
-    s.Bind(1, name);
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) return Lease{std::string(name), "", "", 0, std::chrono::milliseconds(0)};
-    return Lease{std::string(name), s.Text(0), s.Text(1), s.Int(2),
-                 std::chrono::milliseconds(std::max<int64_t>(0, s.Int(3) - NowMs()))};
+  Lease LeaseLocked(std::string_view name) {
+    auto it = leases_.find(name);
+    if (it == leases_.end()) return Lease{std::string(name), "", "", 0, std::chrono::milliseconds(0)};
+    const MemoryLease& l = it->second;
+    return Lease{std::string(name), l.holder, l.address, l.epoch,
+                 std::chrono::milliseconds(std::max<int64_t>(0, l.expires_ms - NowMs()))};
   }
+
 
   Stmt Prepare(const char* sql) {
     auto it = stmts_.find(sql);
@@ -497,6 +555,13 @@ class SqliteStore final : public Store {
   std::condition_variable changed_;
   std::map<std::string, sqlite3_stmt*> stmts_;
   int64_t revision_ = 0;
+  struct MemoryLease {
+    std::string holder;
+    std::string address;
+    int64_t epoch = 0;
+    int64_t expires_ms = 0;
+  };
+  std::map<std::string, MemoryLease, std::less<>> leases_;
 };
 
 absl::StatusOr<std::optional<Record>> SqliteTxn::Get(const Key& key) {
@@ -525,7 +590,7 @@ absl::StatusOr<std::vector<Key>> SqliteTxn::ChangedKeys(std::string_view kind, i
 }
 
 absl::Status SqliteTxn::CheckLease(std::string_view name, std::string_view holder, int64_t epoch) {
-  ASSIGN_OR_RETURN(Lease have, store_.LeaseLocked(name));
+  const Lease have = store_.LeaseLocked(name);
   if (have.holder == holder && have.epoch == epoch && have.remaining.count() > 0) return absl::OkStatus();
   return internal::Fenced(name, holder, epoch, have.holder, have.epoch);
 }

@@ -1,8 +1,7 @@
 // The SQLite backend of Store: one database file in WAL mode, synchronous=FULL, so that a commit
 // survives a crash of the process (and of the machine) once Transact returns. Schema migrations
 // run at open, in order, each in its own transaction, and upgrade an older file in place.
-// One process at a time: leases (Store::TryAcquireLease) held by an earlier process are void
-// at open.
+// One process at a time: leases (Store::TryAcquireLease) live in its memory.
 #ifndef GPUAAS_STORE_SQLITE_STORE_H_
 #define GPUAAS_STORE_SQLITE_STORE_H_
 
@@ -19,7 +18,7 @@ struct SqliteOptions {
 };
 
 // The current schema version; OpenSqliteStore migrates older files up to it.
-inline constexpr int kSqliteSchemaVersion = 5;
+inline constexpr int kSqliteSchemaVersion = 4;
 
 absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteOptions& options);
 

@@ -98,6 +98,13 @@ struct RollupRecord {
   double max = 0;
 };
 
+// Every object of a store at one revision, and its telemetry rollups: a backup.
+struct Snapshot {
+  int64_t revision = 0;
+  std::vector<Record> records;  // sorted by key
+  std::vector<RollupRecord> rollups;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -140,6 +147,14 @@ class Store {
                                                 std::string_view address, std::chrono::milliseconds duration) = 0;
   virtual absl::Status ReleaseLease(std::string_view name, std::string_view holder) = 0;
   virtual absl::StatusOr<Lease> GetLease(std::string_view name) = 0;
+
+  // Backup and restore. ReadSnapshot reads every object at one revision (a consistent view;
+  // writers go on meanwhile). LoadSnapshot fills an empty store with one: the same objects at the
+  // same resourceVersions and the store at the snapshot's revision, its change feed starting
+  // there (a watcher from before must list afresh). FailedPrecondition when the store holds
+  // anything; nothing is written then. Leases are not part of a snapshot.
+  virtual absl::StatusOr<Snapshot> ReadSnapshot() = 0;
+  virtual absl::Status LoadSnapshot(const Snapshot& snapshot) = 0;
 };
 
 // Opens a store by URL: "sqlite:PATH" (created if missing, migrated to the current schema),
