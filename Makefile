@@ -4,7 +4,7 @@ PRESET_TEST ?= $(if $(CI),ci,dev)
 LISTEN ?= 127.0.0.1:8080
 DB ?= sqlite:gpuaas-demo.db
 
-.PHONY: run test deps web build-release build-test bench fuzz clean
+.PHONY: run run-replicas test deps web build-release build-test bench fuzz clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -23,6 +23,11 @@ build-test: deps
 
 run: build-release web
 	./build/release/src/exe/gpuaas server --demo --listen $(LISTEN) --db $(DB) --web web/dist
+
+# Three replicas on a throwaway local PostgreSQL, ports 8080-8082: kill the leader, watch another
+# take over (scripts/run-replicas.sh says how).
+run-replicas: build-release web
+	bash scripts/run-replicas.sh ./build/release/src/exe/gpuaas web/dist
 
 test: build-test web
 	ctest --preset $(PRESET_TEST) -j $(JOBS)

@@ -16,6 +16,7 @@ No telemetry simulation (no --demo). Loopback only; everything is bounded in cou
 
   python3 bench/control_plane_bench.py --gpus 10000 --clusters 2 \
       --binary build/release/src/exe/gpuaas --baseline /tmp/base/build/release/src/exe/gpuaas
+  python3 bench/control_plane_bench.py --gpus 100000 --postgresql   # SQLite and PostgreSQL, same run
 """
 import argparse
 import json
@@ -33,14 +34,29 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+class ThrowawayPostgres:
+    """A local PostgreSQL for one run (scripts/throwaway-postgres.sh): unix socket only, fsync off."""
+
+    def __init__(self, workdir, name):
+        self.dir = os.path.join(workdir, name)
+        os.chmod(workdir, 0o755)  # the database may run as the postgres user
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "throwaway-postgres.sh")
+        self.script = script
+        self.url = subprocess.run(["bash", script, "start", self.dir], check=True, capture_output=True,
+                                  text=True).stdout.strip().splitlines()[-1]
+
+    def stop(self):
+        subprocess.run(["bash", self.script, "stop", self.dir], check=False)
+
+
 class Server:
-    def __init__(self, binary, fleet, workdir, name):
+    def __init__(self, binary, fleet, workdir, name, db_url=None):
         self.log_path = os.path.join(workdir, f"{name}.log")
-        db = os.path.join(workdir, f"{name}.db")
+        db = db_url or "sqlite:" + os.path.join(workdir, f"{name}.db")
         self.log = open(self.log_path, "w")
         self.start = time.monotonic()
         self.proc = subprocess.Popen(
-            [binary, "server", "--fleet", fleet, "--listen", "127.0.0.1:0", "--db", "sqlite:" + db,
+            [binary, "server", "--fleet", fleet, "--listen", "127.0.0.1:0", "--db", db,
              "--insecure-no-auth"],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.port = None
@@ -165,11 +181,11 @@ def fleet_file(gpus, clusters, path):
         json.dump(out, f)
 
 
-def run(binary, args, workdir, name):
+def run(binary, args, workdir, name, db_url=None):
     out = {"binary": name}
     fleet = os.path.join(workdir, "fleet.json")
     fleet_file(args.gpus, args.clusters, fleet)
-    s = Server(binary, fleet, workdir, name)
+    s = Server(binary, fleet, workdir, name, db_url)
     out["ready_s"] = round(s.ready_s, 2)
     try:
         s.post("/apis/gpuaas.io/v1/projects", {"apiVersion": "gpuaas.io/v1", "kind": "Project",
@@ -258,11 +274,21 @@ def main():
     ap.add_argument("--workloads", type=int, default=1000)
     ap.add_argument("--approvals", type=int, default=100)
     ap.add_argument("--idle", type=float, default=60)
+    ap.add_argument("--postgresql", action="store_true",
+                    help="also run the binary on a throwaway local PostgreSQL (scripts/throwaway-postgres.sh), "
+                         "beside its run on SQLite")
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="gpuaas-cp-bench-") as d:
         results.append(run(args.binary, args, d, "current"))
         print(json.dumps(results[-1]), flush=True)
+        if args.postgresql:
+            pg = ThrowawayPostgres(d, "pg")
+            try:
+                results.append(run(args.binary, args, d, "postgresql", pg.url))
+            finally:
+                pg.stop()
+            print(json.dumps(results[-1]), flush=True)
         if args.baseline:
             if args.baseline_approvals:
                 args.approvals = args.baseline_approvals
