@@ -690,7 +690,8 @@ TEST_F(ReplicasTest, TelemetryPushedToAFollowerReachesTheLeaderAndItsVerdictSurv
   auto alerted = [&](size_t via) {
     std::optional<httplib::Response> a = Call(via, "GET", "/api/v1/alerts");
     if (!a || a->status != 200) return false;
-    for (const json& item : json::parse(a->body)["items"]) {
+    const json body = json::parse(a->body);  // held: the loop reads a member of it
+    for (const json& item : body["items"]) {
       if (item.value("gpu", "") == uuid) return true;
     }
     return false;

@@ -40,8 +40,14 @@ ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const
       fencing_(manager_, registry_),
       connections_(manager_, registry_, std::move(options.connect)) {}
 
-// Registered clusters' drivers call into the controllers' queues: they stop first.
-ControlPlane::~ControlPlane() { connections_.StopAll(); }
+// Registered clusters' drivers call into the controllers' queues: they stop first. Then the
+// informers stop hearing from the cache (which outlives this control plane), before the
+// controllers whose handlers they call go.
+ControlPlane::~ControlPlane() {
+  connections_.StopAll();
+  manager_.Stop();
+  manager_.informers().Stop();
+}
 
 absl::Status ObserveOnce(store::Store& store, const std::vector<cluster::ClusterDriver*>& drivers, const Clock& clock) {
   store::ObjectCache cache(store);

@@ -48,6 +48,8 @@ HealthController::HealthController(store::Store& store, telemetry::Hub& hub, run
   hub_.OnHealthChange([&q] { q.Add(std::string(kHubKey)); });
 }
 
+HealthController::~HealthController() { hub_.OnHealthChange(nullptr); }
+
 absl::StatusOr<size_t> HealthController::Restore() {
   std::vector<model::GpuCapacity> gpus;
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {

@@ -31,6 +31,8 @@ class HealthController final : public runtime::Reconciler {
  public:
   // Registers itself with `manager` and with the hub's change notice.
   HealthController(store::Store& store, telemetry::Hub& hub, runtime::Manager& manager);
+  // Unhooks from the hub, which outlives it (a server makes a control plane per term it leads).
+  ~HealthController() override;
 
   // Call once, at start, before the manager runs: loads the verdicts a previous run wrote, so
   // that GPUs with MemoryErrors or ResetRequired True stay failed until a reset is seen.

@@ -209,7 +209,7 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
     health_changed = health_.HasChanged();
   }
   res.stored = static_cast<int64_t>(series_.Append(batch.samples));
-  if (health_changed && on_health_change_) on_health_change_();
+  if (health_changed) HealthChanged();
   return res;
 }
 
@@ -339,7 +339,7 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
     health_changed = health_.HasChanged();
   }
   res.stored = static_cast<int64_t>(series_.Append(batch.samples));
-  if (health_changed && on_health_change_) on_health_change_();
+  if (health_changed) HealthChanged();
   return res;
 }
 

@@ -117,7 +117,11 @@ class Hub {
   std::set<std::string> TakeChangedHealth();
   // Called after an ingest that may have changed a verdict (outside the hub's lock; it should
   // be quick, such as adding a key to a work queue). Set once, before the first ingest.
-  void OnHealthChange(std::function<void()> fn) { on_health_change_ = std::move(fn); }
+  // Null unsets it; once that returns the old one is not called again.
+  void OnHealthChange(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(callback_mu_);
+    on_health_change_ = std::move(fn);
+  }
   std::vector<Alert> Alerts(bool active_only) const;
 
   SeriesStore& series() { return series_; }
@@ -127,7 +131,12 @@ class Hub {
   bool HasRealSource(std::string_view gpu_uuid) const;
 
  private:
-  std::function<void()> on_health_change_;
+  std::mutex callback_mu_;  // held while on_health_change_ runs (it only queues a key)
+  std::function<void()> on_health_change_ ABSL_GUARDED_BY(callback_mu_);
+  void HealthChanged() {
+    std::lock_guard<std::mutex> lock(callback_mu_);
+    if (on_health_change_) on_health_change_();
+  }
   // Kept small: one is read per sample.
   struct Resolved {
     HealthTracker::GpuState* gpu = nullptr;  // its GPU (also for matching against the inventory)

@@ -16,8 +16,11 @@ std::pair<std::string, std::string> SplitKey(std::string_view key) {
   return {std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))};
 }
 
-InformerSet::~InformerSet() {
+InformerSet::~InformerSet() { Stop(); }
+
+void InformerSet::Stop() {
   if (listener_) cache_.RemoveListener(*listener_);
+  listener_.reset();
 }
 
 void InformerSet::Start() {

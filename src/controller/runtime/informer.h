@@ -188,6 +188,9 @@ class InformerSet {
   // Subscribes to the cache (which must have loaded every kind registered); the handlers see
   // every existing object as added. Call once.
   void Start();
+  // Unsubscribes: once this returns no handler runs again (the controllers that registered them
+  // may go). Idempotent; the destructor calls it.
+  void Stop();
 
   store::ObjectCache& cache() { return cache_; }
 
