@@ -383,14 +383,14 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   opts.host = host;
   opts.port = static_cast<int>(*port);
   for (const std::string& r : flags.request_rates) {
-    if (absl::Status st = opts.requests_per_second_per_token.Set(r); !st.ok()) {
-      std::cerr << "--requests-per-second " << st.message() << "\n";
+    if (absl::Status bad = opts.requests_per_second_per_token.Set(r); !bad.ok()) {
+      std::cerr << "--requests-per-second " << bad.message() << "\n";
       return 2;
     }
   }
   for (const std::string& r : flags.telemetry_rates) {
-    if (absl::Status st = opts.telemetry_bytes_per_second_per_token.Set(r); !st.ok()) {
-      std::cerr << "--telemetry-bytes-per-second " << st.message() << "\n";
+    if (absl::Status bad = opts.telemetry_bytes_per_second_per_token.Set(r); !bad.ok()) {
+      std::cerr << "--telemetry-bytes-per-second " << bad.message() << "\n";
       return 2;
     }
   }
