@@ -8,6 +8,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -244,26 +245,50 @@ class PgTxn final : public Txn {
   absl::StatusOr<std::vector<Record>> List(std::string_view kind, std::string_view ns) override {
     return ListOn(c_, kind, ns);
   }
+  // One statement (one round trip) in the usual case: the write and its change-feed row
+  // together, the check of `expected_rv` in the write's WHERE. Only a refused write reads again,
+  // to say why.
   absl::Status Put(const Key& key, std::string_view uid, std::string_view data, int64_t expected_rv) override {
+    // $1-$3 key, $4 uid, $5 revision, $6 data, $7 seq, and for an update $8 the expected
+    // resourceVersion.
+    std::vector<std::string> params = {key.kind,          key.ns,           key.name,
+                                       std::string(uid),  std::to_string(revision_), std::string(data),
+                                       std::to_string(seq_)};
+    constexpr const char* kLog =
+        "INSERT INTO gpuaas_changes (revision, seq, type, kind, namespace, name, uid, data) "
+        "SELECT $5, $7, w.type, $1, $2, $3, $4, $6 FROM w RETURNING 1";
+    const std::string added = std::to_string(static_cast<int>(ChangeType::kAdded));
+    const std::string modified = std::to_string(static_cast<int>(ChangeType::kModified));
+    std::string sql;
+    if (expected_rv == kMustNotExist) {
+      sql = "WITH w AS (INSERT INTO gpuaas_objects (kind, namespace, name, uid, resource_version, data) "
+            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (kind, namespace, name) DO NOTHING "
+            "RETURNING " + added + " AS type) " + kLog;
+    } else if (expected_rv > 0) {
+      params.push_back(std::to_string(expected_rv));
+      sql = "WITH w AS (UPDATE gpuaas_objects SET uid = $4, resource_version = $5, data = $6 "
+            "WHERE kind = $1 AND namespace = $2 AND name = $3 AND resource_version = $8 "
+            "RETURNING " + modified + " AS type) " + kLog;
+    } else {
+      // xmax is 0 on a row the upsert inserted, the updating transaction's id on one it updated.
+      sql = "WITH w AS (INSERT INTO gpuaas_objects (kind, namespace, name, uid, resource_version, data) "
+            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (kind, namespace, name) DO UPDATE SET "
+            "uid = excluded.uid, resource_version = excluded.resource_version, data = excluded.data "
+            "RETURNING CASE WHEN xmax = 0 THEN " + added + " ELSE " + modified + " END AS type) " + kLog;
+    }
+    ASSIGN_OR_RETURN(Result r, Exec(c_, sql.c_str(), params));
+    if (PQntuples(r.get()) == 1) {
+      ++seq_;
+      return absl::OkStatus();
+    }
+    // Refused: say why.
+    if (expected_rv == kMustNotExist) return absl::AlreadyExistsError(fmt::format("{} already exists", key.ToString()));
     ASSIGN_OR_RETURN(Result cur, Exec(c_,
                                       "SELECT resource_version FROM gpuaas_objects "
                                       "WHERE kind = $1 AND namespace = $2 AND name = $3",
                                       {key.kind, key.ns, key.name}));
-    const bool exists = PQntuples(cur.get()) > 0;
-    if (expected_rv == kMustNotExist && exists) {
-      return absl::AlreadyExistsError(fmt::format("{} already exists", key.ToString()));
-    }
-    if (expected_rv > 0) {
-      if (!exists) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
-      if (const int64_t have = Int(cur.get(), 0, 0); have != expected_rv) return internal::Conflict(key, expected_rv, have);
-    }
-    RETURN_IF_ERROR(Exec(c_,
-                         "INSERT INTO gpuaas_objects (kind, namespace, name, uid, resource_version, data) "
-                         "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (kind, namespace, name) DO UPDATE SET "
-                         "uid = excluded.uid, resource_version = excluded.resource_version, data = excluded.data",
-                         {key.kind, key.ns, key.name, std::string(uid), std::to_string(revision_), std::string(data)})
-                        .status());
-    return Log(exists ? ChangeType::kModified : ChangeType::kAdded, key, uid, data);
+    if (PQntuples(cur.get()) == 0) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
+    return internal::Conflict(key, expected_rv, Int(cur.get(), 0, 0));
   }
   absl::Status Delete(const Key& key, int64_t expected_rv) override {
     ASSIGN_OR_RETURN(std::optional<Record> cur, Get(key));
@@ -292,10 +317,11 @@ class PgTxn final : public Txn {
     return out;
   }
   absl::Status CheckLease(std::string_view name, std::string_view holder, int64_t epoch) override {
-    // FOR SHARE: a takeover (an UPDATE of this row) waits until this transaction has ended.
+    // FOR KEY SHARE: a takeover (which locks the row FOR UPDATE first) waits until this
+    // transaction has ended; the holder's own renewal does not.
     ASSIGN_OR_RETURN(Result r, Exec(c_,
                                     "SELECT holder, epoch, expires_at > clock_timestamp() FROM gpuaas_leases "
-                                    "WHERE name = $1 FOR SHARE",
+                                    "WHERE name = $1 FOR KEY SHARE",
                                     {std::string(name)}));
     if (PQntuples(r.get()) == 1 && Text(r.get(), 0, 0) == holder && Int(r.get(), 0, 1) == epoch &&
         Text(r.get(), 0, 2) == "t") {
@@ -330,6 +356,7 @@ class PostgresStore final : public Store {
     for (int fd : wake_) {
       if (fd >= 0) close(fd);
     }
+    if (lease_conn_ != nullptr) PQfinish(lease_conn_);
   }
 
   absl::Status Open() {
@@ -449,50 +476,41 @@ class PostgresStore final : public Store {
     return absl::OkStatus();
   }
 
+  // Leases go over a connection of their own, never queued behind the pool's transactions: a
+  // leader's renewal must not wait for its own controllers' writes.
   absl::StatusOr<Lease> TryAcquireLease(std::string_view name, std::string_view holder, std::string_view address,
                                         std::chrono::milliseconds duration) override {
-    ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
-    // One statement: the upsert takes the lease when it is ours or has expired; the second
-    // branch reads it as it is when the upsert did nothing (someone else holds it).
-    ASSIGN_OR_RETURN(
-        Result r,
-        Exec(c->get(),
-             "WITH taken AS ("
-             "  INSERT INTO gpuaas_leases AS l (name, holder, address, epoch, expires_at) "
-             "  VALUES ($1, $2, $3, 1, clock_timestamp() + $4 * interval '1 millisecond') "
-             "  ON CONFLICT (name) DO UPDATE SET "
-             "    epoch = CASE WHEN l.holder = excluded.holder THEN l.epoch ELSE l.epoch + 1 END, "
-             "    holder = excluded.holder, address = excluded.address, expires_at = excluded.expires_at "
-             "  WHERE l.holder = excluded.holder OR l.expires_at <= clock_timestamp() "
-             "  RETURNING holder, address, epoch, expires_at) "
-             "SELECT holder, address, epoch, expires_at FROM taken "
-             "UNION ALL SELECT holder, address, epoch, expires_at FROM gpuaas_leases "
-             "  WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)",
-             {std::string(name), std::string(holder), std::string(address), std::to_string(duration.count())}));
-    if (PQntuples(r.get()) == 1) return LeaseFrom(c->get(), name, r.get());
-    // Another replica created the row in the same instant: the statement's snapshot predates
-    // it. Read it afresh.
-    ASSIGN_OR_RETURN(Result again, Exec(c->get(), "SELECT holder, address, epoch, expires_at FROM gpuaas_leases WHERE name = $1",
-                                        {std::string(name)}));
-    if (PQntuples(again.get()) != 1) return absl::InternalError(fmt::format("postgresql: lease {} not read back", name));
-    return LeaseFrom(c->get(), name, again.get());
+    return WithLeaseConnection([&](PGconn* c) -> absl::StatusOr<Lease> {
+      RETURN_IF_ERROR(Exec(c, "BEGIN").status());
+      absl::StatusOr<Lease> out = AcquireIn(c, name, holder, address, duration);
+      if (!out.ok()) {
+        (void)Exec(c, "ROLLBACK");
+        return out;
+      }
+      RETURN_IF_ERROR(Exec(c, "COMMIT").status());
+      return out;
+    });
   }
 
   absl::Status ReleaseLease(std::string_view name, std::string_view holder) override {
-    ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
-    return Exec(c->get(),
-                "UPDATE gpuaas_leases SET holder = '', address = '', expires_at = clock_timestamp() "
-                "WHERE name = $1 AND holder = $2",
-                {std::string(name), std::string(holder)})
+    return WithLeaseConnection([&](PGconn* c) -> absl::StatusOr<Lease> {
+             RETURN_IF_ERROR(Exec(c,
+                                  "UPDATE gpuaas_leases SET holder = '', address = '', expires_at = clock_timestamp() "
+                                  "WHERE name = $1 AND holder = $2",
+                                  {std::string(name), std::string(holder)})
+                                 .status());
+             return Lease{};
+           })
         .status();
   }
 
   absl::StatusOr<Lease> GetLease(std::string_view name) override {
-    ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
-    ASSIGN_OR_RETURN(Result r, Exec(c->get(), "SELECT holder, address, epoch, expires_at FROM gpuaas_leases WHERE name = $1",
-                                    {std::string(name)}));
-    if (PQntuples(r.get()) == 0) return Lease{std::string(name), "", "", 0, std::chrono::milliseconds(0)};
-    return LeaseFrom(c->get(), name, r.get());
+    return WithLeaseConnection([&](PGconn* c) -> absl::StatusOr<Lease> {
+      ASSIGN_OR_RETURN(Result r, Exec(c, "SELECT holder, address, epoch, expires_at FROM gpuaas_leases WHERE name = $1",
+                                      {std::string(name)}));
+      if (PQntuples(r.get()) == 0) return Lease{std::string(name), "", "", 0, std::chrono::milliseconds(0)};
+      return LeaseFrom(c, name, r.get());
+    });
   }
 
   absl::StatusOr<Snapshot> ReadSnapshot() override {
@@ -622,6 +640,61 @@ class PostgresStore final : public Store {
     return Exec(c, "COMMIT").status();
   }
 
+  // Inside a transaction on `c`: renews the lease for its holder, or takes it over when it is
+  // free or expired. Fenced writes hold the row FOR KEY SHARE (Txn::CheckLease), which the
+  // holder's renewal (an UPDATE of no key) does not wait for; a takeover first locks the row
+  // FOR UPDATE, and so waits until every fenced write in flight has ended.
+  static absl::StatusOr<Lease> AcquireIn(PGconn* c, std::string_view name, std::string_view holder,
+                                         std::string_view address, std::chrono::milliseconds duration) {
+    ASSIGN_OR_RETURN(Result cur, Exec(c, "SELECT holder FROM gpuaas_leases WHERE name = $1", {std::string(name)}));
+    if (PQntuples(cur.get()) == 1 && Text(cur.get(), 0, 0) != holder) {
+      RETURN_IF_ERROR(Exec(c, "SELECT 1 FROM gpuaas_leases WHERE name = $1 FOR UPDATE", {std::string(name)}).status());
+    }
+    // The upsert takes the lease when it is ours or has expired; the second branch reads it as
+    // it is when the upsert did nothing (someone else holds it).
+    ASSIGN_OR_RETURN(
+        Result r,
+        Exec(c,
+             "WITH taken AS ("
+             "  INSERT INTO gpuaas_leases AS l (name, holder, address, epoch, expires_at) "
+             "  VALUES ($1, $2, $3, 1, clock_timestamp() + $4 * interval '1 millisecond') "
+             "  ON CONFLICT (name) DO UPDATE SET "
+             "    epoch = CASE WHEN l.holder = excluded.holder THEN l.epoch ELSE l.epoch + 1 END, "
+             "    holder = excluded.holder, address = excluded.address, expires_at = excluded.expires_at "
+             "  WHERE l.holder = excluded.holder OR l.expires_at <= clock_timestamp() "
+             "  RETURNING holder, address, epoch, expires_at) "
+             "SELECT holder, address, epoch, expires_at FROM taken "
+             "UNION ALL SELECT holder, address, epoch, expires_at FROM gpuaas_leases "
+             "  WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)",
+             {std::string(name), std::string(holder), std::string(address), std::to_string(duration.count())}));
+    if (PQntuples(r.get()) == 1) return LeaseFrom(c, name, r.get());
+    // Another replica created the row in the same instant: the statement's snapshot predates
+    // it. Read it afresh.
+    ASSIGN_OR_RETURN(Result again, Exec(c, "SELECT holder, address, epoch, expires_at FROM gpuaas_leases WHERE name = $1",
+                                        {std::string(name)}));
+    if (PQntuples(again.get()) != 1) return absl::InternalError(fmt::format("postgresql: lease {} not read back", name));
+    return LeaseFrom(c, name, again.get());
+  }
+
+  // Runs `fn` on the lease connection (one at a time), connecting first when needed; a broken
+  // connection is dropped, and the next call connects afresh.
+  absl::StatusOr<Lease> WithLeaseConnection(const std::function<absl::StatusOr<Lease>(PGconn*)>& fn) {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    if (lease_conn_ != nullptr && PQstatus(lease_conn_) != CONNECTION_OK) {
+      PQfinish(lease_conn_);
+      lease_conn_ = nullptr;
+    }
+    if (lease_conn_ == nullptr) {
+      ASSIGN_OR_RETURN(lease_conn_, Connect(options_.conninfo));
+    }
+    absl::StatusOr<Lease> out = fn(lease_conn_);
+    if (PQstatus(lease_conn_) != CONNECTION_OK || PQtransactionStatus(lease_conn_) != PQTRANS_IDLE) {
+      PQfinish(lease_conn_);
+      lease_conn_ = nullptr;
+    }
+    return out;
+  }
+
   // A lease row (holder, address, epoch, expires_at) as a Lease; the time left by the
   // database's clock.
   static absl::StatusOr<Lease> LeaseFrom(PGconn* c, std::string_view name, const PGresult* row) {
@@ -737,6 +810,8 @@ class PostgresStore final : public Store {
   std::condition_variable changed_;
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};  // the listener's wake-up pipe (stop)
+  std::mutex lease_mu_;
+  PGconn* lease_conn_ ABSL_GUARDED_BY(lease_mu_) = nullptr;
   std::thread listener_;
 };
 

@@ -337,10 +337,11 @@ class SqliteStore final : public Store {
 
   // Leases live in this process's memory: a SQLite store serves one process (it keeps the
   // revision in memory too), so a lease of an earlier process is gone with it, and a restart
-  // after a crash does not wait for it to expire.
+  // after a crash does not wait for it to expire. Under their own mutex: a renewal never waits
+  // for a long transaction.
   absl::StatusOr<Lease> TryAcquireLease(std::string_view name, std::string_view holder, std::string_view address,
                                         std::chrono::milliseconds duration) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(lease_mu_);
     Lease have = LeaseLocked(name);
     if (have.holder != holder && have.remaining.count() > 0) return have;
     MemoryLease& l = leases_[std::string(name)];
@@ -352,7 +353,7 @@ class SqliteStore final : public Store {
   }
 
   absl::Status ReleaseLease(std::string_view name, std::string_view holder) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(lease_mu_);
     auto it = leases_.find(name);
     if (it != leases_.end() && it->second.holder == holder) {
       it->second.holder.clear();
@@ -363,7 +364,7 @@ class SqliteStore final : public Store {
   }
 
   absl::StatusOr<Lease> GetLease(std::string_view name) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(lease_mu_);
     return LeaseLocked(name);
   }
 
@@ -434,7 +435,11 @@ class SqliteStore final : public Store {
 
   // --- used by SqliteTxn, with mu_ held ---
 
-  Lease LeaseLocked(std::string_view name) {
+  Lease LeaseOf(std::string_view name) {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    return LeaseLocked(name);
+  }
+  Lease LeaseLocked(std::string_view name) {  // lease_mu_ held
     auto it = leases_.find(name);
     if (it == leases_.end()) return Lease{std::string(name), "", "", 0, std::chrono::milliseconds(0)};
     const MemoryLease& l = it->second;
@@ -561,7 +566,8 @@ class SqliteStore final : public Store {
     int64_t epoch = 0;
     int64_t expires_ms = 0;
   };
-  std::map<std::string, MemoryLease, std::less<>> leases_;
+  std::mutex lease_mu_;  // taken after mu_, never before it
+  std::map<std::string, MemoryLease, std::less<>> leases_;  // guarded by lease_mu_
 };
 
 absl::StatusOr<std::optional<Record>> SqliteTxn::Get(const Key& key) {
@@ -590,7 +596,7 @@ absl::StatusOr<std::vector<Key>> SqliteTxn::ChangedKeys(std::string_view kind, i
 }
 
 absl::Status SqliteTxn::CheckLease(std::string_view name, std::string_view holder, int64_t epoch) {
-  const Lease have = store_.LeaseLocked(name);
+  const Lease have = store_.LeaseOf(name);
   if (have.holder == holder && have.epoch == epoch && have.remaining.count() > 0) return absl::OkStatus();
   return internal::Fenced(name, holder, epoch, have.holder, have.epoch);
 }

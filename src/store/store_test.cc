@@ -390,6 +390,32 @@ TEST_P(StoreTest, FencedWritesAreRefusedWholeAfterATakeover) {
   EXPECT_EQ(store_->Revision(), 2);
 }
 
+// The holder's renewal does not wait for its own fenced writes in flight (a leader whose
+// controllers write all the time must still renew), while they keep passing the fence.
+TEST_P(StoreTest, ARenewalDoesNotWaitForTheHoldersWritesInFlight) {
+  using std::chrono::milliseconds;
+  ASSERT_EQ(store_->TryAcquireLease("ctl", "a", "", milliseconds(60000))->holder, "a");
+  FencedStore fenced(*store_, [] { return std::optional<FenceToken>(FenceToken{"ctl", "a", 1}); });
+  std::atomic<bool> checked{false};
+  std::thread writer([&] {
+    EXPECT_TRUE(fenced.Transact([&](Txn& tx) {
+      checked = true;
+      std::this_thread::sleep_for(milliseconds(800));
+      return tx.Put({"Thing", "", "slow"}, "u", "{}", kMustNotExist);
+    }).ok());
+  });
+  while (!checked) std::this_thread::sleep_for(milliseconds(5));
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<Lease> renewed = store_->TryAcquireLease("ctl", "a", "", milliseconds(60000));
+  const auto took = std::chrono::steady_clock::now() - start;
+  writer.join();
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(renewed->holder, "a");
+  EXPECT_EQ(renewed->epoch, 1);
+  EXPECT_LT(took, milliseconds(400)) << "the renewal waited for the write in flight";
+  EXPECT_TRUE(store_->Get({"Thing", "", "slow"})->has_value());
+}
+
 // A snapshot taken from one store fills an empty one (of any backend) with the same objects at
 // the same resourceVersions and revision; its feed starts there; a store that holds anything
 // refuses it unchanged.
