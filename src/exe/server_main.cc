@@ -465,6 +465,11 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     log::Info("admission webhook on https://{}:{}/admission/CLUSTER/mutate-pods and validate-pods",
               flags.webhook_listen.substr(0, wcolon), *bound);
   }
+  if (flags.advertise_url.empty() && (host == "0.0.0.0" || host == "::") && !flags.db.starts_with("sqlite:")) {
+    log::Warn("--advertise-url is not set and the API listens on {}: should this replica lead, the others cannot "
+              "forward telemetry to it; give it the URL they reach it at",
+              flags.listen);
+  }
   if (flags.advertise_url.empty()) {
     elector->SetAddress(fmt::format("{}://{}:{}", tls ? "https" : "http",
                                     host.find(':') != std::string::npos ? "[" + host + "]" : host, server.port()));
