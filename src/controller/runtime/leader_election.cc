@@ -52,7 +52,7 @@ void LeaderElector::Stop() {
   wake_.notify_all();
   if (loop_.joinable()) loop_.join();
   if (leading_.load()) {
-    StopLeading("this replica is stopping");
+    StopLeading("this replica is stopping", /*graceful=*/true);
     if (absl::Status s = store_.ReleaseLease(options_.lease, options_.identity); !s.ok()) {
       log::Warn("leader election: lease {} not released ({}); another replica takes over when it expires",
                 options_.lease, std::string(s.message()));
@@ -80,9 +80,13 @@ std::chrono::milliseconds LeaderElector::Jittered() const {
   return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(options_.retry_period.count()) * jitter(rng)));
 }
 
-void LeaderElector::StopLeading(std::string_view why) {
+void LeaderElector::StopLeading(std::string_view why, bool graceful) {
   leading_ = false;
-  log::Warn("leader election: {} stopped leading ({})", options_.identity, why);
+  if (graceful) {
+    log::Info("leader election: {} stops leading ({})", options_.identity, why);
+  } else {
+    log::Warn("leader election: {} stopped leading ({})", options_.identity, why);
+  }
   if (term_.joinable()) term_.join();  // the term's start has finished before it is stopped
   if (on_stopped_) on_stopped_();
 }

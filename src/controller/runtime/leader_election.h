@@ -81,7 +81,7 @@ class LeaderElector {
 
  private:
   void Loop();
-  void StopLeading(std::string_view why);
+  void StopLeading(std::string_view why, bool graceful = false);
   std::chrono::milliseconds Jittered() const;
 
   store::Store& store_;
