@@ -2,6 +2,9 @@
 
 #include <ctime>
 
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
+
 #include "fmt/format.h"
 
 namespace gpuaas {
@@ -21,29 +24,18 @@ std::string FormatTime(Time t) {
 }
 
 std::optional<Time> ParseTime(std::string_view s) {
-  int y, mo, d, h, mi, sec;
-  char tail[32] = {0};
-  std::string str(s.substr(0, 40));
-  int n = std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%31s", &y, &mo, &d, &h, &mi, &sec, tail);
-  if (n != 7) return std::nullopt;
-  std::string_view rest(tail);
-  if (!rest.empty() && rest[0] == '.') {
-    size_t i = 1;
-    while (i < rest.size() && rest[i] >= '0' && rest[i] <= '9') ++i;
-    rest.remove_prefix(i);
+  // Abseil's parser (CCTZ) refuses a date that would roll over (2027-02-31 is not March 3rd),
+  // which timegm would have accepted.
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ", absl::string_view(s.data(), s.size()), absl::UTCTimeZone(), &t, &err)) {
+    return std::nullopt;
   }
-  if (rest != "Z") return std::nullopt;
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
   // Time counts nanoseconds in 64 bits, which ends in 2262: keep well inside it.
-  if (y < 1970 || y > 2200) return std::nullopt;
-  std::tm tm{};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = sec;
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  const int64_t year = absl::ToCivilYear(t, absl::UTCTimeZone()).year();
+  if (year < 1970 || year > 2200) return std::nullopt;
+  // Whole seconds, as FormatTime writes them: a fraction is dropped.
+  return std::chrono::system_clock::from_time_t(absl::ToTimeT(t));
 }
 
 }  // namespace gpuaas

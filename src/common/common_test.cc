@@ -68,6 +68,15 @@ TEST(Clock, FormatAndParseRoundTrip) {
   // Regression (found by fuzz/model_json_fuzz): year 2620 overflowed the nanosecond count.
   EXPECT_FALSE(ParseTime("2620-12-02T15:47:45Z").has_value());
   EXPECT_FALSE(ParseTime("1969-12-31T23:59:59Z").has_value());
+  // Dates that do not exist are refused, not rolled over into the next month.
+  for (const char* bad : {"2027-02-31T00:00:00Z", "2027-02-29T00:00:00Z", "2026-04-31T12:00:00Z", "2026-00-10T00:00:00Z",
+                          "2026-12-32T00:00:00Z", "2026-12-02T24:00:00Z", "2026-12-02T15:60:00Z", "2026-12-02T15:14:05",
+                          "2026-12-02T15:14:05+02:00", "2026-12-02t15:14:05z", ""}) {
+    EXPECT_FALSE(ParseTime(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(ParseTime("2028-02-29T00:00:00Z"), ParseTime("2028-02-28T00:00:00Z").value() + std::chrono::hours(24))
+      << "a leap day is a day";
+  EXPECT_EQ(FormatTime(*ParseTime("2026-12-31T23:59:59.999999999Z")), "2026-12-31T23:59:59Z");
 }
 
 TEST(Clock, FakeClockMovesOnlyWhenAdvanced) {

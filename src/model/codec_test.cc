@@ -121,6 +121,8 @@ TEST(Codec, RejectsBadInputWithTheField) {
   ExpectError(with("\"resourceVersion\":\"42\"", "\"resourceVersion\":\"4x\""),
               "metadata.resourceVersion");
   ExpectError(with("\"2025-12-02T15:14:05Z\"", "\"yesterday\""), "creationTimestamp");
+  // A day that does not exist is refused, not rolled over into March.
+  ExpectError(with("\"2025-12-02T15:14:05Z\"", "\"2027-02-31T00:00:00Z\""), "creationTimestamp");
   ExpectError(with("\"size\":4", "\"size\":0"), "placement.size: must be at least 1");
   ExpectError("{\"apiVersion\":", "not valid JSON");
   ExpectError("[]", "expected an object");
