@@ -34,7 +34,8 @@ export GPUAAS_TOKEN="load-operator-token-0123456789"
 echo "$GPUAAS_TOKEN,load,operator" >"$work/tokens"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# start_server NAME DB: a server on a free port; prints its URL once ready.
+# start_server NAME DB: a server on a free port; sets `url` once it is ready. (Not called as
+# $(...): the server's pid must reach `pids` in this shell, for the cleanup.)
 start_server() {
   local name=$1 db=$2 port
   port=$(free_port)
@@ -46,7 +47,7 @@ start_server() {
     sleep 0.1
   done
   curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { cat "$work/$name.log" >&2; exit 1; }
-  echo "http://127.0.0.1:$port"
+  url="http://127.0.0.1:$port"
 }
 
 # load SETUP URL...: the four kinds against every URL at once, CONNECTIONS in all.
@@ -82,8 +83,10 @@ load() {
 import re, sys
 setup, kind, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 def ms(v):
-    n, unit = float(re.match(r"[\d.]+", v).group()), re.search(r"[a-z]+", v).group()
-    return n * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[unit]
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m)", v)
+    if not m:
+        sys.exit(f"{setup} {kind}: wrk printed a latency of {v!r}:\n{t}")
+    return float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[m.group(2)]
 p50 = p99 = 0.0
 rps = 0.0
 bad = errors = 0
@@ -91,8 +94,8 @@ for f in files:
     t = open(f).read()
     if "Requests/sec" not in t:
         sys.exit(f"{setup} {kind}: wrk failed:\n{t}")
-    p50 = max(p50, ms(re.search(r"50%\s+(\S+)", t).group(1)))
-    p99 = max(p99, ms(re.search(r"99%\s+(\S+)", t).group(1)))
+    p50 = max(p50, ms(re.search(r"^\s+50%\s+(\S+)", t, re.M).group(1)))
+    p99 = max(p99, ms(re.search(r"^\s+99%\s+(\S+)", t, re.M).group(1)))
     rps += float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
     bad += int(m.group(1)) if m else 0
@@ -105,11 +108,14 @@ PY
 
 echo "load: $GPUS GPUs, $CONNECTIONS connections, ${DURATION} s per setup (worst p50/p99 over the replicas)"
 db=$(bash scripts/throwaway-postgres.sh start "$work/pg")
-a=$(start_server r1 "$db")
-b=$(start_server r2 "$db")
+start_server r1 "$db"
+a=$url
+start_server r2 "$db"
+b=$url
 load "postgresql-2-replicas" "$a" "$b"
+# The replicas stop before the SQLite run: it gets the machine to itself.
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait "${pids[@]}" 2>/dev/null || true
 pids=()
-s=$(start_server sqlite "sqlite:$work/sqlite.db")
-load "sqlite-1-server" "$s"
+start_server sqlite "sqlite:$work/sqlite.db"
+load "sqlite-1-server" "$url"
