@@ -28,9 +28,9 @@ std::string Read(const char* path) {
 
 int main(int argc, char** argv) {
   const char* nodes_path =
-      argc > 2 ? argv[1] : "../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv";
+      argc > 2 ? argv[1] : "test/testdata/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv";
   const char* pods_path =
-      argc > 2 ? argv[2] : "../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv";
+      argc > 2 ? argv[2] : "test/testdata/traces/alibaba-gpu-v2023/openb_pod_list_default.csv";
   const int seeds = argc > 3 ? std::atoi(argv[3]) : 3;
   auto nodes = gpuaas::sim::ParseNodes(Read(nodes_path));
   auto pods = gpuaas::sim::ParsePods(Read(pods_path));

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -44,6 +45,17 @@ inline RunResult RunShell(const std::string& cmd) {
 
 // Runs the gpuaas binary with `args`, stderr folded into stdout.
 inline RunResult RunGpuaas(const std::string& args) { return RunShell(Bin() + " " + args); }
+
+// Whether `cond` holds within `timeout`, looked at every `step`.
+inline bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout,
+                       std::chrono::milliseconds step = std::chrono::milliseconds(100)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(step);
+  }
+  return cond();
+}
 
 inline std::vector<std::string> Lines(const std::string& s) {
   std::vector<std::string> out;

@@ -44,15 +44,6 @@ int64_t UnixSeconds(const json& rfc3339) {
   return static_cast<int64_t>(timegm(&tm));
 }
 
-bool Eventually(const std::function<bool()>& cond, milliseconds timeout, milliseconds step = milliseconds(100)) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(step);
-  }
-  return cond();
-}
-
 class ReplicasTest : public ::testing::Test {
  protected:
   struct Replica {
@@ -144,6 +135,26 @@ class ReplicasTest : public ::testing::Test {
                                           : c.Get(path, Auth());
     if (!r) return std::nullopt;
     return *r;
+  }
+
+  // Creates and approves pool `name` (one H100) through replica `via`; whether both answered 2xx.
+  bool RequestAndApprove(size_t via, const std::string& name) {
+    const std::string base = "/apis/gpuaas.io/v1/namespaces/demo/gpupools";
+    std::optional<httplib::Response> made = Call(
+        via, "POST", base,
+        fmt::format(R"({{"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{{"name":"{}","namespace":"demo"}},)"
+                    R"("spec":{{"items":[{{"model":"H100-SXM5-80GB","profile":"full","count":1}}]}}}})",
+                    name));
+    if (!made || made->status != 201) return false;
+    std::optional<httplib::Response> ok =
+        Call(via, "PUT", base + "/" + name + "/approval", R"({"approve":true,"reason":"test"})");
+    return ok && ok->status == 200;
+  }
+
+  // Whether pool `name` of project demo is Ready, as replica `via` shows it.
+  bool PoolReady(size_t via, const std::string& name) {
+    std::optional<httplib::Response> r = Call(via, "GET", "/apis/gpuaas.io/v1/namespaces/demo/gpupools/" + name);
+    return r && r->status == 200 && HasCondition(json::parse(r->body), "Ready", "True");
   }
 
   json Pools(size_t via) {
@@ -511,22 +522,6 @@ TEST_F(ReplicasTest, FailoverDuringABurstLosesNothingAndDoubleBooksNothing) {
             << ", revisions watched: " << seen.size() << "\n";
 }
 
-// Creates and approves pool `name` (one H100) through replica `via`; whether both answered 2xx.
-bool RequestAndApprove(ReplicasTest* t, size_t via, const std::string& name,
-                       const std::function<std::optional<httplib::Response>(size_t, const std::string&,
-                                                                            const std::string&, const std::string&)>& call) {
-  (void)t;
-  const std::string base = "/apis/gpuaas.io/v1/namespaces/demo/gpupools";
-  std::optional<httplib::Response> made = call(
-      via, "POST", base,
-      fmt::format(R"({{"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{{"name":"{}","namespace":"demo"}},)"
-                  R"("spec":{{"items":[{{"model":"H100-SXM5-80GB","profile":"full","count":1}}]}}}})",
-                  name));
-  if (!made || made->status != 201) return false;
-  std::optional<httplib::Response> ok =
-      call(via, "PUT", base + "/" + name + "/approval", R"({"approve":true,"reason":"test"})");
-  return ok && ok->status == 200;
-}
 
 // A leader paused (SIGSTOP) past its lease: the other replica takes over and serves a new pool.
 // Continued, the old leader finds the lease taken and stops leading; whatever its controllers
@@ -538,9 +533,8 @@ TEST_F(ReplicasTest, ALeaderPausedPastItsLeaseIsFencedAndStepsDown) {
   int leader = -1;
   ASSERT_TRUE(Eventually([&] { return (leader = Leader()) >= 0; }, seconds(10)));
   const size_t old = static_cast<size_t>(leader), other = 1 - old;
-  auto call = [&](size_t i, const std::string& m, const std::string& p, const std::string& b) { return Call(i, m, p, b); };
-  ASSERT_TRUE(RequestAndApprove(this, other, "before", call));
-  ASSERT_TRUE(Eventually([&] { return HasCondition(Pools(other)["items"][2], "Ready", "True"); }, seconds(20)))
+  ASSERT_TRUE(RequestAndApprove(other, "before"));
+  ASSERT_TRUE(Eventually([&] { return PoolReady(other, "before"); }, seconds(20)))
       << Pools(other).dump().substr(0, 2000);
 
   replicas_[old].process->Signal(SIGSTOP);
@@ -548,15 +542,8 @@ TEST_F(ReplicasTest, ALeaderPausedPastItsLeaseIsFencedAndStepsDown) {
   ASSERT_TRUE(Eventually([&] { return MasterStatus(other) == 1; }, seconds(20)));
   const double takeover_s = std::chrono::duration<double>(Clock::now() - paused).count();
   // Work for the new leader while the old one sleeps: its informers will see it when it wakes.
-  ASSERT_TRUE(RequestAndApprove(this, other, "during", call));
-  auto ready = [&](const std::string& name) {
-    const json pools = Pools(other);
-    for (const json& p : pools["items"]) {
-      if (p["metadata"]["name"] == name) return HasCondition(p, "Ready", "True");
-    }
-    return false;
-  };
-  ASSERT_TRUE(Eventually([&] { return ready("during"); }, seconds(20)));
+  ASSERT_TRUE(RequestAndApprove(other, "during"));
+  ASSERT_TRUE(Eventually([&] { return PoolReady(other, "during"); }, seconds(20)));
 
   replicas_[old].process->Signal(SIGCONT);
   ASSERT_TRUE(Eventually([&] { return MasterStatus(old) == 0; }, seconds(10))) << replicas_[old].process->Log();
@@ -580,21 +567,14 @@ TEST_F(ReplicasTest, ALeaderPausedPastItsLeaseIsFencedAndStepsDown) {
   EXPECT_TRUE(twice.empty()) << twice.front();
   // Work goes on under the new leader, and the old one can lead again (a graceful stop of the
   // new leader hands over within a retry or two).
-  ASSERT_TRUE(RequestAndApprove(this, old, "after", call));
+  ASSERT_TRUE(RequestAndApprove(old, "after"));
   EXPECT_EQ(replicas_[other].process->Stop(SIGTERM), 0);
   const auto stopped = Clock::now();
   ASSERT_TRUE(Eventually([&] { return MasterStatus(old) == 1; }, seconds(10)));
   const double handover_s = std::chrono::duration<double>(Clock::now() - stopped).count();
   EXPECT_LT(handover_s, 2 * 1.2 * kRetryS + 0.5) << "a released lease is taken at the next retry";
   replicas_[other].process.reset();
-  auto ready_via_old = [&](const std::string& name) {
-    const json pools = Pools(old);
-    for (const json& p : pools["items"]) {
-      if (p["metadata"]["name"] == name) return HasCondition(p, "Ready", "True");
-    }
-    return false;
-  };
-  EXPECT_TRUE(Eventually([&] { return ready_via_old("after"); }, seconds(20)));
+  EXPECT_TRUE(Eventually([&] { return PoolReady(old, "after"); }, seconds(20)));
 }
 
 // PostgreSQL stopped for 20 s under two replicas: neither crashes; writes answer 503 with
@@ -604,11 +584,10 @@ TEST_F(ReplicasTest, ADatabaseOutageIsRiddenOut) {
   ASSERT_TRUE(Start(0));
   ASSERT_TRUE(Start(1));
   ASSERT_TRUE(Eventually([&] { return Leader() >= 0; }, seconds(10)));
-  auto call = [&](size_t i, const std::string& m, const std::string& p, const std::string& b) { return Call(i, m, p, b); };
   std::set<std::string> acknowledged;
   for (int i = 0; i < 4; ++i) {
     const std::string name = "pre-" + std::to_string(i);
-    ASSERT_TRUE(RequestAndApprove(this, static_cast<size_t>(i % 2), name, call));
+    ASSERT_TRUE(RequestAndApprove(static_cast<size_t>(i % 2), name));
     acknowledged.insert(name);
   }
   ASSERT_TRUE(pg_->StopServer());
@@ -641,7 +620,7 @@ TEST_F(ReplicasTest, ADatabaseOutageIsRiddenOut) {
   std::cout << "leader again " << fmt::format("{:.1f}", std::chrono::duration<double>(Clock::now() - up).count())
             << " s after the database came back\n";
   bool wrote = false;
-  ASSERT_TRUE(Eventually([&] { return wrote = wrote || RequestAndApprove(this, 1, "post", call); }, seconds(20)));
+  ASSERT_TRUE(Eventually([&] { return wrote = wrote || RequestAndApprove(1, "post"); }, seconds(20)));
   acknowledged.insert("post");
   auto all_ready = [&] {
     const json pools = Pools(0);

@@ -13,15 +13,6 @@
 namespace gpuaas::testing {
 namespace {
 
-bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return cond();
-}
-
 TEST(TlsReload, ANewCertificateIsServedWithoutARestartAndABadOneIsRefused) {
   char tmpl[] = "/tmp/gpuaas-tls-XXXXXX";
   const std::string dir = mkdtemp(tmpl);

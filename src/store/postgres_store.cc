@@ -231,6 +231,32 @@ absl::StatusOr<std::optional<Record>> GetOn(PGconn* c, const Key& key) {
   return std::optional<Record>(Record{key, Text(r.get(), 0, 0), Int(r.get(), 0, 1), Text(r.get(), 0, 2)});
 }
 
+// Rollups written (a bucket written twice keeps the last), and read from `since_unix_s` on.
+absl::Status PutRollupsOn(PGconn* c, const std::vector<RollupRecord>& rows) {
+  for (const RollupRecord& r : rows) {
+    RETURN_IF_ERROR(Exec(c,
+                         "INSERT INTO gpuaas_rollups (series, step, bucket, mean, max) VALUES ($1, $2, $3, $4, $5) "
+                         "ON CONFLICT (series, step, bucket) DO UPDATE SET mean = excluded.mean, max = excluded.max",
+                         {r.series, std::to_string(r.step_s), std::to_string(r.bucket), fmt::format("{}", r.mean),
+                          fmt::format("{}", r.max)})
+                        .status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RollupRecord>> RollupsOn(PGconn* c, int64_t since_unix_s) {
+  ASSIGN_OR_RETURN(Result r, Exec(c,
+                                  "SELECT series, step, bucket, mean, max FROM gpuaas_rollups "
+                                  "WHERE bucket * step >= $1 ORDER BY step, bucket, series",
+                                  {std::to_string(since_unix_s)}));
+  std::vector<RollupRecord> out;
+  for (int i = 0; i < PQntuples(r.get()); ++i) {
+    out.push_back({Text(r.get(), i, 0), static_cast<int32_t>(Int(r.get(), i, 1)), Int(r.get(), i, 2),
+                   Real(r.get(), i, 3), Real(r.get(), i, 4)});
+  }
+  return out;
+}
+
 absl::StatusOr<int64_t> MetaOn(PGconn* c, const char* key) {
   ASSIGN_OR_RETURN(Result r, Exec(c, "SELECT value FROM gpuaas_meta WHERE key = $1", {key}));
   if (PQntuples(r.get()) == 0) return absl::DataLossError(fmt::format("postgresql: meta key {} missing", key));
@@ -457,23 +483,10 @@ class PostgresStore final : public Store {
     ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> lease, pool_.Take());
     PGconn* c = lease->get();
     RETURN_IF_ERROR(Exec(c, "BEGIN").status());
-    for (const RollupRecord& r : rows) {
-      absl::Status s = Exec(c,
-                            "INSERT INTO gpuaas_rollups (series, step, bucket, mean, max) VALUES ($1, $2, $3, $4, $5) "
-                            "ON CONFLICT (series, step, bucket) DO UPDATE SET mean = excluded.mean, max = excluded.max",
-                            {r.series, std::to_string(r.step_s), std::to_string(r.bucket), fmt::format("{}", r.mean),
-                             fmt::format("{}", r.max)})
-                           .status();
-      if (!s.ok()) {
-        (void)Exec(c, "ROLLBACK");
-        return s;
-      }
-    }
-    if (absl::Status s = Exec(c, "COMMIT").status(); !s.ok()) {
-      (void)Exec(c, "ROLLBACK");
-      return s;
-    }
-    return absl::OkStatus();
+    absl::Status s = PutRollupsOn(c, rows);
+    if (s.ok()) s = Exec(c, "COMMIT").status();
+    if (!s.ok()) (void)Exec(c, "ROLLBACK");
+    return s;
   }
 
   // Leases go over a connection of their own, never queued behind the pool's transactions: a
@@ -529,11 +542,7 @@ class PostgresStore final : public Store {
         snap.records.push_back({{Text(r.get(), i, 0), Text(r.get(), i, 1), Text(r.get(), i, 2)}, Text(r.get(), i, 3),
                                 Int(r.get(), i, 4), Text(r.get(), i, 5)});
       }
-      ASSIGN_OR_RETURN(Result u, Exec(c, "SELECT series, step, bucket, mean, max FROM gpuaas_rollups ORDER BY step, bucket, series"));
-      for (int i = 0; i < PQntuples(u.get()); ++i) {
-        snap.rollups.push_back({Text(u.get(), i, 0), static_cast<int32_t>(Int(u.get(), i, 1)), Int(u.get(), i, 2),
-                                Real(u.get(), i, 3), Real(u.get(), i, 4)});
-      }
+      ASSIGN_OR_RETURN(snap.rollups, RollupsOn(c, 0));
       return snap;
     }();
     (void)Exec(c, out.ok() ? "COMMIT" : "ROLLBACK");
@@ -559,14 +568,7 @@ class PostgresStore final : public Store {
                              {rec.key.kind, rec.key.ns, rec.key.name, rec.uid, std::to_string(rec.resource_version), rec.data})
                             .status());
       }
-      for (const RollupRecord& r : snap.rollups) {
-        RETURN_IF_ERROR(Exec(c,
-                             "INSERT INTO gpuaas_rollups (series, step, bucket, mean, max) VALUES ($1, $2, $3, $4, $5) "
-                             "ON CONFLICT (series, step, bucket) DO UPDATE SET mean = excluded.mean, max = excluded.max",
-                             {r.series, std::to_string(r.step_s), std::to_string(r.bucket), fmt::format("{}", r.mean),
-                              fmt::format("{}", r.max)})
-                            .status());
-      }
+      RETURN_IF_ERROR(PutRollupsOn(c, snap.rollups));
       RETURN_IF_ERROR(Exec(c, "UPDATE gpuaas_meta SET value = $1 WHERE key IN ('revision', 'compacted')",
                            {std::to_string(snap.revision)})
                           .status());
@@ -583,16 +585,7 @@ class PostgresStore final : public Store {
 
   absl::StatusOr<std::vector<RollupRecord>> LoadRollups(int64_t since_unix_s) override {
     ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
-    ASSIGN_OR_RETURN(Result r, Exec(c->get(),
-                                    "SELECT series, step, bucket, mean, max FROM gpuaas_rollups "
-                                    "WHERE bucket * step >= $1 ORDER BY step, bucket, series",
-                                    {std::to_string(since_unix_s)}));
-    std::vector<RollupRecord> out;
-    for (int i = 0; i < PQntuples(r.get()); ++i) {
-      out.push_back({Text(r.get(), i, 0), static_cast<int32_t>(Int(r.get(), i, 1)), Int(r.get(), i, 2),
-                     Real(r.get(), i, 3), Real(r.get(), i, 4)});
-    }
-    return out;
+    return RollupsOn(c->get(), since_unix_s);
   }
 
   absl::Status PruneRollups(int32_t step_s, int64_t before_unix_s) override {

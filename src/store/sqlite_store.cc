@@ -217,14 +217,7 @@ class SqliteStore final : public Store {
       s = up.Bind(1, txn.revision()).Run();
       if (s.ok()) s = MaybeCompactLocked(txn.revision());
     }
-    if (!s.ok()) {
-      (void)Exec("ROLLBACK");
-      return s;
-    }
-    if (absl::Status c = Exec("COMMIT"); !c.ok()) {
-      (void)Exec("ROLLBACK");
-      return c;
-    }
+    RETURN_IF_ERROR(EndLocked(s));
     if (txn.writes() > 0) {
       revision_ = txn.revision();
       lock.unlock();
@@ -299,34 +292,12 @@ class SqliteStore final : public Store {
     if (rows.empty()) return absl::OkStatus();
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-    for (const RollupRecord& r : rows) {
-      Stmt s = Prepare("INSERT OR REPLACE INTO rollups (series, step, bucket, mean, max) VALUES (?1, ?2, ?3, ?4, ?5)");
-      absl::Status st = s.Bind(1, r.series).Bind(2, int64_t{r.step_s}).Bind(3, r.bucket).BindReal(4, r.mean)
-                            .BindReal(5, r.max).Run();
-      if (!st.ok()) {
-        (void)Exec("ROLLBACK");
-        return st;
-      }
-    }
-    if (absl::Status c = Exec("COMMIT"); !c.ok()) {
-      (void)Exec("ROLLBACK");
-      return c;
-    }
-    return absl::OkStatus();
+    return EndLocked(PutRollupsLocked(rows));
   }
 
   absl::StatusOr<std::vector<RollupRecord>> LoadRollups(int64_t since_unix_s) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Stmt s = Prepare(
-        "SELECT series, step, bucket, mean, max FROM rollups WHERE bucket * step >= ?1 ORDER BY step, bucket, series");
-    s.Bind(1, since_unix_s);
-    std::vector<RollupRecord> out;
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      out.push_back({s.Text(0), static_cast<int32_t>(s.Int(1)), s.Int(2), s.Real(3), s.Real(4)});
-    }
-    return out;
+    return RollupsLocked(since_unix_s);
   }
 
   absl::Status PruneRollups(int32_t step_s, int64_t before_unix_s) override {
@@ -386,12 +357,7 @@ class SqliteStore final : public Store {
       if (!row) break;
       out.records.push_back({{s.Text(0), s.Text(1), s.Text(2)}, s.Text(3), s.Int(4), s.Text(5)});
     }
-    Stmt r = Prepare("SELECT series, step, bucket, mean, max FROM rollups ORDER BY step, bucket, series");
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, r.Step());
-      if (!row) break;
-      out.rollups.push_back({r.Text(0), static_cast<int32_t>(r.Int(1)), r.Int(2), r.Real(3), r.Real(4)});
-    }
+    ASSIGN_OR_RETURN(out.rollups, RollupsLocked(0));
     return out;
   }
 
@@ -411,22 +377,11 @@ class SqliteStore final : public Store {
         RETURN_IF_ERROR(put.Bind(1, rec.key.kind).Bind(2, rec.key.ns).Bind(3, rec.key.name).Bind(4, rec.uid)
                             .Bind(5, rec.resource_version).Bind(6, rec.data).Run());
       }
-      for (const RollupRecord& r : snap.rollups) {
-        Stmt put = Prepare("INSERT OR REPLACE INTO rollups (series, step, bucket, mean, max) VALUES (?1, ?2, ?3, ?4, ?5)");
-        RETURN_IF_ERROR(put.Bind(1, r.series).Bind(2, int64_t{r.step_s}).Bind(3, r.bucket).BindReal(4, r.mean)
-                            .BindReal(5, r.max).Run());
-      }
+      RETURN_IF_ERROR(PutRollupsLocked(snap.rollups));
       Stmt rev = Prepare("UPDATE meta SET value = ?1 WHERE key IN ('revision', 'compacted')");
       return rev.Bind(1, snap.revision).Run();
     }();
-    if (!s.ok()) {
-      (void)Exec("ROLLBACK");
-      return s;
-    }
-    if (absl::Status c = Exec("COMMIT"); !c.ok()) {
-      (void)Exec("ROLLBACK");
-      return c;
-    }
+    RETURN_IF_ERROR(EndLocked(s));
     revision_ = snap.revision;
     lock.unlock();
     changed_.notify_all();
@@ -543,6 +498,36 @@ class SqliteStore final : public Store {
     return absl::OkStatus();
   }
 
+
+  // Ends the open transaction: COMMIT when `s` is OK, else (or when COMMIT fails) ROLLBACK;
+  // returns what failed.
+  absl::Status EndLocked(absl::Status s) {
+    if (s.ok()) s = Exec("COMMIT");
+    if (!s.ok()) (void)Exec("ROLLBACK");
+    return s;
+  }
+
+  // Rollups written (a bucket written twice keeps the last), and read from `since_unix_s` on.
+  absl::Status PutRollupsLocked(const std::vector<RollupRecord>& rows) {
+    for (const RollupRecord& r : rows) {
+      Stmt s = Prepare("INSERT OR REPLACE INTO rollups (series, step, bucket, mean, max) VALUES (?1, ?2, ?3, ?4, ?5)");
+      RETURN_IF_ERROR(
+          s.Bind(1, r.series).Bind(2, int64_t{r.step_s}).Bind(3, r.bucket).BindReal(4, r.mean).BindReal(5, r.max).Run());
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<RollupRecord>> RollupsLocked(int64_t since_unix_s) {
+    Stmt s = Prepare(
+        "SELECT series, step, bucket, mean, max FROM rollups WHERE bucket * step >= ?1 ORDER BY step, bucket, series");
+    s.Bind(1, since_unix_s);
+    std::vector<RollupRecord> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), static_cast<int32_t>(s.Int(1)), s.Int(2), s.Real(3), s.Real(4)});
+    }
+    return out;
+  }
 
   absl::Status MaybeCompactLocked(int64_t revision) {
     // Trim the change feed every 1,000 revisions; watchers further behind must relist.
