@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "model/billing.h"
 
 namespace gpuaas::controller {
 
@@ -10,7 +11,7 @@ std::vector<std::string> ControlPlaneKinds() {
           std::string(model::GpuCapacity::kKind), std::string(model::SpecAndCount::kKind),
           std::string(model::GpuPool::kKind),   std::string(model::MigLayout::kKind),
           std::string(model::Workload::kKind),  std::string(model::ClusterRegistration::kKind),
-          std::string(model::Profile::kKind)};
+          std::string(model::Profile::kKind),   std::string(model::UsageRecord::kKind)};
 }
 
 ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,

@@ -9,10 +9,7 @@
 #include "common/status.h"
 #include "fmt/format.h"
 #include "model/billing.h"
-#include "model/fleet.h"
 #include "model/pool.h"
-#include "nlohmann/json.hpp"
-#include "service/pools.h"
 #include "store/objects.h"
 #include "telemetry/assessment.h"
 
@@ -32,64 +29,27 @@ MeteringController::MeteringController(store::Store& store, telemetry::Hub& hub,
 }
 
 absl::StatusOr<runtime::Result> MeteringController::Reconcile(const std::string&) {
-  if (!backfilled_) {
-    RETURN_IF_ERROR(OpenMissingMeters());
-    backfilled_ = true;
-  }
   const billing::Period month = billing::MonthOf(clock_.Now());
   if (finalized_through_ < month.start) {
+    RETURN_IF_ERROR(MetersOpened());
     RETURN_IF_ERROR(FinalizeClosedMonths(/*all=*/finalized_through_ == Time{}));
     finalized_through_ = month.start;
   }
   return runtime::Result::After(period_);
 }
 
-absl::Status MeteringController::OpenMissingMeters() {
+absl::Status MeteringController::MetersOpened() {
   return store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<model::UsageRecord> meters, store::ListObjects<model::UsageRecord>(tx));
+    std::set<std::string> uids;
+    for (const model::UsageRecord& m : meters) uids.insert(m.spec.pool_uid);
     ASSIGN_OR_RETURN(std::vector<model::GpuPool> pools, store::ListObjects<model::GpuPool>(tx));
-    // When each release was asked for: the audit log's Release events (the pool's Released
-    // condition moves on when the release completes).
-    std::map<std::string, Time> release_asked;
-    bool audit_read = false;
-    auto released_at = [&](const model::GpuPool& p) -> absl::StatusOr<std::optional<Time>> {
-      if (!audit_read) {
-        ASSIGN_OR_RETURN(std::vector<store::Record> events, tx.List(service::kAuditKind, ""));
-        for (const store::Record& e : events) {
-          const nlohmann::json j = nlohmann::json::parse(e.data, nullptr, false);
-          if (!j.is_object() || j.value("action", "") != "Release") continue;
-          if (std::optional<Time> t = ParseTime(j.value("time", ""))) release_asked.try_emplace(j.value("object", ""), *t);
-        }
-        audit_read = true;
-      }
-      auto it = release_asked.find(fmt::format("gpupools/{}/{}", p.metadata.ns, p.metadata.name));
-      if (it != release_asked.end()) return std::optional<Time>(it->second);
-      const model::Condition* rel = model::FindCondition(p.status.conditions, model::kReleased);
-      if (rel == nullptr) return std::optional<Time>();
-      return std::optional<Time>(rel->last_transition_time);
-    };
     for (const model::GpuPool& p : pools) {
-      if (!p.status.approval || !p.status.approval->approved) continue;
-      ASSIGN_OR_RETURN(std::optional<store::Record> have,
-                       tx.Get(store::KeyOf<model::UsageRecord>(p.metadata.ns, p.metadata.name)));
-      if (have) continue;
-      model::UsageRecord meter;
-      meter.metadata.ns = p.metadata.ns;
-      meter.metadata.name = p.metadata.name;
-      meter.metadata.labels = {{"gpuaas.io/pool", p.metadata.name}};
-      meter.spec.pool = p.metadata.name;
-      meter.spec.pool_uid = p.metadata.uid;
-      meter.spec.cluster = p.spec.cluster.empty() && !p.status.allocation.empty() ? p.status.allocation.front().cluster
-                                                                                : p.spec.cluster;
-      meter.spec.items = p.spec.items;
-      meter.spec.start = std::chrono::floor<std::chrono::seconds>(p.status.approval->time);
-      if (model::FindCondition(p.status.conditions, model::kReleased) != nullptr) {
-        ASSIGN_OR_RETURN(std::optional<Time> asked, released_at(p));
-        if (asked) meter.spec.end = std::max<Time>(meter.spec.start, std::chrono::floor<std::chrono::seconds>(*asked));
+      if (p.status.approval && p.status.approval->approved && !uids.contains(p.metadata.uid)) {
+        return absl::UnavailableError(fmt::format(
+            "the meter of approved pool {}/{} is not open yet; closed months are kept once it is", p.metadata.ns,
+            p.metadata.name));
       }
-      RETURN_IF_ERROR(store::CreateObject(tx, meter, clock_.Now()));
-      ++meters_opened_;
-      log::Info("metering: opened the meter of pool {}/{} from its approval at {}", p.metadata.ns, p.metadata.name,
-                FormatTime(meter.spec.start));
     }
     return absl::OkStatus();
   });

@@ -1,7 +1,6 @@
-// The metering controller: keeps the billing ledger whole. Once at start it opens the meter
-// (UsageRecord) of any approved pool that lacks one (pools approved before metering existed),
-// from its approval and release times. Each time a month closes it keeps every project's
-// invoice of that month (kind Invoice, named by the period): final and never edited after; a
+// The metering controller: keeps the billing ledger whole. It reads the meters (UsageRecords,
+// written by the pool controller only) and credit notes; each time a month closes it keeps every
+// project's invoice of that month (kind Invoice, named by the period): final and never edited after; a
 // correction is a credit note. Invoices of months that closed while the server was down are
 // written when it starts.
 #ifndef GPUAAS_CONTROLLER_METERING_H_
@@ -23,10 +22,11 @@ class MeteringController final : public runtime::Reconciler {
                      Duration period = std::chrono::minutes(1));
   absl::StatusOr<runtime::Result> Reconcile(const std::string& key) override;
   int64_t invoices_written() const { return invoices_written_.load(); }
-  int64_t meters_opened() const { return meters_opened_.load(); }
 
  private:
-  absl::Status OpenMissingMeters();
+  // Unavailable while an approved pool has no meter yet (the pool controller opens it): a month
+  // is kept only once every meter that may bill it exists.
+  absl::Status MetersOpened();
   // Keeps the final invoices of closed months for every project with usage or credit notes in
   // them: `all` of them since each project's first meter (at start), else the month just closed.
   absl::Status FinalizeClosedMonths(bool all);
@@ -35,10 +35,8 @@ class MeteringController final : public runtime::Reconciler {
   telemetry::Hub& hub_;
   const Clock& clock_;
   Duration period_;
-  bool backfilled_ = false;
   Time finalized_through_{};  // the end of the last month whose invoices are kept
   std::atomic<int64_t> invoices_written_{0};
-  std::atomic<int64_t> meters_opened_{0};
 };
 
 }  // namespace gpuaas::controller

@@ -1,19 +1,23 @@
 // The pool controller: takes an approved GpuPool (the key is "namespace/name") to Ready and a
-// released one back to the fleet, in clear steps, each persisted before the next acts:
-//   1. release: a released pool's devices go back to the fleet;
-//   2. replace: devices on failed GPUs leave the pool (DevicesHealthy=False);
-//   3. allocate: what the pool lacks is asked of the allocator, on a snapshot built from the
-//      informers (owners from every live pool, GPUs planned on their desired MIG layouts); the
-//      allocation and the MigLayouts it needs are written in one transaction, which checks that
-//      no pool changed since the snapshot took a device meanwhile (dedication);
-//   4. provision: once every device exists in the inventory the pool is Provisioned and Ready.
+// released one back to the fleet. Reconcile reads as its steps, all in one store transaction so
+// that a pool's devices, its MigLayouts and its meter never disagree:
+//   RetireStaleMeter  a deleted pool's meter keeps billing under a name of its own;
+//   meter.Load        the meter opens from the approval (pool_meter.h);
+//   then, for a pool whose release was asked for (spec.releaseRequested):
+//   Release           its runs end, then its devices go back to the fleet and the meter ends;
+//   otherwise:
+//   ReplaceFailed     devices on failed GPUs leave the pool, credited until replaced;
+//   Allocate          what the pool lacks is placed (pool_allocation.h) and billed from now;
+//   Provision         once every device exists in the inventory the pool is Provisioned, Ready.
 // It owns a pool's status.allocation and its Allocated, Provisioned, Ready, Released and
-// DevicesHealthy conditions, and creates MigLayouts (whose status the MIG controller owns).
+// DevicesHealthy conditions, every UsageRecord, and creates MigLayouts (whose status the MIG
+// controller owns). docs/architecture.md lists every field's writer.
 //
-// Keys come from the pool's own changes, from its GPUs and layouts, and, for pools waiting for
-// capacity, from every change that may free capacity: a release, a GPU that recovers or is added,
-// a changed MIG layout, a node that accepts work again. A waiting pool is otherwise looked at
-// again after a backoff (5 s doubling to 5 min), never every second.
+// Keys come from the pool's own changes, from its GPUs and layouts, from meters named like a pool
+// that is gone, and, for pools waiting for capacity, from every change that may free capacity: a
+// release, a GPU that recovers or is added, a changed MIG layout, a node that accepts work again.
+// A waiting pool is otherwise looked at again after a backoff (5 s doubling to 5 min), never
+// every second.
 #ifndef GPUAAS_CONTROLLER_POOLS_H_
 #define GPUAAS_CONTROLLER_POOLS_H_
 
@@ -22,9 +26,12 @@
 #include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "allocator/allocator.h"
+#include "controller/pool_allocation.h"
 #include "controller/runtime/manager.h"
+#include "model/billing.h"
 #include "model/fleet.h"
 #include "model/pool.h"
 #include "store/store.h"
@@ -49,7 +56,13 @@ class PoolController final : public runtime::Reconciler {
   PoolStats stats() const;
 
  private:
-  absl::StatusOr<runtime::Result> Step(const model::GpuPool& listed);
+  struct Cycle;  // one reconcile's pool, meter and outcome (pools.cc)
+  // Whether `key` can be left alone without a transaction: the informers show nothing to do.
+  bool Settled(const std::string& key, const model::GpuPool* pool) const;
+  absl::Status Release(Cycle& c);
+  absl::Status ReplaceFailed(Cycle& c);
+  absl::Status Allocate(Cycle& c);
+  void Provision(Cycle& c);
   void QueueWaiting();
 
   store::Store& store_;
@@ -58,10 +71,12 @@ class PoolController final : public runtime::Reconciler {
   runtime::Informer<model::GpuCapacity>& gpus_;
   runtime::Informer<model::NodeCapacity>& nodes_;
   runtime::Informer<model::MigLayout>& layouts_;
+  runtime::Informer<model::UsageRecord>& meters_;
+  AllocationInformers allocation_;
   runtime::WorkQueue* queue_ = nullptr;
   std::shared_ptr<const allocator::Profile> profile_;
   mutable std::mutex mu_;
-  PoolStats stats_;  // guarded by mu_
+  PoolStats stats_ ABSL_GUARDED_BY(mu_);
   // Bumped whenever capacity may have been freed (the events that QueueWaiting).
   std::atomic<uint64_t> capacity_epoch_{0};
   // A pool that could not be placed, and when: it is tried again only once capacity or the pool
@@ -71,7 +86,7 @@ class PoolController final : public runtime::Reconciler {
     uint64_t epoch = 0;
     int64_t generation = 0;
   };
-  std::map<std::string, Waiting> waits_;  // guarded by mu_
+  std::map<std::string, Waiting> waits_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuaas::controller

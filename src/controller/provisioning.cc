@@ -116,7 +116,7 @@ std::optional<Duration> MigLayoutController::Step(const std::string& name, std::
       std::vector<cluster::ObservedMigInstance> insts;
       for (const MigLayout::Instance& i : l.spec.instances) insts.push_back({i.profile, static_cast<int>(i.start), 0, "", false});
       absl::Status s = d->ApplyMigLayout(node, l.spec.gpu_uuid, l.spec.mig_enabled, insts);
-      next.attempts = l.status.attempts + 1;
+      next.attempts = (newer ? 0 : l.status.attempts) + 1;  // a new generation starts its own count
       next.last_attempt = now;
       next.observed_generation = l.metadata.generation;
       ++applied_;

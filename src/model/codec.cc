@@ -585,6 +585,10 @@ std::string Encode(const GpuPool& p) {
     spec["sharing"] = {{"timeSlicing", {{"replicas", p.spec.time_slicing_replicas}}}};
   }
   if (p.spec.move_idle_instances) spec["moveIdleInstances"] = true;
+  if (const std::optional<GpuPool::Spec::ReleaseRequest>& r = p.spec.release_requested) {
+    spec["releaseRequested"] = {{"time", FormatTime(r->time)}};
+    if (!r->user.empty()) spec["releaseRequested"]["user"] = r->user;
+  }
   j["spec"] = std::move(spec);
   json st = json::object();
   if (p.status.approval) {
@@ -626,6 +630,11 @@ absl::StatusOr<GpuPool> Decode(std::string_view text) {
       if (sh.Has("timeSlicing")) p.spec.time_slicing_replicas = sh.Obj("timeSlicing").Int("replicas", true, 1);
     }
     p.spec.move_idle_instances = s.Bool("moveIdleInstances", false);
+    if (s.Has("releaseRequested")) {
+      In r = s.Obj("releaseRequested");
+      r.Str("time", true);
+      p.spec.release_requested = GpuPool::Spec::ReleaseRequest{r.Str("user"), *r.TimeField("time")};
+    }
     if (root.Has("status")) {
       In st = root.Obj("status");
       if (st.Has("approval")) {
@@ -648,6 +657,13 @@ absl::StatusOr<GpuPool> Decode(std::string_view text) {
         p.status.allocation.push_back(std::move(dev));
       });
       p.status.conditions = DecodeConditions(st);
+    }
+    // A pool stored before spec.releaseRequested existed was marked released by its Released
+    // condition alone: that condition's first transition was the request.
+    if (!p.spec.release_requested) {
+      if (const Condition* rel = FindCondition(p.status.conditions, kReleased)) {
+        p.spec.release_requested = GpuPool::Spec::ReleaseRequest{"", rel->last_transition_time};
+      }
     }
     return p;
   });

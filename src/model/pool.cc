@@ -39,6 +39,10 @@ absl::Status ValidatePool(const GpuPool& p) {
   if (absl::Status s = ValidateName(p.metadata.name); !s.ok()) return s;
   if (p.metadata.ns.empty()) return absl::InvalidArgumentError("metadata.namespace: required (the project)");
   if (p.spec.items.empty()) return absl::InvalidArgumentError("spec.items: at least one item is required");
+  if (p.spec.release_requested) {
+    return absl::InvalidArgumentError(
+        "spec.releaseRequested: set by the release subresource once the pool is approved, never by a new pool");
+  }
   std::set<std::pair<std::string, std::string>> seen;
   for (size_t i = 0; i < p.spec.items.size(); ++i) {
     const PoolItem& item = p.spec.items[i];
@@ -98,7 +102,7 @@ absl::Status ValidateWorkload(const Workload& w) {
   return ValidateLabels(w.metadata.labels);
 }
 
-bool PoolReleaseRequested(const GpuPool& p) { return FindCondition(p.status.conditions, kReleased) != nullptr; }
+bool PoolReleaseRequested(const GpuPool& p) { return p.spec.release_requested.has_value(); }
 
 const std::string& DeviceUuid(const AllocatedDevice& d) { return d.profile == catalog::kFullProfile ? d.gpu_uuid : d.instance_uuid; }
 

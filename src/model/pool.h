@@ -87,6 +87,15 @@ struct GpuPool {
     // MIG defragmentation may move the pool's instances that no workload uses to other GPUs
     // (allocator/defrag.h), so that the GPUs they leave become whole again.
     bool move_idle_instances = false;
+    // The project's wish to give the pool's devices back, set once through the release
+    // subresource (PoolService::Release) with who asked and when: the pool controller ends its
+    // runs, frees its devices and closes its meter at `time`.
+    struct ReleaseRequest {
+      std::string user;
+      Time time{};
+      friend bool operator==(const ReleaseRequest&, const ReleaseRequest&) = default;
+    };
+    std::optional<ReleaseRequest> release_requested;
     friend bool operator==(const Spec&, const Spec&) = default;
   };
   struct Approval {
@@ -249,7 +258,8 @@ struct WholeNodeOwner {
 std::map<std::string, std::map<std::string, WholeNodeOwner>> WholeNodeOwners(
     std::span<const GpuPool> pools, const std::map<std::string, int64_t>& gpus_by_node);
 
-// True once a release was asked for: its runs end, then its devices go back to the fleet.
+// True once a release was asked for (spec.releaseRequested): its runs end, then its devices go
+// back to the fleet.
 bool PoolReleaseRequested(const GpuPool& pool);
 
 // Checks what a user wrote (names, items against the catalogue, counts, replicas). Quota and

@@ -72,8 +72,9 @@ absl::Status WriteLayout(store::Txn& tx, Time now, const std::string& cluster, c
   for (const catalog::Instance& i : layout) l.spec.instances.push_back({std::string(i.profile->name), i.start});
   ASSIGN_OR_RETURN(std::optional<model::MigLayout> old, store::GetObject<model::MigLayout>(tx, "", l.metadata.name));
   if (old) {
+    // A new spec is a new generation; its status stays the MIG controller's to move on.
     l.metadata = old->metadata;
-    l.status = {model::MigLayout::State::kPending, "", 0, Time{}, old->status.observed_generation};
+    l.status = old->status;
     return store::UpdateObject(tx, l);
   }
   return store::CreateObject(tx, l, now);

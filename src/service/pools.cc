@@ -180,8 +180,8 @@ absl::StatusOr<GpuPool> PoolService::Approve(const std::string& ns, const std::s
       if (!cur->status.approval->approved) {
         next = fmt::format("a rejection is final: ask for a new pool (or delete this one to use its name again: "
                            "gpuaas pool delete {} -p {})", name, ns);
-      } else if (const Condition* rel = model::FindCondition(cur->status.conditions, model::kReleased)) {
-        next = rel->status == ConditionStatus::kTrue
+      } else if (model::PoolReleaseRequested(*cur)) {
+        next = !model::PoolIsLive(*cur)
                    ? fmt::format("it has been released: ask for a new pool (or delete this one to use its name again: "
                                  "gpuaas pool delete {} -p {})", name, ns)
                    : "it is being released";
@@ -194,26 +194,10 @@ absl::StatusOr<GpuPool> PoolService::Approve(const std::string& ns, const std::s
     }
     const Time now = clock_.Now();
     if (approve) {
-      // The meter opens in this transaction, so an approval can never go unbilled or be billed
-      // twice; it bills each device from its allocation (the pool controller records them as
-      // they come), so a pool that waits for capacity pays nothing for what it has not got.
+      // The pool controller opens the meter (from this approval) and bills each device from its
+      // allocation, so a pool that waits for capacity pays nothing for what it has not got.
       ASSIGN_OR_RETURN(std::optional<model::Project> project, store::GetObject<model::Project>(tx, "", ns));
       if (project) RETURN_IF_ERROR(CheckBudgetIn(tx, *project, cur->spec.items, now));
-      model::UsageRecord meter;
-      meter.metadata.ns = ns;
-      meter.metadata.name = name;
-      meter.metadata.labels = {{"gpuaas.io/pool", name}};
-      meter.spec.pool = name;
-      meter.spec.pool_uid = cur->metadata.uid;
-      meter.spec.cluster = cur->spec.cluster;
-      meter.spec.items = cur->spec.items;
-      meter.spec.start = std::chrono::floor<std::chrono::seconds>(now);
-      meter.spec.held.emplace();
-      absl::Status opened = store::CreateObject(tx, meter, now);
-      if (absl::IsAlreadyExists(opened)) {
-        return absl::InternalError(fmt::format("gpupools \"{}\" in {} already has a usage record", name, ns));
-      }
-      RETURN_IF_ERROR(opened);
     }
     cur->status.approval = GpuPool::Approval{approve, reason, user, now};
     model::SetCondition(cur->status.conditions,
@@ -245,26 +229,18 @@ absl::StatusOr<GpuPool> PoolService::Release(const std::string& ns, const std::s
           "gpupools \"{}\" was rejected and holds nothing to release; delete it to use its name again: "
           "gpuaas pool delete {} -p {}", name, name, ns));
     }
-    const Condition* released = model::FindCondition(cur->status.conditions, model::kReleased);
-    if (released != nullptr) {
+    if (const std::optional<GpuPool::Spec::ReleaseRequest>& asked = cur->spec.release_requested) {
       return absl::FailedPreconditionError(
-          released->status == ConditionStatus::kTrue
-              ? fmt::format("gpupools \"{}\" is already released; delete it to use its name again: "
-                            "gpuaas pool delete {} -p {}", name, name, ns)
-              : fmt::format("gpupools \"{}\" is already being released ({})", name, released->message));
+          model::PoolIsLive(*cur)
+              ? fmt::format("gpupools \"{}\" is already being released (asked{} at {})", name,
+                            asked->user.empty() ? "" : " by " + asked->user, FormatTime(asked->time))
+              : fmt::format("gpupools \"{}\" is already released; delete it to use its name again: "
+                            "gpuaas pool delete {} -p {}", name, name, ns));
     }
-    const Time now = clock_.Now();
-    model::SetCondition(cur->status.conditions,
-                        {std::string(model::kReleased), ConditionStatus::kFalse, "Releasing",
-                         fmt::format("release requested by {}", user), now,
-                         cur->metadata.generation});
+    // The request is the pool's spec; the pool controller ends its runs, frees its devices and
+    // ends its billing at this time.
+    cur->spec.release_requested = GpuPool::Spec::ReleaseRequest{user, std::chrono::floor<std::chrono::seconds>(clock_.Now())};
     RETURN_IF_ERROR(store::UpdateObject(tx, *cur));
-    // Billing ends with the request: the project gave the devices up (its runs are evicted).
-    ASSIGN_OR_RETURN(std::optional<model::UsageRecord> meter, store::GetObject<model::UsageRecord>(tx, ns, name));
-    if (meter && !meter->spec.end) {
-      meter->spec.end = std::max<Time>(meter->spec.start, std::chrono::floor<std::chrono::seconds>(now));
-      RETURN_IF_ERROR(store::UpdateObject(tx, *meter));
-    }
     pool = *cur;
     return Record(tx, user, "Release", PoolRef(*cur), "");
   }));
@@ -281,23 +257,19 @@ absl::StatusOr<GpuPool> PoolService::DeletePool(const std::string& ns, const std
     if (!cur->status.approval) {
       action = "WithdrawPool";
     } else if (cur->status.approval->approved) {
-      const Condition* rel = model::FindCondition(cur->status.conditions, model::kReleased);
-      if (rel == nullptr) {
+      if (!model::PoolReleaseRequested(*cur)) {
         return absl::FailedPreconditionError(fmt::format(
             "gpupools \"{}\" is approved and in force; release it first (gpuaas pool release {} -p {}), then delete "
             "it once it is Released", name, name, ns));
       }
-      if (rel->status != ConditionStatus::kTrue) {
+      if (model::PoolIsLive(*cur)) {
+        const Condition* rel = model::FindCondition(cur->status.conditions, model::kReleased);
         return absl::FailedPreconditionError(fmt::format(
-            "gpupools \"{}\" is being released ({}); delete it once it is Released", name, rel->message));
+            "gpupools \"{}\" is being released ({}); delete it once it is Released", name,
+            rel != nullptr ? rel->message : "the pool controller has not started yet"));
       }
-      // The meter outlives the pool (its months are billed from it) under a name of its own.
-      ASSIGN_OR_RETURN(std::optional<model::UsageRecord> meter, store::GetObject<model::UsageRecord>(tx, ns, name));
-      if (meter && meter->spec.pool_uid == cur->metadata.uid) {
-        RETURN_IF_ERROR(store::DeleteObject<model::UsageRecord>(tx, ns, name));
-        meter->metadata.name = model::RetiredMeterName(*meter);
-        RETURN_IF_ERROR(store::CreateObject(tx, *meter, clock_.Now()));
-      }
+      // Its meter stays (its months are billed from it): the pool controller renames it
+      // model::RetiredMeterName, so that the name can be used again.
     }
     RETURN_IF_ERROR(store::DeleteObject<GpuPool>(tx, ns, name));
     pool = *cur;

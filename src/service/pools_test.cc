@@ -45,10 +45,26 @@ TEST_F(PoolServiceTest, LifecycleWithAudit) {
   EXPECT_EQ(approved->status.approval->time, clock_.Now()) << "billing starts at approval";
   EXPECT_EQ(svc_->Approve("vision", "train", false, "no", "ops").status().code(),
             absl::StatusCode::kFailedPrecondition);
+  clock_.Advance(std::chrono::milliseconds(1500));
   auto released = svc_->Release("vision", "train", "alice");
   ASSERT_TRUE(released.ok());
-  EXPECT_EQ(model::FindCondition(released->status.conditions, model::kReleased)->reason, "Releasing");
-  EXPECT_EQ(svc_->Release("vision", "train", "alice").status().code(), absl::StatusCode::kFailedPrecondition);
+  // The request is the pool's spec, to the second; the Released condition is the pool
+  // controller's to write.
+  ASSERT_TRUE(released->spec.release_requested);
+  EXPECT_EQ(released->spec.release_requested->user, "alice");
+  EXPECT_EQ(released->spec.release_requested->time, std::chrono::floor<std::chrono::seconds>(clock_.Now()));
+  EXPECT_EQ(model::FindCondition(released->status.conditions, model::kReleased), nullptr);
+  absl::Status again = svc_->Release("vision", "train", "alice").status();
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(again.message()).find("already being released (asked by alice at"), std::string::npos) << again;
+  // Not to be deleted before the release completes.
+  EXPECT_EQ(svc_->DeletePool("vision", "train", "alice").status().code(), absl::StatusCode::kFailedPrecondition);
+  // Nor asked for with a release already in it.
+  model::GpuPool forged = Pool("forged", {{"H200-SXM-141GB", "full", 1}});
+  forged.spec.release_requested = model::GpuPool::Spec::ReleaseRequest{"alice", clock_.Now()};
+  absl::Status refused = svc_->CreatePool(forged, "alice").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(refused.message()).find("spec.releaseRequested"), std::string::npos) << refused;
   auto audit = svc_->Audit(0, 0);
   ASSERT_TRUE(audit.ok());
   std::vector<std::string> actions;
@@ -100,7 +116,8 @@ TEST_F(PoolServiceTest, QuotaFleetAndInputAreCheckedAndNothingIsStoredOnRefusal)
 namespace gpuaas::service {
 namespace {
 
-// Billing through the service: the meter opens and closes in the transitions' own transactions.
+// Billing through the service: rate cards, budgets and credit notes (the meters are the pool
+// controller's).
 class PoolBillingTest : public PoolServiceTest {
  protected:
   absl::StatusOr<model::RateCard> Card(const std::string& name, Time from, int64_t full_price,
@@ -117,42 +134,42 @@ class PoolBillingTest : public PoolServiceTest {
     if (!got.ok() || !*got) return std::nullopt;
     return *model::Decode<model::UsageRecord>((*got)->data);
   }
-  // What the pool controller records when a pool gets every device it asked for, now (this
-  // test runs no controllers).
-  void Allocated(const std::string& pool) {
+  // The meter the pool controller keeps for a pool that held all it asked for from `from` until
+  // its release request (this test runs no controllers).
+  void Metered(const std::string& pool, Time from) {
     ASSERT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
-      ASSIGN_OR_RETURN(std::optional<model::UsageRecord> m, store::GetObject<model::UsageRecord>(tx, "vision", pool));
-      for (const model::PoolItem& i : m->spec.items) {
-        m->spec.held->push_back({i.model, i.profile, i.count, std::chrono::floor<std::chrono::seconds>(clock_.Now())});
-      }
-      return store::UpdateObject(tx, *m);
+      ASSIGN_OR_RETURN(std::optional<model::GpuPool> p, store::GetObject<model::GpuPool>(tx, "vision", pool));
+      model::UsageRecord m;
+      m.metadata.ns = "vision";
+      m.metadata.name = pool;
+      m.spec.pool = pool;
+      m.spec.pool_uid = p->metadata.uid;
+      m.spec.items = p->spec.items;
+      m.spec.start = std::chrono::floor<std::chrono::seconds>(p->status.approval->time);
+      m.spec.held.emplace();
+      for (const model::PoolItem& i : p->spec.items) m.spec.held->push_back({i.model, i.profile, i.count, from});
+      m.spec.end = p->spec.release_requested->time;
+      return store::CreateObject(tx, m, clock_.Now());
     }).ok());
   }
 };
 
-TEST_F(PoolBillingTest, ApprovalOpensTheMeterReleaseClosesItRejectionNeverBills) {
+TEST_F(PoolBillingTest, TheServiceWritesNoMeterAndARejectionIsNeverBilled) {
   ASSERT_TRUE(svc_->CreatePool(Pool("train", {{"H200-SXM-141GB", "full", 2}}), "alice").ok());
   ASSERT_TRUE(svc_->CreatePool(Pool("nope", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
-  EXPECT_FALSE(Meter("train")) << "requested, not approved: not billed";
   clock_.Advance(std::chrono::minutes(3));
   ASSERT_TRUE(svc_->Approve("vision", "nope", false, "no", "ops").ok());
-  EXPECT_FALSE(Meter("nope")) << "a rejection is never billed";
   auto approved = svc_->Approve("vision", "train", true, "", "ops");
   ASSERT_TRUE(approved.ok());
-  // The meter opens at the approval; it bills devices as they are allocated (none yet).
-  std::optional<model::UsageRecord> m = Meter("train");
-  ASSERT_TRUE(m);
-  EXPECT_EQ(m->spec.start, std::chrono::floor<std::chrono::seconds>(clock_.Now()));
-  EXPECT_FALSE(m->spec.end);
-  ASSERT_TRUE(m->spec.held);
-  EXPECT_TRUE(m->spec.held->empty());
-  EXPECT_EQ(m->spec.pool_uid, approved->metadata.uid);
-  EXPECT_EQ(m->spec.items, approved->spec.items);
   clock_.Advance(std::chrono::seconds(5400));
   ASSERT_TRUE(svc_->Release("vision", "train", "alice").ok());
-  m = Meter("train");
-  ASSERT_TRUE(m && m->spec.end);
-  EXPECT_EQ(*m->spec.end - m->spec.start, std::chrono::seconds(5400));
+  // The pool controller opens the meter from the approval and ends it at the request
+  // (test/pool_lifecycle_test.cc); the service only records both on the pool.
+  EXPECT_FALSE(Meter("train"));
+  EXPECT_FALSE(Meter("nope"));
+  auto listed = store_->List(model::UsageRecord::kKind, "");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
 }
 
 TEST_F(PoolBillingTest, RateCardsTakeEffectInOpenPeriodsInOneCurrency) {
@@ -206,9 +223,10 @@ TEST_F(PoolBillingTest, ACreditNoteCorrectsAClosedMonthAndNeverMoreThanItBilled)
   ASSERT_TRUE(Card("list", month_start, 3'600'000).ok());
   ASSERT_TRUE(svc_->CreatePool(Pool("train", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
   ASSERT_TRUE(svc_->Approve("vision", "train", true, "", "ops").ok());
-  Allocated("train");
+  const Time allocated = std::chrono::floor<std::chrono::seconds>(clock_.Now());
   clock_.Advance(std::chrono::hours(10));
   ASSERT_TRUE(svc_->Release("vision", "train", "alice").ok());  // 10 h x 3.6 = 36 USD in December
+  Metered("train", allocated);
   EXPECT_EQ(svc_->IssueCreditNote("vision", "2025-12", 1'000'000, "outage", "ops").status().code(),
             absl::StatusCode::kFailedPrecondition) << "December is still running";
   clock_.Advance(std::chrono::hours(24 * 31));  // January
@@ -229,9 +247,10 @@ TEST_F(PoolBillingTest, ACreditNoteCorrectsAClosedMonthAndNeverMoreThanItBilled)
   // January may still give back all of January's 36 (the notes it carries correct another month).
   ASSERT_TRUE(svc_->CreatePool(Pool("jan", {{"H200-SXM-141GB", "full", 1}}), "alice").ok());
   ASSERT_TRUE(svc_->Approve("vision", "jan", true, "", "ops").ok());
-  Allocated("jan");
+  const Time jan_allocated = std::chrono::floor<std::chrono::seconds>(clock_.Now());
   clock_.Advance(std::chrono::hours(10));
   ASSERT_TRUE(svc_->Release("vision", "jan", "alice").ok());
+  Metered("jan", jan_allocated);
   clock_.Advance(std::chrono::hours(24 * 31));  // February
   EXPECT_TRUE(svc_->IssueCreditNote("vision", "2026-01", 36'000'000, "all of January", "ops").ok());
   EXPECT_FALSE(svc_->IssueCreditNote("vision", "2026-01", 1, "more", "ops").ok());
