@@ -308,7 +308,7 @@ TEST(Problem, OneMappingFromStatusToHttp) {
   EXPECT_EQ(ErrorResponse(absl::OutOfRangeError("x")).status, 410);
   EXPECT_EQ(ErrorResponse(absl::InternalError("x")).status, 500);
   // Outcomes without a Status code of their own keep their HTTP status and reason.
-  const absl::Status s = HttpError(405, "MethodNotAllowed", "PUT /x is not allowed");
+  const absl::Status s = MethodNotAllowed("PUT /x is not allowed");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
   HttpResponse r = ErrorResponse(s);
   EXPECT_EQ(r.status, 405);
@@ -317,7 +317,7 @@ TEST(Problem, OneMappingFromStatusToHttp) {
   EXPECT_EQ(body["reason"], "MethodNotAllowed");
   EXPECT_EQ(body["title"], "Method Not Allowed");
   EXPECT_EQ(body["detail"], "PUT /x is not allowed");
-  EXPECT_EQ(ProblemFor(HttpError(503, "NotReady", "wait")).reason, "NotReady");
+  EXPECT_EQ(ProblemFor(NotReady("wait")).reason, "NotReady");
 }
 
 TEST_F(ApiTest, BadUtf8IsRefusedNot500) {

@@ -17,6 +17,7 @@
 #include "common/files.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/problem.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
@@ -42,6 +43,21 @@ std::string Escape(const std::string& s) {
 
 absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& method,
                                  const std::string& path, const std::string& body);
+
+// An error answer as the Status it stands for (common/problem.h), worded as kubectl words it, so
+// that the code keeps its meaning: a 409 Conflict is Aborted (the object changed meanwhile: run
+// it again), a 503 Unavailable (wait and retry), a 403 QuotaExceeded ResourceExhausted.
+absl::Status ServerError(int http_status, const std::string& body) {
+  const json p = json::parse(body, nullptr, false);
+  const std::string reason = p.is_object() ? p.value("reason", "") : "";
+  std::string detail = p.is_object() ? p.value("detail", p.value("message", body)) : body;
+  if (absl::IsAborted(StatusFromProblem(http_status, reason, ""))) {
+    detail += " (it changed meanwhile: run the command again)";
+  }
+  return StatusFromProblem(
+      http_status, reason,
+      fmt::format("Error from server ({}): {}", reason.empty() ? std::to_string(http_status) : reason, detail));
+}
 
 // GETs `path` from the server; non-2xx answers become errors carrying the server's reason.
 absl::StatusOr<std::string> Fetch(const ClientOptions& o, const std::string& path) {
@@ -109,12 +125,7 @@ absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& meth
     return absl::UnauthenticatedError(
         "Error from server (Unauthorized): give a valid token with --token or GPUAAS_TOKEN");
   }
-  json p = json::parse(r->body, nullptr, false);
-  std::string reason = p.is_object() ? p.value("reason", "") : "";
-  std::string detail = p.is_object() ? p.value("detail", r->body) : r->body;
-  return absl::Status(r->status == 404 ? absl::StatusCode::kNotFound : absl::StatusCode::kUnknown,
-                      fmt::format("Error from server ({}): {}", reason.empty() ? std::to_string(r->status) : reason,
-                                  detail));
+  return ServerError(r->status, r->body);
 }
 
 int Fail(std::ostream& err, const absl::Status& s) {
@@ -336,11 +347,7 @@ absl::Status Watch(const ClientOptions& o, const std::string& base, std::string 
     if (status == 410) {
       return absl::OutOfRangeError("the watch fell too far behind (410 Expired); run the command again to relist");
     }
-    if (status != 0 && status != 200) {
-      json p = json::parse(error_body, nullptr, false);
-      return absl::UnknownError(fmt::format("Error from server ({}): {}", status,
-                                            p.is_object() ? p.value("detail", p.value("message", error_body)) : error_body));
-    }
+    if (status != 0 && status != 200) return ServerError(status, error_body);
     if (!r && status == 0) {
       return absl::UnavailableError(fmt::format("cannot reach the gpuaas server at {} ({})", o.server,
                                                 httplib::to_string(r.error())));

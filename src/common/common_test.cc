@@ -1,7 +1,10 @@
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/ids.h"
+#include "common/problem.h"
 #include "common/strings.h"
 #include "gtest/gtest.h"
 
@@ -97,6 +100,36 @@ TEST(Ids, UidsAreUniqueAndShaped) {
   }
   EXPECT_EQ(StableUuid("cluster/node/0"), StableUuid("cluster/node/0"));
   EXPECT_NE(StableUuid("cluster/node/0"), StableUuid("cluster/node/1"));
+}
+
+TEST(Problem, AClientReadsBackTheStatusTheServerMeant) {
+  // Every code and every named outcome crosses the wire and back with its HTTP status and reason,
+  // so that a client keeps its meaning: a 409 Conflict is Aborted (run it again), not Unknown.
+  const std::vector<absl::Status> sent = {
+      absl::InvalidArgumentError("m"),  absl::UnauthenticatedError("m"), absl::PermissionDeniedError("m"),
+      absl::NotFoundError("m"),         absl::AlreadyExistsError("m"),   absl::AbortedError("m"),
+      absl::FailedPreconditionError("m"), absl::OutOfRangeError("m"),    absl::ResourceExhaustedError("m"),
+      absl::UnimplementedError("m"),    absl::UnavailableError("m"),     absl::DeadlineExceededError("m"),
+      absl::InternalError("m"),         MethodNotAllowed("m"),           ContentTooLarge("m"),
+      UnsupportedMediaType("m"),        TooManyRequests("m"),            HeaderFieldsTooLarge("m"),
+      NotReady("m")};
+  std::set<std::pair<int, std::string>> seen;
+  for (const absl::Status& s : sent) {
+    const Problem p = ProblemFor(s);
+    const absl::Status back = StatusFromProblem(p.status, p.reason, p.detail);
+    EXPECT_EQ(back.code(), s.code()) << s;
+    const Problem again = ProblemFor(back);
+    EXPECT_EQ(again.status, p.status) << s;
+    EXPECT_EQ(again.reason, p.reason) << s;
+    EXPECT_EQ(again.detail, "m");
+    EXPECT_TRUE(seen.insert({p.status, p.reason}).second) << "two outcomes answer alike: " << p.status << " " << p.reason;
+  }
+  EXPECT_EQ(StatusFromProblem(409, "Conflict", "x").code(), absl::StatusCode::kAborted);
+  // A reason it does not know keeps the status's nearest code, and the reason itself.
+  const absl::Status odd = StatusFromProblem(422, "Invalid", "x");
+  EXPECT_EQ(odd.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ProblemFor(odd).reason, "Invalid");
+  EXPECT_EQ(ProblemFor(odd).status, 422);
 }
 
 }  // namespace

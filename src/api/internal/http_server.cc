@@ -304,22 +304,16 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return Close();
     }
     if (ec) {
-      int status = 400;
-      std::string reason = "BadRequest";
-      std::string detail = fmt::format("malformed HTTP request: {}", ec.message());
+      absl::Status refused = absl::InvalidArgumentError(fmt::format("malformed HTTP request: {}", ec.message()));
       if (ec == http::error::body_limit) {
-        status = 413;
-        reason = "RequestEntityTooLarge";
-        detail = fmt::format("request body exceeds the limit of {} bytes", options_.max_body_bytes);
+        refused = ContentTooLarge(fmt::format("request body exceeds the limit of {} bytes", options_.max_body_bytes));
       } else if (ec == http::error::header_limit) {
-        status = 431;
-        reason = "RequestHeaderFieldsTooLarge";
-        detail = "request headers exceed 64 KiB";
+        refused = HeaderFieldsTooLarge("request headers exceed 64 KiB");
       } else if (ec.category() != http::make_error_code(http::error::bad_target).category() ||
                  ec == http::error::partial_message) {
         return Close();  // a socket error or a client gone mid-request: nobody to answer
       }
-      return Write(ErrorResponse(HttpError(status, reason, detail)), /*head=*/false, /*keep_alive=*/false, 11);
+      return Write(ErrorResponse(refused), /*head=*/false, /*keep_alive=*/false, 11);
     }
     http::request<http::string_body>& msg = parser_->get();
     HttpRequest req;

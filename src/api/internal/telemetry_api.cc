@@ -128,7 +128,7 @@ absl::StatusOr<HttpResponse> TelemetryApi::Ingest(const HttpRequest& req, const 
       return absl::InvalidArgumentError(fmt::format("Prometheus text: {}", std::string(r.status().message())));
     }
   } else {
-    return HttpError(415, "UnsupportedMediaType",
+    return UnsupportedMediaType(
                      fmt::format("Content-Type \"{}\": send application/json (an agent report) or text/plain "
                                  "(dcgm-exporter's Prometheus text)",
                                  ct));

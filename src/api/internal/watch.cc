@@ -9,10 +9,6 @@
 
 namespace gpuaas::api::internal {
 
-std::string StatusJson(int code, std::string_view reason, std::string_view message) {
-  return KubernetesStatusJson({code, std::string(reason), std::string(message)});
-}
-
 struct WatchHub::Watcher {
   WatchRequest req;
   std::shared_ptr<StreamSink> sink;  // null until the head went out
@@ -90,13 +86,12 @@ HttpResponse WatchHub::Open(WatchRequest req) {
     // Refused at once when the feed no longer reaches back so far, so that the client relists.
     absl::StatusOr<std::vector<store::Change>> probe = cache_.store().Changes(*req.resource_version, 1);
     if (absl::IsOutOfRange(probe.status())) {
-      return {410, "application/json",
-              StatusJson(410, "Expired", fmt::format("too old resource version: {} ({})", *req.resource_version,
-                                                     std::string(probe.status().message()))),
-              {}};
+      return ErrorResponse(absl::OutOfRangeError(fmt::format("too old resource version: {} ({})", *req.resource_version,
+                                                             std::string(probe.status().message()))),
+                           ErrorBody::kKubernetesStatus);
     }
     if (!probe.ok()) {
-      return {503, "application/json", StatusJson(503, "ServiceUnavailable", std::string(probe.status().message())), {}};
+      return ErrorResponse(absl::UnavailableError(probe.status().message()), ErrorBody::kKubernetesStatus);
     }
   }
   auto w = std::make_shared<Watcher>();
@@ -134,7 +129,7 @@ void WatchHub::Start(const std::shared_ptr<Watcher>& w, std::shared_ptr<StreamSi
       absl::StatusOr<std::vector<store::Change>> changes = cache_.store().Changes(after, 1000);
       if (!changes.ok()) {
         // Compacted since Open: the client must relist, as Kubernetes says with an ERROR event.
-        w->sink->Write(Line("ERROR", StatusJson(410, "Expired", std::string(changes.status().message()))));
+        w->sink->Write(Line("ERROR", KubernetesStatusJson(ProblemFor(absl::OutOfRangeError(changes.status().message())))));
         w->sink->End();
         return;
       }

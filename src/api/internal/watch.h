@@ -83,9 +83,6 @@ class WatchHub {
   int listener_ = -1;
 };
 
-// A Kubernetes Status body (`{"kind":"Status","apiVersion":"v1",...}`).
-std::string StatusJson(int code, std::string_view reason, std::string_view message);
-
 }  // namespace gpuaas::api::internal
 
 #endif  // GPUAAS_API_INTERNAL_WATCH_H_
