@@ -29,6 +29,8 @@ WRITES = {
     ("GpuCapacity", "`status.health`, `Healthy`, `MemoryErrors`, `ResetRequired`, `Overheating`"): (
         r"model::SummarizeGpuHealth\(|ToCondition\(model::kGpu"),
     ("GpuCapacity", "`DriverHealthy`"): r"model::SetDriverHealth\(",
+    ("Workload", "`status`"): r"\.status\.(?:phase|reason|message|devices|profile|start_time)\s*=[^=]",
+    ("Profile", "all"): r"spec\.end = now|CreateObject\(tx, prof\b",
 }
 
 EXCLUDED = {"src/model/codec.cc"}  # decodes what was stored; writes nothing

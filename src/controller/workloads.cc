@@ -1,9 +1,11 @@
 #include "controller/workloads.h"
 
+#include <set>
+
 #include "allocator/admission.h"
 #include "common/status.h"
+#include "controller/inventory.h"
 #include "fmt/format.h"
-#include "service/pools.h"
 #include "store/objects.h"
 
 namespace gpuaas::controller {
@@ -15,11 +17,49 @@ using Kind = allocator::AdmissionStep::Kind;
 
 bool Active(const Workload& w) { return w.status.phase == WorkloadPhase::kPending || w.status.phase == WorkloadPhase::kRunning; }
 
+constexpr std::string_view kOpenRunsOf = "open";  // Profiles of workloads' runs not yet ended, by pool
+
+// The Profile of a workload's run (a cluster pod's carries the cluster label; the podruns
+// controller keeps those).
+bool OfWorkload(const model::Profile& p) { return !p.metadata.labels.contains(std::string(kLabelCluster)); }
+
+// Closes `p` at `now`; it is written by the caller.
+void CloseRun(model::Profile& p, Time now) {
+  if (!p.spec.end) p.spec.end = now;
+}
+
+// Ends a workload's run: closes its Profile (written here) and sets the phase; `w` is then
+// written by the caller, in the same transaction.
+absl::Status EndRun(store::Txn& tx, Workload& w, WorkloadPhase phase, std::string reason, std::string message,
+                    Time now) {
+  if (!w.status.profile.empty()) {
+    ASSIGN_OR_RETURN(std::optional<model::Profile> p, store::GetObject<model::Profile>(tx, w.metadata.ns, w.status.profile));
+    if (p && !p->spec.end) {
+      CloseRun(*p, now);
+      RETURN_IF_ERROR(store::UpdateObject(tx, *p));
+    }
+  }
+  w.status.phase = phase;
+  w.status.reason = std::move(reason);
+  w.status.message = std::move(message);
+  w.status.devices.clear();
+  w.status.profile.clear();
+  w.status.start_time.reset();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 WorkloadController::WorkloadController(store::Store& store, runtime::Manager& manager)
-    : store_(store), manager_(manager), workloads_(manager.informers().For<Workload>()) {
+    : store_(store),
+      manager_(manager),
+      workloads_(manager.informers().For<Workload>()),
+      profiles_(manager.informers().For<model::Profile>()) {
   runtime::WorkQueue& q = manager.Add("workloads", *this);
+  profiles_.AddIndex(std::string(kOpenRunsOf), [](const model::Profile& p) {
+    return OfWorkload(p) && !p.spec.end ? std::vector<std::string>{runtime::ObjectKey(p.metadata.ns, p.spec.pool)}
+                                        : std::vector<std::string>{};
+  });
   workloads_.AddIndex("pool", [](const Workload& w) {
     return Active(w) ? std::vector<std::string>{runtime::ObjectKey(w.metadata.ns, w.spec.pool)} : std::vector<std::string>{};
   });
@@ -40,7 +80,9 @@ WorkloadStats WorkloadController::stats() const {
 }
 
 absl::StatusOr<runtime::Result> WorkloadController::Reconcile(const std::string& key) {
-  if (workloads_.ByIndex("pool", key).empty()) return runtime::Result::Done();
+  if (workloads_.ByIndex("pool", key).empty() && profiles_.ByIndex(kOpenRunsOf, key).empty()) {
+    return runtime::Result::Done();
+  }
   // Named, not structured bindings: clang 14 (the fuzz preset) cannot capture those in lambdas.
   const std::pair<std::string, std::string> split = runtime::SplitKey(key);
   const std::string& ns = split.first;
@@ -66,7 +108,7 @@ absl::StatusOr<runtime::Result> WorkloadController::Reconcile(const std::string&
       dirty[step.workload] = true;
       switch (step.kind) {
         case Kind::kEnd:
-          RETURN_IF_ERROR(service::EndRun(tx, w, step.phase, step.reason, step.message, now));
+          RETURN_IF_ERROR(EndRun(tx, w, step.phase, step.reason, step.message, now));
           if (step.phase == WorkloadPhase::kEvicted) ++delta.evicted;
           if (step.reason == "Preempted") ++delta.preempted;
           if (step.reason == "DeviceFailed") ++delta.requeued;
@@ -95,6 +137,18 @@ absl::StatusOr<runtime::Result> WorkloadController::Reconcile(const std::string&
     }
     for (size_t i = 0; i < mine.size(); ++i) {
       if (dirty[i]) RETURN_IF_ERROR(store::UpdateObject(tx, *mine[i]));
+    }
+    // Runs whose workload was deleted (the API removes it): their Profiles end now.
+    std::set<std::string> running;
+    for (const Workload& w : in_ns) {
+      if (!w.status.profile.empty()) running.insert(w.status.profile);
+    }
+    for (const auto& open : profiles_.ByIndex(kOpenRunsOf, key)) {
+      if (running.contains(open->metadata.name)) continue;
+      ASSIGN_OR_RETURN(std::optional<model::Profile> p, store::GetObject<model::Profile>(tx, ns, open->metadata.name));
+      if (!p || p->spec.end) continue;
+      CloseRun(*p, now);
+      RETURN_IF_ERROR(store::UpdateObject(tx, *p));
     }
     return absl::OkStatus();
   }));

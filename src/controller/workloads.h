@@ -2,7 +2,8 @@
 // at a time (the key is "namespace/pool"): ends runs (closing their Profiles), starts runs
 // (creating a Profile: pod -> devices -> pool -> project, from when), and updates what pending
 // workloads show, in one transaction that reads the pool and its workloads afresh. It owns
-// Workload status and Profiles.
+// Workload status and the Profiles of workloads' runs: a workload deleted while it ran (the API
+// only removes it) has its Profile closed here, as the record of what ran where.
 //
 // Keys come from a workload's changes and from its pool's (Ready, released, a device lost).
 #ifndef GPUAAS_CONTROLLER_WORKLOADS_H_
@@ -10,6 +11,7 @@
 
 #include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "controller/runtime/manager.h"
 #include "model/pool.h"
@@ -36,8 +38,9 @@ class WorkloadController final : public runtime::Reconciler {
   store::Store& store_;
   runtime::Manager& manager_;
   runtime::Informer<model::Workload>& workloads_;
+  runtime::Informer<model::Profile>& profiles_;
   mutable std::mutex mu_;
-  WorkloadStats stats_;  // guarded by mu_
+  WorkloadStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuaas::controller

@@ -392,10 +392,8 @@ absl::StatusOr<model::Project> PoolService::SetBudget(const std::string& name,
 }
 
 absl::StatusOr<model::Workload> PoolService::CreateWorkload(model::Workload w, const std::string& user) {
-  w.status = {};
+  w.status = {};  // Pending: the workload controller says why it waits, or admits it
   RETURN_IF_ERROR(model::ValidateWorkload(w));
-  w.status.reason = "Queued";
-  w.status.message = "waiting for admission onto the pool's devices";
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     ASSIGN_OR_RETURN(std::optional<GpuPool> pool, store::GetObject<GpuPool>(tx, w.metadata.ns, w.spec.pool));
     if (!pool) {
@@ -434,36 +432,15 @@ absl::StatusOr<model::Workload> PoolService::DeleteWorkload(const std::string& n
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     ASSIGN_OR_RETURN(std::optional<model::Workload> cur, store::GetObject<model::Workload>(tx, ns, name));
     if (!cur) return absl::NotFoundError(fmt::format("workloads \"{}\" not found in project {}", name, ns));
-    const bool ended =
-        cur->status.phase == model::WorkloadPhase::kSucceeded || cur->status.phase == model::WorkloadPhase::kEvicted;
-    if (!ended) {
-      // The run's Profile is closed and kept: it is the record of what ran where.
-      RETURN_IF_ERROR(EndRun(tx, *cur, model::WorkloadPhase::kSucceeded, "Deleted", "deleted by " + user, clock_.Now()));
-    }
+    const bool ran = cur->status.phase == model::WorkloadPhase::kRunning;
+    // A run's devices are free once the workload is gone; the workload controller closes its
+    // Profile, which stays as the record of what ran where.
     RETURN_IF_ERROR(store::DeleteObject<model::Workload>(tx, ns, name));
     w = *cur;
     w.metadata.resource_version = tx.revision();  // the deletion's: a reader waits for it
-    return Record(tx, user, "DeleteWorkload", fmt::format("workloads/{}/{}", ns, name), ended ? "ended before" : "");
+    return Record(tx, user, "DeleteWorkload", fmt::format("workloads/{}/{}", ns, name), ran ? "" : "ended before");
   }));
   return w;
-}
-
-absl::Status EndRun(store::Txn& tx, model::Workload& w, model::WorkloadPhase phase, std::string reason,
-                    std::string message, Time now) {
-  if (!w.status.profile.empty()) {
-    ASSIGN_OR_RETURN(std::optional<model::Profile> p, store::GetObject<model::Profile>(tx, w.metadata.ns, w.status.profile));
-    if (p && !p->spec.end) {
-      p->spec.end = now;
-      RETURN_IF_ERROR(store::UpdateObject(tx, *p));
-    }
-  }
-  w.status.phase = phase;
-  w.status.reason = std::move(reason);
-  w.status.message = std::move(message);
-  w.status.devices.clear();
-  w.status.profile.clear();
-  w.status.start_time.reset();
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, AuditEvent>>> PoolService::Audit(int64_t after, size_t limit) {

@@ -76,9 +76,9 @@ class PoolService {
                                            const std::string& user);
 
   // Workloads: created Pending (the workload controller admits them); refused at once when the
-  // pool could never hold them (more devices of a profile than it has). Deleting ends the run
-  // and its Profile (which stays, as the record of the run) and removes the workload, so that
-  // its name can be used again; an ended workload is removed.
+  // pool could never hold them (more devices of a profile than it has). Deleting removes the
+  // workload, so that its name can be used again; the workload controller then closes the
+  // Profile of a run it had (which stays, as the record of the run).
   absl::StatusOr<model::Workload> CreateWorkload(model::Workload w, const std::string& user);
   absl::StatusOr<model::Workload> DeleteWorkload(const std::string& ns, const std::string& name,
                                                  const std::string& user);
@@ -93,11 +93,6 @@ class PoolService {
   const Clock& clock_;
   FleetCounter fleet_;
 };
-
-// Ends a workload's run: closes its Profile (end time `now`) and sets the phase. `w` is then
-// written by the caller, in the same transaction.
-absl::Status EndRun(store::Txn& tx, model::Workload& w, model::WorkloadPhase phase, std::string reason,
-                    std::string message, Time now);
 
 }  // namespace gpuaas::service
 
