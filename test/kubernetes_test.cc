@@ -40,6 +40,7 @@ using cluster::kubernetes::AdmissionMode;
 using cluster::kubernetes::Client;
 using cluster::kubernetes::ClientConfig;
 using cluster::kubernetes::KubernetesDriver;
+using cluster::kubernetes::PoolsFrom;
 using cluster::kubernetes::ReviewClaim;
 using cluster::kubernetes::UuidSelector;
 using nlohmann::json;
@@ -1412,7 +1413,7 @@ TEST_F(KubernetesDriverTest, APoolsDraDevicesAreTaintedForItsProjectOnly) {
 
   // vision's claim, as the mutating webhook leaves it, gets the pool's GPU, and passes validation.
   absl::StatusOr<std::string> mutated =
-      ReviewClaim(ClaimReview("vision", {{"deviceClassName", "gpu.nvidia.com"}}).dump(), "lab", stored, AdmissionMode::kMutate);
+      ReviewClaim(ClaimReview("vision", {{"deviceClassName", "gpu.nvidia.com"}}).dump(), "lab", PoolsFrom(stored), AdmissionMode::kMutate);
   ASSERT_TRUE(mutated.ok()) << mutated.status();
   const json answer = json::parse(*mutated);
   ASSERT_TRUE(answer["response"]["allowed"].get<bool>()) << *mutated;
@@ -1423,7 +1424,7 @@ TEST_F(KubernetesDriverTest, APoolsDraDevicesAreTaintedForItsProjectOnly) {
   const json& exactly = review["request"]["object"]["spec"]["devices"]["requests"][0]["exactly"];
   EXPECT_EQ(exactly["selectors"][0]["cel"]["expression"], UuidSelector({held}));
   EXPECT_EQ(exactly["tolerations"][0]["value"], "vision");
-  const json validated = json::parse(*ReviewClaim(review.dump(), "lab", stored, AdmissionMode::kValidate));
+  const json validated = json::parse(*ReviewClaim(review.dump(), "lab", PoolsFrom(stored), AdmissionMode::kValidate));
   EXPECT_TRUE(validated["response"]["allowed"].get<bool>()) << validated.dump();
   std::set<std::string> taken;
   EXPECT_EQ(Allocate(review["request"]["object"], devices, rules(), taken), held_name);
@@ -1432,7 +1433,7 @@ TEST_F(KubernetesDriverTest, APoolsDraDevicesAreTaintedForItsProjectOnly) {
   const json named = {{"deviceClassName", "gpu.nvidia.com"},
                       {"selectors", json::array({{{"cel", {{"expression", "device.attributes[\"gpu.nvidia.com\"].uuid == \"" + held + "\""}}}}})}};
   json web = ClaimReview("web", named);
-  const json untouched = json::parse(*ReviewClaim(web.dump(), "lab", stored, AdmissionMode::kMutate));
+  const json untouched = json::parse(*ReviewClaim(web.dump(), "lab", PoolsFrom(stored), AdmissionMode::kMutate));
   EXPECT_TRUE(untouched["response"]["allowed"].get<bool>());
   EXPECT_FALSE(untouched["response"].contains("patch")) << "no pools, nothing to steer";
   taken.clear();
@@ -1445,7 +1446,7 @@ TEST_F(KubernetesDriverTest, APoolsDraDevicesAreTaintedForItsProjectOnly) {
                         json{{"key", "gpuaas.io/project"}, {"operator", "Exists"}}, json{{"operator", "Exists"}}}) {
     json sneaky = named;
     sneaky["tolerations"] = json::array({t});
-    const json refused = json::parse(*ReviewClaim(ClaimReview("web", sneaky).dump(), "lab", stored, AdmissionMode::kValidate));
+    const json refused = json::parse(*ReviewClaim(ClaimReview("web", sneaky).dump(), "lab", PoolsFrom(stored), AdmissionMode::kValidate));
     EXPECT_FALSE(refused["response"]["allowed"].get<bool>()) << t.dump();
     EXPECT_NE(refused["response"]["status"]["message"].get<std::string>().find("gpuaas.io/project"), std::string::npos);
     // What the webhook refuses, the scheduler would have allocated: the refusal is what fences.
@@ -1454,12 +1455,12 @@ TEST_F(KubernetesDriverTest, APoolsDraDevicesAreTaintedForItsProjectOnly) {
   }
   json own = named;
   own["tolerations"] = json::array({{{"key", "gpuaas.io/project"}, {"operator", "Equal"}, {"value", "web"}}});
-  EXPECT_TRUE(json::parse(*ReviewClaim(ClaimReview("web", own).dump(), "lab", stored, AdmissionMode::kValidate))["response"]["allowed"]
+  EXPECT_TRUE(json::parse(*ReviewClaim(ClaimReview("web", own).dump(), "lab", PoolsFrom(stored), AdmissionMode::kValidate))["response"]["allowed"]
                   .get<bool>());
   // vision's claim whose selector was taken away after the webhook set it is refused.
   json widened = review;
   widened["request"]["object"]["spec"]["devices"]["requests"][0]["exactly"].erase("selectors");
-  EXPECT_FALSE(json::parse(*ReviewClaim(widened.dump(), "lab", stored, AdmissionMode::kValidate))["response"]["allowed"]
+  EXPECT_FALSE(json::parse(*ReviewClaim(widened.dump(), "lab", PoolsFrom(stored), AdmissionMode::kValidate))["response"]["allowed"]
                    .get<bool>());
 
   // Released: the rule goes, in one DELETE; enforcing again writes nothing.

@@ -104,16 +104,10 @@ class Pusher {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::pair<std::string, std::vector<SimGpu>>>> SimGpusFromInventory(
-    std::string_view body, const std::string& node) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array()) {
-    return absl::InvalidArgumentError("the server's GPU list is not a list of GpuCapacity objects");
-  }
+std::vector<std::pair<std::string, std::vector<SimGpu>>> SimGpusOf(std::span<const model::GpuCapacity* const> gpus,
+                                                                   const std::string& node) {
   std::map<std::string, std::vector<SimGpu>> by_node;
-  for (const nlohmann::json& item : j["items"]) {
-    absl::StatusOr<model::GpuCapacity> g = model::Decode<model::GpuCapacity>(item.dump());
-    if (!g.ok()) return absl::InvalidArgumentError(fmt::format("a GPU of the list: {}", std::string(g.status().message())));
+  for (const model::GpuCapacity* g : gpus) {
     // The node as gpuaas names it ("CLUSTER.NODE", spec.node) or as its cluster does.
     const std::string prefix = g->spec.cluster + ".";
     const std::string short_node = g->spec.node.starts_with(prefix) ? g->spec.node.substr(prefix.size()) : g->spec.node;
@@ -140,10 +134,28 @@ absl::StatusOr<std::vector<std::pair<std::string, std::vector<SimGpu>>>> SimGpus
     }
     by_node[g->spec.node].push_back(std::move(s));
   }
-  if (!node.empty() && by_node.empty()) {
+  return {by_node.begin(), by_node.end()};
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::vector<SimGpu>>>> SimGpusFromInventory(
+    std::string_view body, const std::string& node) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array()) {
+    return absl::InvalidArgumentError("the server's GPU list is not a list of GpuCapacity objects");
+  }
+  std::vector<model::GpuCapacity> decoded;
+  for (const nlohmann::json& item : j["items"]) {
+    absl::StatusOr<model::GpuCapacity> g = model::Decode<model::GpuCapacity>(item.dump());
+    if (!g.ok()) return absl::InvalidArgumentError(fmt::format("a GPU of the list: {}", std::string(g.status().message())));
+    decoded.push_back(std::move(*g));
+  }
+  std::vector<const model::GpuCapacity*> gpus;
+  for (const model::GpuCapacity& g : decoded) gpus.push_back(&g);
+  std::vector<std::pair<std::string, std::vector<SimGpu>>> out = SimGpusOf(gpus, node);
+  if (!node.empty() && out.empty()) {
     return absl::NotFoundError(fmt::format("the server knows no GPUs on node {}", node));
   }
-  return std::vector<std::pair<std::string, std::vector<SimGpu>>>(by_node.begin(), by_node.end());
+  return out;
 }
 
 int RunAgent(const AgentOptions& o, std::ostream& out, std::ostream& err) {

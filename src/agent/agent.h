@@ -6,11 +6,13 @@
 #define GPUAAS_AGENT_AGENT_H_
 
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "agent/simulator.h"
+#include "model/fleet.h"
 
 namespace gpuaas::agent {
 
@@ -42,6 +44,9 @@ int RunAgent(const AgentOptions& options, std::ostream& out, std::ostream& err);
 // in placement order. InvalidArgument on a body that is not a GpuCapacity list.
 absl::StatusOr<std::vector<std::pair<std::string, std::vector<SimGpu>>>> SimGpusFromInventory(
     std::string_view gpucapacities_json, const std::string& node);
+// The same from the objects themselves (every node when `node` is empty; none found is empty).
+std::vector<std::pair<std::string, std::vector<SimGpu>>> SimGpusOf(std::span<const model::GpuCapacity* const> gpus,
+                                                                   const std::string& node);
 
 }  // namespace gpuaas::agent
 

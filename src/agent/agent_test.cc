@@ -1,5 +1,4 @@
 #include "agent/agent.h"
-#include "agent/fleet_simulation.h"
 
 #include <algorithm>
 #include <fstream>
@@ -203,41 +202,6 @@ TEST(NvidiaSmiSource, ACaptureBecomesDcgmExporterText) {
   EXPECT_NE(err2.str().find("cannot read /nonexistent.xml"), std::string::npos);
   o.simulate = true;
   EXPECT_EQ(RunAgent(o, out2, err2), 2);
-}
-
-}  // namespace
-}  // namespace gpuaas::agent
-
-namespace gpuaas::agent {
-namespace {
-
-TEST(FleetSimulation, FollowsTheInventoryAndYieldsToRealSources) {
-  model::GpuCapacity a;
-  a.metadata.name = "gpu-a";
-  a.spec = {"alpha", "alpha.n0", "GPU-a", 0, "H200-SXM-141GB", "NVIDIA-H200", 143771, true};
-  model::GpuCapacity b = a;
-  b.metadata.name = "gpu-b";
-  b.spec.uuid = "GPU-b";
-  b.spec.node = "alpha.n1";
-  telemetry::Hub hub;
-  FleetSimulation fleet(hub);
-  ASSERT_TRUE(fleet.Refresh("{\"items\":[" + model::Encode(a) + "," + model::Encode(b) + "]}").ok());
-  EXPECT_EQ(fleet.nodes(), 2u);
-  fleet.Tick(kT0);
-  ASSERT_TRUE(hub.series().Latest("GPU-a", Field::kPowerW));
-  const double energy = hub.series().Latest("GPU-a", Field::kEnergyMj)->second;
-  // GPU a is given a MIG layout: its counters carry on, its instances appear.
-  a.status.mig_mode = model::MigMode::kEnabled;
-  a.status.mig_instances = {{"3g.71gb", 0, 4, "MIG-x", false}};
-  ASSERT_TRUE(fleet.Refresh("{\"items\":[" + model::Encode(a) + "," + model::Encode(b) + "]}").ok());
-  fleet.Tick(kT0 + 10'000);
-  EXPECT_GT(hub.series().Latest("GPU-a", Field::kEnergyMj)->second, energy);
-  EXPECT_TRUE(hub.series().Latest("GPU-a/1", Field::kSmActive));
-  // A real agent reports GPU b: the simulation leaves it alone.
-  ASSERT_TRUE(hub.IngestReport({"alpha.n1", "", kT0 + 15'000, {{"GPU-b", 0, "", 0, false, {{Field::kPowerW, 123}}, {}, {}}}}, kT0 + 15'000).ok());
-  fleet.Tick(kT0 + 20'000);
-  EXPECT_EQ(hub.series().Latest("GPU-b", Field::kPowerW)->second, 123);
-  EXPECT_FALSE(fleet.Refresh("nope").ok());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "telemetry/nvidia_smi.h"
+#include "agent/nvidia_smi.h"
 
 #include <charconv>
 #include <cstring>
@@ -7,7 +7,15 @@
 #include "fmt/format.h"
 #include "tinyxml2.h"
 
-namespace gpuaas::telemetry {
+namespace gpuaas::agent {
+
+using telemetry::Field;
+using telemetry::GpuReport;
+using telemetry::InstanceReport;
+using telemetry::NodeReport;
+using telemetry::Readings;
+using telemetry::RecoveryAction;
+
 namespace {
 
 using tinyxml2::XMLElement;
@@ -167,4 +175,4 @@ absl::StatusOr<NodeReport> ParseNvidiaSmiXml(std::string_view xml, const std::st
   return r;
 }
 
-}  // namespace gpuaas::telemetry
+}  // namespace gpuaas::agent

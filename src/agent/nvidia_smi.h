@@ -8,8 +8,8 @@
 // action is <gpu_recovery_action> (v13) or <gpu_reset_status> (v12). Elements a driver renamed or
 // a GPU does not support ("N/A") are left out of the readings, never read as zero. The XML has no
 // energy counter and no XID events; MIG instances come without profile names or placements.
-#ifndef GPUAAS_TELEMETRY_NVIDIA_SMI_H_
-#define GPUAAS_TELEMETRY_NVIDIA_SMI_H_
+#ifndef GPUAAS_AGENT_NVIDIA_SMI_H_
+#define GPUAAS_AGENT_NVIDIA_SMI_H_
 
 #include <cstdint>
 #include <string>
@@ -18,11 +18,11 @@
 #include "absl/status/statusor.h"
 #include "telemetry/report.h"
 
-namespace gpuaas::telemetry {
+namespace gpuaas::agent {
 
 // InvalidArgument when the text is not XML or has no <nvidia_smi_log> root.
-absl::StatusOr<NodeReport> ParseNvidiaSmiXml(std::string_view xml, const std::string& node, int64_t now_ms);
+absl::StatusOr<telemetry::NodeReport> ParseNvidiaSmiXml(std::string_view xml, const std::string& node, int64_t now_ms);
 
-}  // namespace gpuaas::telemetry
+}  // namespace gpuaas::agent
 
-#endif  // GPUAAS_TELEMETRY_NVIDIA_SMI_H_
+#endif  // GPUAAS_AGENT_NVIDIA_SMI_H_

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "fmt/format.h"
-#include "telemetry/nvidia_smi.h"
+#include "agent/nvidia_smi.h"
 
 namespace gpuaas::agent {
 namespace {
@@ -37,7 +37,7 @@ class NvidiaSmiSource final : public GpuSource {
                         WIFEXITED(status) ? WEXITSTATUS(status) : -1));
       }
     }
-    return telemetry::ParseNvidiaSmiXml(xml, node_, now_ms);
+    return ParseNvidiaSmiXml(xml, node_, now_ms);
   }
 
  private:

@@ -1,4 +1,4 @@
-#include "telemetry/nvidia_smi.h"
+#include "agent/nvidia_smi.h"
 
 #include <filesystem>
 #include <fstream>
@@ -7,7 +7,14 @@
 #include "gtest/gtest.h"
 #include "telemetry/hub.h"
 
-namespace gpuaas::telemetry {
+namespace gpuaas::agent {
+
+using telemetry::Field;
+using telemetry::GpuReport;
+using telemetry::NodeReport;
+using telemetry::RecoveryAction;
+using telemetry::Hub;
+
 namespace {
 
 const std::string kDir = "test/testdata/fixtures/";
@@ -116,4 +123,4 @@ TEST(NvidiaSmi, ReportsFeedTheHubAndBadInputIsRefused) {
 }
 
 }  // namespace
-}  // namespace gpuaas::telemetry
+}  // namespace gpuaas::agent

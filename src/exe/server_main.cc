@@ -11,11 +11,11 @@
 #include "api/auth.h"
 #include "api/server.h"
 #include "billing/billing.h"
-#include "agent/fleet_simulation.h"
 #include "cluster/kubernetes/client_config.h"
 #include "cluster/kubernetes/driver.h"
 #include "cluster/kubernetes/webhook_server.h"
 #include "cluster/simulated/fleet.h"
+#include "cluster/simulated/fleet_simulation.h"
 #include "service/clusters.h"
 #include "service/defrag.h"
 #include "httplib.h"
@@ -300,7 +300,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     if (res->status != 200) return absl::UnavailableError(fmt::format("HTTP {}", res->status));
     return res->body;
   });
-  agent::FleetSimulation simulated(hub);
+  cluster::simulated::FleetSimulation simulated(hub);
 
   // Leader election: one replica at a time runs the controllers (a term), writing through a
   // store fenced by its lease; every replica serves the API.
@@ -341,7 +341,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
       auto& gpus = cp.manager().informers().For<model::GpuCapacity>();
       t->simulate_task.emplace(cp.manager(), "simulated-telemetry",
                                std::chrono::seconds(std::max(1, flags.telemetry_interval_s)), [&simulated, &gpus, now_ms] {
-                                 RETURN_IF_ERROR(simulated.Follow(gpus.Revision(), gpus.List()));  // MIG changes
+                                 simulated.Follow(gpus.Revision(), gpus.List());  // MIG changes
                                  simulated.Tick(now_ms());
                                  return absl::OkStatus();
                                });
@@ -431,8 +431,13 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     std::cerr << s.message() << "\n";
     return 1;
   }
-  // The pod admission webhook, over HTTPS, deciding from the pools as the cache holds them.
+  // The pod admission webhook, over HTTPS, deciding from the pools as the cache holds them
+  // (decoded once per change by an informer of their own, looked up by project).
   std::unique_ptr<cluster::kubernetes::WebhookServer> webhook;
+  controller::runtime::InformerSet webhook_informers(cache);
+  constexpr std::string_view kByProject = "project";
+  auto& pools_by_project = webhook_informers.For<model::GpuPool>();
+  pools_by_project.AddIndex(std::string(kByProject), [](const model::GpuPool& p) { return std::vector<std::string>{p.metadata.ns}; });
   if (!flags.webhook_listen.empty()) {
     const size_t wcolon = flags.webhook_listen.rfind(':');
     std::optional<int64_t> wport =
@@ -443,19 +448,13 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     }
     absl::StatusOr<std::unique_ptr<cluster::kubernetes::WebhookServer>> made = cluster::kubernetes::WebhookServer::Make(
         flags.webhook_cert, flags.webhook_key,
-        [&cache] {
-          std::vector<model::GpuPool> all;
-          const std::shared_ptr<const store::KindSnapshot> snap = cache.Snapshot(std::string(model::GpuPool::kKind));
-          for (const auto& item : snap->items) {
-            if (absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(item->json); p.ok()) all.push_back(std::move(*p));
-          }
-          return all;
-        },
+        [&pools_by_project](std::string_view project) { return pools_by_project.ByIndex(kByProject, project); },
         [&registry](std::string_view cluster) { return registry.Get(cluster) != nullptr; });
     if (!made.ok()) {
       std::cerr << made.status().message() << "\n";
       return 2;
     }
+    webhook_informers.Start();
     webhook = std::move(*made);
     absl::StatusOr<int> bound = webhook->Start(flags.webhook_listen.substr(0, wcolon), static_cast<int>(*wport));
     if (!bound.ok()) {

@@ -119,8 +119,20 @@ bool PinnedTo(const json& spec, const std::set<std::string>& nodes) {
 
 }  // namespace
 
+ProjectPools PoolsFrom(std::vector<model::GpuPool> pools) {
+  auto all = std::make_shared<std::vector<std::shared_ptr<const model::GpuPool>>>();
+  for (model::GpuPool& p : pools) all->push_back(std::make_shared<const model::GpuPool>(std::move(p)));
+  return [all](std::string_view project) {
+    std::vector<std::shared_ptr<const model::GpuPool>> out;
+    for (const auto& p : *all) {
+      if (p->metadata.ns == project) out.push_back(p);
+    }
+    return out;
+  };
+}
+
 absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_view cluster,
-                                      std::span<const model::GpuPool> pools, AdmissionMode mode) {
+                                      const ProjectPools& pools, AdmissionMode mode) {
   ASSIGN_OR_RETURN(const json review, ReadReview(review_json));
   const json& req = review["request"];
   const std::string uid = req.value("uid", "");
@@ -137,7 +149,8 @@ absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_
     // What the project's live pools hold here, and where.
     std::map<std::string, int64_t> held;
     std::map<std::string, std::map<std::string, int64_t>> nodes_of;  // resource -> Kubernetes node -> devices
-    for (const model::GpuPool& p : pools) {
+    for (const auto& live : pools(ns)) {
+      const model::GpuPool& p = *live;
       if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
       for (const model::AllocatedDevice& d : p.status.allocation) {
         if (d.cluster != cluster) continue;
@@ -197,7 +210,8 @@ absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_
       // Nodes a pool holds whole are tainted for it (controller/fencing.h): the project's pods
       // tolerate its pools' taints.
       std::set<std::string> values;
-      for (const model::GpuPool& p : pools) {
+      for (const auto& live : pools(ns)) {
+        const model::GpuPool& p = *live;
         if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
         for (const model::AllocatedDevice& d : p.status.allocation) {
           const std::string prefix = std::string(cluster) + ".";
@@ -260,7 +274,7 @@ std::string ForeignToleration(const json& t, std::string_view ns) {
 }  // namespace
 
 absl::StatusOr<std::string> ReviewClaim(std::string_view review_json, std::string_view cluster,
-                                        std::span<const model::GpuPool> pools, AdmissionMode mode) {
+                                        const ProjectPools& pools, AdmissionMode mode) {
   ASSIGN_OR_RETURN(const json review, ReadReview(review_json));
   const json& req = review["request"];
   const std::string ns = req.value("namespace", "");
@@ -309,7 +323,8 @@ absl::StatusOr<std::string> ReviewClaim(std::string_view review_json, std::strin
   }
   // The project's devices here, by UUID.
   std::set<std::string> mine;
-  for (const model::GpuPool& p : pools) {
+  for (const auto& live : pools(ns)) {
+    const model::GpuPool& p = *live;
     if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
     for (const model::AllocatedDevice& d : p.status.allocation) {
       if (d.cluster != cluster) continue;

@@ -15,7 +15,8 @@
 #ifndef GPUAAS_CLUSTER_KUBERNETES_ADMISSION_H_
 #define GPUAAS_CLUSTER_KUBERNETES_ADMISSION_H_
 
-#include <span>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,11 +28,17 @@ namespace gpuaas::cluster::kubernetes {
 
 enum class AdmissionMode { kMutate, kValidate };
 
+// The pools of a project (its namespace), as the server holds them now: each review reads only
+// the pools of the namespace it is about.
+using ProjectPools = std::function<std::vector<std::shared_ptr<const model::GpuPool>>(std::string_view project)>;
+// The same over a list held by the caller (tests, tools).
+ProjectPools PoolsFrom(std::vector<model::GpuPool> pools);
+
 // The AdmissionReview (JSON text) answering `review_json`, a review of a Pod CREATE or UPDATE
-// from cluster `cluster`, against every pool (any project). InvalidArgument for a body that is
+// from cluster `cluster`, against its project's pools. InvalidArgument for a body that is
 // not an AdmissionReview v1 with a request.
 absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_view cluster,
-                                      std::span<const model::GpuPool> pools, AdmissionMode mode);
+                                      const ProjectPools& pools, AdmissionMode mode);
 
 // The AdmissionReview answering a review of a ResourceClaim CREATE or UPDATE (DRA), so that a
 // project's exact devices (tainted for it, resource_slices.h) go to its claims only:
@@ -45,7 +52,7 @@ absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_
 //   - any other claim passes untouched.
 // InvalidArgument for a body that is not an AdmissionReview v1 with a request.
 absl::StatusOr<std::string> ReviewClaim(std::string_view review_json, std::string_view cluster,
-                                        std::span<const model::GpuPool> pools, AdmissionMode mode);
+                                        const ProjectPools& pools, AdmissionMode mode);
 
 // The CEL selector ReviewClaim gives a project's requests: one of `uuids` (sorted).
 std::string UuidSelector(const std::vector<std::string>& uuids);

@@ -45,7 +45,7 @@ json Container(const json& limits) { return {{"name", "c"}, {"image", "x"}, {"re
 
 json Decide(const std::vector<model::GpuPool>& pools, const std::string& review,
             AdmissionMode mode = AdmissionMode::kMutate) {
-  absl::StatusOr<std::string> out = ReviewPod(review, "lab", pools, mode);
+  absl::StatusOr<std::string> out = ReviewPod(review, "lab", PoolsFrom(pools), mode);
   EXPECT_TRUE(out.ok()) << out.status();
   return out.ok() ? json::parse(*out)["response"] : json();
 }
@@ -159,8 +159,8 @@ TEST_F(AdmissionTest, PodsAskingForWhatTheirProjectDoesNotHoldAreRefusedSayingWh
   EXPECT_TRUE(r["allowed"].get<bool>());
   EXPECT_FALSE(r.contains("patch"));
 
-  EXPECT_EQ(ReviewPod("{}", "lab", pools_, AdmissionMode::kMutate).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReviewPod("not json", "lab", pools_, AdmissionMode::kMutate).status().code(),
+  EXPECT_EQ(ReviewPod("{}", "lab", PoolsFrom(pools_), AdmissionMode::kMutate).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReviewPod("not json", "lab", PoolsFrom(pools_), AdmissionMode::kMutate).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -2,6 +2,7 @@
 
 #include "cluster/kubernetes/admission.h"
 #include "common/log.h"
+#include "common/problem.h"
 #include "fmt/format.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -10,7 +11,7 @@ namespace gpuaas::cluster::kubernetes {
 
 struct WebhookServer::Impl {
   std::unique_ptr<httplib::SSLServer> server;
-  Pools pools;
+  ProjectPools pools;
   KnownCluster known;
   std::thread thread;
 };
@@ -20,7 +21,7 @@ WebhookServer::WebhookServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 WebhookServer::~WebhookServer() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<WebhookServer>> WebhookServer::Make(const std::string& cert_file,
-                                                                   const std::string& key_file, Pools pools,
+                                                                   const std::string& key_file, ProjectPools pools,
                                                                    KnownCluster known) {
   auto impl = std::make_unique<Impl>();
   impl->server = std::make_unique<httplib::SSLServer>(cert_file.c_str(), key_file.c_str());
@@ -32,21 +33,21 @@ absl::StatusOr<std::unique_ptr<WebhookServer>> WebhookServer::Make(const std::st
   impl->pools = std::move(pools);
   impl->known = std::move(known);
   Impl* m = impl.get();
-  auto problem = [](httplib::Response& res, int status, const std::string& message) {
-    res.status = status;
-    res.set_content(nlohmann::json{{"status", status}, {"detail", message}}.dump(), "application/problem+json");
+  auto problem = [](httplib::Response& res, const absl::Status& refused) {
+    const Problem p = ProblemFor(refused);
+    res.status = p.status;
+    res.set_content(ProblemJson(p), std::string(kProblemContentType));
   };
   m->server->Post(R"(/admission/([a-z0-9][a-z0-9-]*)/(mutate|validate)-(pods|claims))",
                   [m, problem](const httplib::Request& req, httplib::Response& res) {
                     const std::string cluster = req.matches[1].str();
-                    if (!m->known(cluster)) return problem(res, 404, fmt::format("no cluster named {}", cluster));
-                    const std::vector<model::GpuPool> now = m->pools();
+                    if (!m->known(cluster)) return problem(res, absl::NotFoundError(fmt::format("no cluster named {}", cluster)));
                     const AdmissionMode mode = req.matches[2].str() == "mutate" ? AdmissionMode::kMutate
                                                                                 : AdmissionMode::kValidate;
                     const bool pods = req.matches[3].str() == "pods";
                     absl::StatusOr<std::string> answer =
-                        pods ? ReviewPod(req.body, cluster, now, mode) : ReviewClaim(req.body, cluster, now, mode);
-                    if (!answer.ok()) return problem(res, 400, std::string(answer.status().message()));
+                        pods ? ReviewPod(req.body, cluster, m->pools, mode) : ReviewClaim(req.body, cluster, m->pools, mode);
+                    if (!answer.ok()) return problem(res, answer.status());
                     const nlohmann::json a = nlohmann::json::parse(*answer);
                     if (!a["response"]["allowed"].get<bool>()) {
                       log::Info("admission {}: {} refused: {}", cluster, pods ? "pod" : "resource claim",

@@ -2,7 +2,8 @@
 // admission.h: POST /admission/{cluster}/mutate-pods and /admission/{cluster}/validate-pods
 // (ReviewPod), and .../mutate-claims and .../validate-claims for ResourceClaims (ReviewClaim),
 // take an AdmissionReview and answer one. A cluster the server does not manage answers 404, a body
-// that is not a review 400. cpp-httplib and OpenSSL inside webhook_server.cc.
+// that is not a review 400, both as problem+json (common/problem.h, as the API answers). cpp-httplib
+// and OpenSSL inside webhook_server.cc.
 #ifndef GPUAAS_CLUSTER_KUBERNETES_WEBHOOK_SERVER_H_
 #define GPUAAS_CLUSTER_KUBERNETES_WEBHOOK_SERVER_H_
 
@@ -14,18 +15,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cluster/kubernetes/admission.h"
 #include "model/pool.h"
 
 namespace gpuaas::cluster::kubernetes {
 
 class WebhookServer {
  public:
-  using Pools = std::function<std::vector<model::GpuPool>()>;  // every pool, as the server holds them now
   using KnownCluster = std::function<bool(std::string_view)>;
   // `cert_file` and `key_file`: the serving certificate (for the webhook Service's DNS name) and
   // its key, PEM. InvalidArgument when they do not load.
   static absl::StatusOr<std::unique_ptr<WebhookServer>> Make(const std::string& cert_file, const std::string& key_file,
-                                                             Pools pools, KnownCluster known);
+                                                             ProjectPools pools, KnownCluster known);
   ~WebhookServer();
 
   // Listens on host:port (0 picks a free port) and serves on its own thread; the port.

@@ -1,39 +1,26 @@
-#include "agent/fleet_simulation.h"
+#include "cluster/simulated/fleet_simulation.h"
 
 #include <functional>
 
 #include "agent/agent.h"
-#include "common/status.h"
-#include "model/codec.h"
 
-namespace gpuaas::agent {
+namespace gpuaas::cluster::simulated {
 
-absl::Status FleetSimulation::Refresh(std::string_view gpucapacities_json) {
-  auto nodes = SimGpusFromInventory(gpucapacities_json, "");
-  if (!nodes.ok()) return nodes.status();
-  for (auto& [node, gpus] : *nodes) {
-    std::unique_ptr<Simulator>& sim = nodes_[node];
+void FleetSimulation::Follow(int64_t revision, const std::vector<std::shared_ptr<const model::GpuCapacity>>& gpus) {
+  if (revision == followed_) return;
+  std::vector<const model::GpuCapacity*> view;
+  view.reserve(gpus.size());
+  for (const auto& g : gpus) view.push_back(g.get());
+  for (auto& [node, sim_gpus] : agent::SimGpusOf(view, "")) {
+    std::unique_ptr<agent::Simulator>& sim = nodes_[node];
     if (sim) {
-      sim->SetGpus(std::move(gpus));
+      sim->SetGpus(std::move(sim_gpus));
     } else {
-      sim = std::make_unique<Simulator>(node, std::move(gpus), std::vector<Fault>{}, std::hash<std::string>{}(node));
+      sim = std::make_unique<agent::Simulator>(node, std::move(sim_gpus), std::vector<agent::Fault>{},
+                                               std::hash<std::string>{}(node));
     }
   }
-  return absl::OkStatus();
-}
-
-absl::Status FleetSimulation::Follow(int64_t revision,
-                                     const std::vector<std::shared_ptr<const model::GpuCapacity>>& gpus) {
-  if (revision == followed_) return absl::OkStatus();
-  std::string body = "{\"items\":[";
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    if (i > 0) body += ',';
-    body += model::Encode(*gpus[i]);
-  }
-  body += "]}";
-  RETURN_IF_ERROR(Refresh(body));
   followed_ = revision;
-  return absl::OkStatus();
 }
 
 void FleetSimulation::Tick(int64_t now_ms) {
@@ -44,4 +31,4 @@ void FleetSimulation::Tick(int64_t now_ms) {
   }
 }
 
-}  // namespace gpuaas::agent
+}  // namespace gpuaas::cluster::simulated
