@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "absl/time/civil_time.h"
 #include "catalog/catalog.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -136,22 +137,15 @@ Period MonthOf(Time t) {
 }
 
 absl::StatusOr<Period> ParsePeriod(std::string_view text) {
-  auto digits = [&](size_t at, size_t n) {
-    int v = 0;
-    for (size_t i = at; i < at + n; ++i) {
-      if (text[i] < '0' || text[i] > '9') return -1;
-      v = v * 10 + (text[i] - '0');
-    }
-    return v;
-  };
-  if (text.size() != 7 || text[4] != '-') {
+  // Abseil's civil-time parser, and only its own spelling back (2026-01, never 2026-1 or " 2026-01").
+  absl::CivilMonth month;
+  const absl::string_view given(text.data(), text.size());
+  if (!absl::ParseCivilTime(given, &month) || absl::FormatCivilTime(month) != given || month.year() < 1970 ||
+      month.year() > 2199) {
     return absl::InvalidArgumentError(fmt::format("period \"{}\": expected YYYY-MM, such as 2026-11", text));
   }
-  const int y = digits(0, 4), m = digits(5, 2);
-  if (y < 1970 || y > 2199 || m < 1 || m > 12) {
-    return absl::InvalidArgumentError(fmt::format("period \"{}\": expected YYYY-MM, such as 2026-11", text));
-  }
-  return MonthOf(Time(std::chrono::sys_days(std::chrono::year(y) / std::chrono::month(static_cast<unsigned>(m)) / 1)));
+  return MonthOf(Time(std::chrono::sys_days(std::chrono::year(static_cast<int>(month.year())) /
+                                            std::chrono::month(static_cast<unsigned>(month.month())) / 1)));
 }
 
 std::vector<Period> MonthsBetween(Time from, Time to) {

@@ -70,7 +70,7 @@ TEST(Billing, PeriodsAreCalendarMonthsInUtc) {
   EXPECT_EQ(p.Name(), "2026-02");
   EXPECT_EQ(MonthOf(T("2026-12-31T23:59:59Z")).end, T("2027-01-01T00:00:00Z"));
   EXPECT_EQ(ParsePeriod("2028-02")->end - ParsePeriod("2028-02")->start, hours(24 * 29));  // a leap year
-  for (std::string_view bad : {"2026-13", "2026-00", "26-11", "2026/11", "2026-1", "1969-12", "abcd-ef", ""}) {
+  for (std::string_view bad : {"2026-13", "2026-00", "26-11", "2026/11", "2026-1", "1969-12", "abcd-ef", "", "2026-1 ", "+026-11", "2026- 1"}) {
     EXPECT_FALSE(ParsePeriod(bad).ok()) << bad;
   }
   const std::vector<Period> months = MonthsBetween(T("2026-11-30T23:00:00Z"), T("2027-01-01T00:00:00Z"));

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "fmt/format.h"
 
 namespace gpuaas {
@@ -78,25 +79,8 @@ std::optional<int64_t> ParseInt(std::string_view s) {
   return v;
 }
 
-namespace {
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-}  // namespace
-
 std::string Base64UrlEncode(std::string_view data) {
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : data) {
-    acc = (acc << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out += kB64[(acc >> bits) & 0x3f];
-    }
-  }
-  if (bits > 0) out += kB64[(acc << (6 - bits)) & 0x3f];
-  return out;
+  return absl::WebSafeBase64Escape(absl::string_view(data.data(), data.size()));
 }
 
 bool IsValidUtf8(std::string_view s) {
@@ -137,20 +121,7 @@ bool IsValidUtf8(std::string_view s) {
 
 std::optional<std::string> Base64UrlDecode(std::string_view text) {
   std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    const char* p = std::strchr(kB64, c);
-    if (c == '\0' || p == nullptr) return std::nullopt;
-    acc = (acc << 6) | static_cast<uint32_t>(p - kB64);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  // Leftover bits must be zero padding of fewer than 6 bits.
-  if (bits >= 6 || (acc & ((1u << bits) - 1)) != 0) return std::nullopt;
+  if (!absl::WebSafeBase64Unescape(absl::string_view(text.data(), text.size()), &out)) return std::nullopt;
   return out;
 }
 

@@ -36,7 +36,8 @@ bool IsValidUtf8(std::string_view s);
 // (more than a third of the word's letters, and at least two, would have to change).
 std::string ClosestWord(std::string_view word, const std::vector<std::string>& candidates);
 
-// URL-safe base64 without padding (RFC 4648 section 5); decode returns nullopt on bad input.
+// URL-safe base64 without padding (RFC 4648 section 5), Abseil's; decode returns nullopt on bad
+// input.
 std::string Base64UrlEncode(std::string_view data);
 std::optional<std::string> Base64UrlDecode(std::string_view text);
 
