@@ -1,5 +1,8 @@
 #include "api/metrics.h"
 
+#include <limits>
+
+#include "common/metrics_text.h"
 #include "fmt/format.h"
 
 namespace gpuaas::api {
@@ -31,22 +34,24 @@ void RequestMetrics::Observe(size_t route, size_t method, int code,
 }
 
 void RequestMetrics::Render(std::string& out) const {
-  out += "# HELP gpuaas_http_requests_total HTTP requests served, by method, route and code.\n";
-  out += "# TYPE gpuaas_http_requests_total counter\n";
+  MetricsText w(out);
+  w.Family("gpuaas_http_requests_total", "counter",
+           "HTTP requests served, by method, route and code.");
   for (size_t r = 0; r < routes_.size(); ++r) {
     for (size_t m = 0; m < kMethods.size(); ++m) {
       const Series& s = series_[r * kMethods.size() + m];
       for (int code = 100; code < 600; ++code) {
         const uint64_t n = s.codes[code].load(std::memory_order_relaxed);
         if (n == 0) continue;
-        out += fmt::format(
-            "gpuaas_http_requests_total{{method=\"{}\",route=\"{}\",code=\"{}\"}} {}\n",
-            kMethods[m], routes_[r], code, n);
+        w.Sample(
+            "gpuaas_http_requests_total",
+            {{"method", kMethods[m]}, {"route", routes_[r]}, {"code", fmt::format("{}", code)}},
+            static_cast<double>(n));
       }
     }
   }
-  out += "# HELP gpuaas_http_request_duration_seconds Time to serve a request, by method and route.\n";
-  out += "# TYPE gpuaas_http_request_duration_seconds histogram\n";
+  w.Family("gpuaas_http_request_duration_seconds", "histogram",
+           "Time to serve a request, by method and route.");
   for (size_t r = 0; r < routes_.size(); ++r) {
     for (size_t m = 0; m < kMethods.size(); ++m) {
       const Series& s = series_[r * kMethods.size() + m];
@@ -55,18 +60,17 @@ void RequestMetrics::Render(std::string& out) const {
       uint64_t cumulative = 0;
       for (size_t i = 0; i <= kBuckets.size(); ++i) {
         cumulative += s.buckets[i].load(std::memory_order_relaxed);
-        const std::string le = i < kBuckets.size() ? fmt::format("{}", kBuckets[i]) : "+Inf";
-        out += fmt::format(
-            "gpuaas_http_request_duration_seconds_bucket{{method=\"{}\",route=\"{}\",le=\"{}\"}} "
-            "{}\n",
-            kMethods[m], routes_[r], le, cumulative);
+        const double le =
+            i < kBuckets.size() ? kBuckets[i] : std::numeric_limits<double>::infinity();
+        w.Sample("gpuaas_http_request_duration_seconds_bucket",
+                 {{"method", kMethods[m]}, {"route", routes_[r]}, {"le", FormatMetricValue(le)}},
+                 static_cast<double>(cumulative));
       }
-      out += fmt::format(
-          "gpuaas_http_request_duration_seconds_sum{{method=\"{}\",route=\"{}\"}} {}\n",
-          kMethods[m], routes_[r], static_cast<double>(s.sum_ns.load()) / 1e9);
-      out += fmt::format(
-          "gpuaas_http_request_duration_seconds_count{{method=\"{}\",route=\"{}\"}} {}\n",
-          kMethods[m], routes_[r], count);
+      w.Sample("gpuaas_http_request_duration_seconds_sum",
+               {{"method", kMethods[m]}, {"route", routes_[r]}},
+               static_cast<double>(s.sum_ns.load()) / 1e9);
+      w.Sample("gpuaas_http_request_duration_seconds_count",
+               {{"method", kMethods[m]}, {"route", routes_[r]}}, static_cast<double>(count));
     }
   }
 }

@@ -26,6 +26,7 @@
 #include "api/metrics.h"
 #include "api/problem.h"
 #include "common/log.h"
+#include "common/metrics_text.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
@@ -1087,35 +1088,32 @@ struct ApiServer::Impl {
     std::string out;
     metrics->Render(out);
     std::shared_ptr<const model::FleetSummary> s = Summary();
-    out += "# HELP gpuaas_fleet_gpus Physical GPUs known to gpuaas, by model and MIG mode.\n";
-    out += "# TYPE gpuaas_fleet_gpus gauge\n";
+    MetricsText w(out);
+    w.Family("gpuaas_fleet_gpus", "gauge", "Physical GPUs known to gpuaas, by model and MIG mode.");
     for (const auto& [m, c] : s->by_model) {
-      out += fmt::format("gpuaas_fleet_gpus{{model=\"{}\",mig=\"enabled\"}} {}\n", m, c.mig_enabled);
-      out += fmt::format("gpuaas_fleet_gpus{{model=\"{}\",mig=\"disabled\"}} {}\n", m, c.full);
+      w.Sample("gpuaas_fleet_gpus", {{"model", m}, {"mig", "enabled"}}, c.mig_enabled);
+      w.Sample("gpuaas_fleet_gpus", {{"model", m}, {"mig", "disabled"}}, c.full);
     }
-    out += "# HELP gpuaas_fleet_devices Logical devices (full GPUs, MIG instances) by state.\n";
-    out += "# TYPE gpuaas_fleet_devices gauge\n";
+    w.Family("gpuaas_fleet_devices", "gauge", "Logical devices (full GPUs, MIG instances) by state.");
     for (const auto& [key, d] : s->logical) {
-      out += fmt::format("gpuaas_fleet_devices{{model=\"{}\",profile=\"{}\",state=\"allocated\"}} {}\n",
-                         key.first, key.second, d.allocated);
-      out += fmt::format("gpuaas_fleet_devices{{model=\"{}\",profile=\"{}\",state=\"free\"}} {}\n",
-                         key.first, key.second, d.free());
+      w.Sample("gpuaas_fleet_devices", {{"model", key.first}, {"profile", key.second}, {"state", "allocated"}},
+               d.allocated);
+      w.Sample("gpuaas_fleet_devices", {{"model", key.first}, {"profile", key.second}, {"state", "free"}}, d.free());
     }
-    out += "# HELP gpuaas_fleet_gpu_health Physical GPUs by model and health (unhealthy ones are out of allocation).\n";
-    out += "# TYPE gpuaas_fleet_gpu_health gauge\n";
+    w.Family("gpuaas_fleet_gpu_health", "gauge",
+             "Physical GPUs by model and health (unhealthy ones are out of allocation).");
     for (const auto& [m, c] : s->by_model) {
-      out += fmt::format("gpuaas_fleet_gpu_health{{model=\"{}\",health=\"healthy\"}} {}\n", m, c.gpus - c.unhealthy);
-      out += fmt::format("gpuaas_fleet_gpu_health{{model=\"{}\",health=\"unhealthy\"}} {}\n", m, c.unhealthy);
+      w.Sample("gpuaas_fleet_gpu_health", {{"model", m}, {"health", "healthy"}}, c.gpus - c.unhealthy);
+      w.Sample("gpuaas_fleet_gpu_health", {{"model", m}, {"health", "unhealthy"}}, c.unhealthy);
     }
-    out += "# HELP gpuaas_fleet_logical_devices Logical devices over all models and profiles, by state.\n";
-    out += "# TYPE gpuaas_fleet_logical_devices gauge\n";
-    out += fmt::format("gpuaas_fleet_logical_devices{{state=\"allocated\"}} {}\n", s->logical_total.allocated);
-    out += fmt::format("gpuaas_fleet_logical_devices{{state=\"free\"}} {}\n", s->logical_total.free());
+    w.Family("gpuaas_fleet_logical_devices", "gauge", "Logical devices over all models and profiles, by state.");
+    w.Sample("gpuaas_fleet_logical_devices", {{"state", "allocated"}}, s->logical_total.allocated);
+    w.Sample("gpuaas_fleet_logical_devices", {{"state", "free"}}, s->logical_total.free());
+    // The telemetry hub's and the controllers' families, each written by its own MetricsText.
     if (telemetry) telemetry->AppendMetrics(out);
     if (options.more_metrics) options.more_metrics(out);
-    out += "# HELP gpuaas_store_revision Last store revision applied to the read cache.\n";
-    out += "# TYPE gpuaas_store_revision gauge\n";
-    out += fmt::format("gpuaas_store_revision {}\n", cache.Revision());
+    w.Family("gpuaas_store_revision", "gauge", "Last store revision applied to the read cache.");
+    w.Sample("gpuaas_store_revision", {}, cache.Revision());
     return Reply{200, "text/plain; version=0.0.4; charset=utf-8", std::move(out), {}};
   }
 

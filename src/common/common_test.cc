@@ -1,9 +1,11 @@
+#include <limits>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/ids.h"
+#include "common/metrics_text.h"
 #include "common/problem.h"
 #include "common/strings.h"
 #include "gtest/gtest.h"
@@ -100,6 +102,54 @@ TEST(Ids, UidsAreUniqueAndShaped) {
   }
   EXPECT_EQ(StableUuid("cluster/node/0"), StableUuid("cluster/node/0"));
   EXPECT_NE(StableUuid("cluster/node/0"), StableUuid("cluster/node/1"));
+}
+
+TEST(MetricsText, WritesEachFamilyOnceAndEscapesLabelsAndHelp) {
+  std::string out = "# earlier text stays\n";
+  MetricsText w(out);
+  w.Family("jobs_total", "counter", "Jobs run, by queue.\nSee \\docs \"here\".");
+  w.Sample("jobs_total", {{"queue", "a\"b\\c\nd"}, {"code", "200"}}, 3);
+  w.Family("jobs_total", "gauge", "a second call is a no-op");
+  const std::vector<std::pair<std::string, std::string>> labels = {{"queue", "q"}, {"le", "+Inf"}};
+  w.Sample("jobs_total", labels, 4, 1764000000000);
+  w.Sample("up", {}, 1);
+  EXPECT_EQ(out,
+            "# earlier text stays\n"
+            "# HELP jobs_total Jobs run, by queue.\\nSee \\\\docs \"here\".\n"
+            "# TYPE jobs_total counter\n"
+            "jobs_total{queue=\"a\\\"b\\\\c\\nd\",code=\"200\"} 3\n"
+            "jobs_total{queue=\"q\",le=\"+Inf\"} 4 1764000000000\n"
+            "up 1\n");
+  // Families are remembered per writer: another writer on the same text starts afresh.
+  std::string other;
+  MetricsText again(other);
+  again.Family("jobs_total", "counter", "x");
+  EXPECT_EQ(other, "# HELP jobs_total x\n# TYPE jobs_total counter\n");
+  EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+TEST(MetricsText, WritesValuesAsTheFormatReadsThem) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(FormatMetricValue(std::numeric_limits<double>::quiet_NaN()), "NaN");
+  EXPECT_EQ(FormatMetricValue(kInf), "+Inf");
+  EXPECT_EQ(FormatMetricValue(-kInf), "-Inf");
+  EXPECT_EQ(FormatMetricValue(0), "0");
+  EXPECT_EQ(FormatMetricValue(1), "1");
+  EXPECT_EQ(FormatMetricValue(-42), "-42");
+  EXPECT_EQ(FormatMetricValue(1.2e9), "1200000000");
+  EXPECT_EQ(FormatMetricValue(1e16), "10000000000000000") << "an exact integer never takes an exponent";
+  EXPECT_EQ(FormatMetricValue(0.1), "0.1");
+  EXPECT_EQ(FormatMetricValue(0.00025), "0.00025");
+  EXPECT_EQ(FormatMetricValue(2.5), "2.5");
+  EXPECT_EQ(FormatMetricValue(1e-5), "1e-05");
+  EXPECT_EQ(FormatMetricValue(1e22), "1e+22");
+  EXPECT_EQ(FormatMetricValue(0.0123), "0.0123");
+  EXPECT_EQ(FormatMetricValue(1.0 / 3), "0.3333333333333333") << "the shortest text that reads back the same";
+  std::string out;
+  MetricsText w(out);
+  w.Sample("m", {{"le", FormatMetricValue(kInf)}}, std::numeric_limits<double>::quiet_NaN());
+  w.Sample("m", {}, -kInf, -5);
+  EXPECT_EQ(out, "m{le=\"+Inf\"} NaN\nm -Inf -5\n");
 }
 
 TEST(Problem, AClientReadsBackTheStatusTheServerMeant) {

@@ -168,7 +168,8 @@ MetricType PromTextParser::FamilyType(std::string_view name) const {
 }
 
 absl::Status PromTextParser::Comment(std::string_view line) {
-  // "# HELP name doc", "# TYPE name type"; anything else after '#' is a comment.
+  // '#', HELP or TYPE, the metric name, then the doc or the type; anything else after '#' is a
+  // comment.
   std::string_view rest = line.substr(1);
   size_t i = 0;
   while (i < rest.size() && IsBlank(rest[i])) ++i;
@@ -359,18 +360,6 @@ absl::Status ParsePromText(std::string_view text, PromSink& sink) {
   PromTextParser p(sink);
   if (absl::Status s = p.Feed(text); !s.ok()) return s;
   return p.Finish();
-}
-
-std::string EscapeLabelValue(std::string_view v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out.push_back(c);
-  }
-  return out;
 }
 
 }  // namespace gpuaas::telemetry

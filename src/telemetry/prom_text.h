@@ -116,9 +116,6 @@ class PromTextParser {
 // Parses a whole text; convenience over PromTextParser.
 absl::Status ParsePromText(std::string_view text, PromSink& sink);
 
-// Escapes a label value for the text format.
-std::string EscapeLabelValue(std::string_view v);
-
 }  // namespace gpuaas::telemetry
 
 #endif  // GPUAAS_TELEMETRY_PROM_TEXT_H_

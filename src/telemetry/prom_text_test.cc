@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/metrics_text.h"
 #include "gtest/gtest.h"
 #include "telemetry/fields.h"
 
@@ -197,7 +198,7 @@ TEST(PromText, SinkErrorsStopTheParseWithTheLine) {
 TEST(PromText, EscapeLabelValueRoundTrips) {
   const std::string v = "a\"b\\c\nd";
   Collect c;
-  ASSERT_TRUE(ParsePromText("m{l=\"" + EscapeLabelValue(v) + "\"} 1\n", c).ok());
+  ASSERT_TRUE(ParsePromText("m{l=\"" + gpuaas::EscapeLabelValue(v) + "\"} 1\n", c).ok());
   EXPECT_EQ(c.got[0].labels[0].second, v);
 }
 

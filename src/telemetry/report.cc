@@ -4,12 +4,13 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
+#include "common/metrics_text.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
-#include "telemetry/prom_text.h"
 
 namespace gpuaas::telemetry {
 namespace {
@@ -77,12 +78,15 @@ absl::Status ReadPods(const json& j, const std::string& where, std::vector<PodRe
   return absl::OkStatus();
 }
 
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
 // dcgm-exporter's pod labels, for the first pod holding a device.
-std::string PodLabels(const std::vector<PodRef>& pods) {
-  if (pods.empty()) return "";
+void AddPodLabels(const std::vector<PodRef>& pods, Labels& labels) {
+  if (pods.empty()) return;
   const PodRef& p = *std::min_element(pods.begin(), pods.end());
-  return fmt::format(",container=\"{}\",namespace=\"{}\",pod=\"{}\"", EscapeLabelValue(p.container),
-                     EscapeLabelValue(p.ns), EscapeLabelValue(p.pod));
+  labels.emplace_back("container", p.container);
+  labels.emplace_back("namespace", p.ns);
+  labels.emplace_back("pod", p.pod);
 }
 
 }  // namespace
@@ -188,16 +192,20 @@ std::string RenderDcgmText(const NodeReport& r) { return RenderDcgmText(std::vec
 std::string RenderDcgmText(const std::vector<NodeReport>& reports) {
   std::string out;
   out.reserve(4096);
+  MetricsText w(out);
   for (const FieldInfo& f : AllFields()) {
-    std::string rows;
     for (const NodeReport& r : reports) {
     for (const GpuReport& g : r.gpus) {
-      const std::string base = fmt::format(
-          "gpu=\"{}\",UUID=\"{}\",device=\"nvidia{}\",modelName=\"{}\",Hostname=\"{}\"", g.index,
-          EscapeLabelValue(g.uuid), g.index, EscapeLabelValue(g.name), EscapeLabelValue(r.node));
-      auto row = [&](const std::string& labels, double v) {
+      const Labels base = {{"gpu", fmt::format("{}", g.index)},
+                           {"UUID", g.uuid},
+                           {"device", fmt::format("nvidia{}", g.index)},
+                           {"modelName", g.name},
+                           {"Hostname", r.node}};
+      auto row = [&](const Labels& labels, double v) {
         if (!std::isfinite(v)) return;
-        rows += fmt::format("{}{{{}}} {}\n", f.dcgm, labels, v);
+        // HELP and TYPE before the family's first row; a field no device reported is left out.
+        w.Family(f.dcgm, f.counter ? "counter" : "gauge", f.help);
+        w.Sample(f.dcgm, labels, v);
       };
       const bool mig = g.mig_enabled && !g.instances.empty();
       if (f.field == Field::kXid) {
@@ -207,24 +215,31 @@ std::string RenderDcgmText(const std::vector<NodeReport>& reports) {
         if (auto it = g.readings.find(Field::kXid); it != g.readings.end() && it->second >= 0 && it->second <= 1e6) {
           last = static_cast<int>(it->second);
         }
-        row(fmt::format("{},err_code=\"{}\"", base, last), last);
+        Labels labels = base;
+        labels.emplace_back("err_code", fmt::format("{}", last));
+        row(labels, last);
         continue;
       }
       if (!mig) {
-        if (auto it = g.readings.find(f.field); it != g.readings.end()) row(base + PodLabels(g.pods), it->second);
+        if (auto it = g.readings.find(f.field); it != g.readings.end()) {
+          Labels labels = base;
+          AddPodLabels(g.pods, labels);
+          row(labels, it->second);
+        }
         continue;
       }
       for (const InstanceReport& i : g.instances) {
-        const std::string labels = fmt::format("{},GPU_I_PROFILE=\"{}\",GPU_I_ID=\"{}\"{}", base,
-                                               EscapeLabelValue(i.profile), i.gi, PodLabels(i.pods));
         const Readings& src = f.per_instance ? i.readings : g.readings;
-        if (auto it = src.find(f.field); it != src.end()) row(labels, it->second);
+        auto it = src.find(f.field);
+        if (it == src.end()) continue;
+        Labels labels = base;
+        labels.emplace_back("GPU_I_PROFILE", i.profile);
+        labels.emplace_back("GPU_I_ID", fmt::format("{}", i.gi));
+        AddPodLabels(i.pods, labels);
+        row(labels, it->second);
       }
     }
     }
-    if (rows.empty()) continue;
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.dcgm, f.help, f.dcgm, f.counter ? "counter" : "gauge");
-    out += rows;
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "api/problem.h"
 #include "billing/billing.h"
 #include "catalog/catalog.h"
+#include "common/metrics_text.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
@@ -439,22 +440,20 @@ absl::StatusOr<HttpResponse> TelemetryApi::Assessment(const HttpRequest& req, co
 }
 
 void TelemetryApi::AppendMetrics(std::string& out) {
-  out += "# HELP gpuaas_telemetry_samples_total Readings received from agents and dcgm-exporter.\n";
-  out += "# TYPE gpuaas_telemetry_samples_total counter\n";
-  out += fmt::format("gpuaas_telemetry_samples_total {}\n", hub_.samples_total());
-  out += "# HELP gpuaas_telemetry_series Series held in memory.\n# TYPE gpuaas_telemetry_series gauge\n";
-  out += fmt::format("gpuaas_telemetry_series {}\n", hub_.series().series_count());
-  out += "# HELP gpuaas_telemetry_second_reporter_readings_total Counter readings set aside: another agent or "
-         "scrape reports the same GPU.\n";
-  out += "# TYPE gpuaas_telemetry_second_reporter_readings_total counter\n";
-  out += fmt::format("gpuaas_telemetry_second_reporter_readings_total {}\n", hub_.second_reporter_readings());
-  out += "# HELP gpuaas_telemetry_memory_bytes Memory held by the series.\n";
-  out += "# TYPE gpuaas_telemetry_memory_bytes gauge\n";
-  out += fmt::format("gpuaas_telemetry_memory_bytes {}\n", hub_.series().MemoryBytes());
+  MetricsText w(out);
+  w.Family("gpuaas_telemetry_samples_total", "counter", "Readings received from agents and dcgm-exporter.");
+  w.Sample("gpuaas_telemetry_samples_total", {}, hub_.samples_total());
+  w.Family("gpuaas_telemetry_series", "gauge", "Series held in memory.");
+  w.Sample("gpuaas_telemetry_series", {}, hub_.series().series_count());
+  w.Family("gpuaas_telemetry_second_reporter_readings_total", "counter",
+           "Counter readings set aside: another agent or scrape reports the same GPU.");
+  w.Sample("gpuaas_telemetry_second_reporter_readings_total", {}, hub_.second_reporter_readings());
+  w.Family("gpuaas_telemetry_memory_bytes", "gauge", "Memory held by the series.");
+  w.Sample("gpuaas_telemetry_memory_bytes", {}, hub_.series().MemoryBytes());
   std::map<std::string_view, int> active = {{"critical", 0}, {"warning", 0}, {"info", 0}};
   for (const telemetry::Alert& a : hub_.Alerts(true)) ++active[telemetry::ToString(a.severity)];
-  out += "# HELP gpuaas_alerts_active Active GPU health alerts by severity.\n# TYPE gpuaas_alerts_active gauge\n";
-  for (const auto& [sev, n] : active) out += fmt::format("gpuaas_alerts_active{{severity=\"{}\"}} {}\n", sev, n);
+  w.Family("gpuaas_alerts_active", "gauge", "Active GPU health alerts by severity.");
+  for (const auto& [sev, n] : active) w.Sample("gpuaas_alerts_active", {{"severity", sev}}, n);
 }
 
 }  // namespace gpuaas::api::internal

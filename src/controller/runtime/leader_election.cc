@@ -5,6 +5,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "common/metrics_text.h"
 #include "fmt/format.h"
 
 namespace gpuaas::controller::runtime {
@@ -150,12 +151,13 @@ void LeaderElector::Loop() {
 
 void LeaderElector::AppendMetrics(std::string& out) const {
   const store::Lease seen = observed();
-  out += "# HELP gpuaas_leader_election_master_status 1 while this replica leads (runs the controllers), 0 otherwise.\n"
-         "# TYPE gpuaas_leader_election_master_status gauge\n";
-  out += fmt::format("gpuaas_leader_election_master_status{{name=\"{}\"}} {}\n", options_.lease, leading() ? 1 : 0);
-  out += "# HELP gpuaas_leader_election_epoch The epoch of the lease as this replica last read it (grows with every grant).\n"
-         "# TYPE gpuaas_leader_election_epoch gauge\n";
-  out += fmt::format("gpuaas_leader_election_epoch{{name=\"{}\"}} {}\n", options_.lease, seen.epoch);
+  MetricsText w(out);
+  w.Family("gpuaas_leader_election_master_status", "gauge",
+           "1 while this replica leads (runs the controllers), 0 otherwise.");
+  w.Sample("gpuaas_leader_election_master_status", {{"name", options_.lease}}, leading() ? 1 : 0);
+  w.Family("gpuaas_leader_election_epoch", "gauge",
+           "The epoch of the lease as this replica last read it (grows with every grant).");
+  w.Sample("gpuaas_leader_election_epoch", {{"name", options_.lease}}, seen.epoch);
 }
 
 }  // namespace gpuaas::controller::runtime

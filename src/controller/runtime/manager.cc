@@ -1,6 +1,9 @@
 #include "controller/runtime/manager.h"
 
+#include <limits>
+
 #include "common/log.h"
+#include "common/metrics_text.h"
 #include "fmt/format.h"
 
 namespace gpuaas::controller::runtime {
@@ -128,55 +131,54 @@ int Manager::RunUntilIdle(int max_reconciles) {
 }
 
 void Manager::AppendMetrics(std::string& out) const {
-  auto family = [&](const char* name, const char* type, const char* help) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-  };
-  family("workqueue_depth", "gauge", "Current depth of the work queue (keys ready to reconcile).");
-  for (const auto& e : entries_) out += fmt::format("workqueue_depth{{name=\"{}\"}} {}\n", e->name, e->queue->Len());
-  family("workqueue_waiting", "gauge", "Keys waiting for their requeue time or backoff.");
-  for (const auto& e : entries_) out += fmt::format("workqueue_waiting{{name=\"{}\"}} {}\n", e->name, e->queue->Waiting());
-  family("workqueue_adds_total", "counter", "Total number of adds handled by the work queue.");
-  for (const auto& e : entries_) {
-    out += fmt::format("workqueue_adds_total{{name=\"{}\"}} {}\n", e->name, e->queue->adds_total());
-  }
-  family("workqueue_retries_total", "counter", "Total number of retries (rate-limited adds) handled by the work queue.");
-  for (const auto& e : entries_) {
-    out += fmt::format("workqueue_retries_total{{name=\"{}\"}} {}\n", e->name, e->queue->retries_total());
-  }
-  family("controller_runtime_reconcile_total", "counter", "Total number of reconciliations per controller and result.");
+  MetricsText w(out);
+  w.Family("workqueue_depth", "gauge", "Current depth of the work queue (keys ready to reconcile).");
+  for (const auto& e : entries_) w.Sample("workqueue_depth", {{"name", e->name}}, e->queue->Len());
+  w.Family("workqueue_waiting", "gauge", "Keys waiting for their requeue time or backoff.");
+  for (const auto& e : entries_) w.Sample("workqueue_waiting", {{"name", e->name}}, e->queue->Waiting());
+  w.Family("workqueue_adds_total", "counter", "Total number of adds handled by the work queue.");
+  for (const auto& e : entries_) w.Sample("workqueue_adds_total", {{"name", e->name}}, e->queue->adds_total());
+  w.Family("workqueue_retries_total", "counter",
+           "Total number of retries (rate-limited adds) handled by the work queue.");
+  for (const auto& e : entries_) w.Sample("workqueue_retries_total", {{"name", e->name}}, e->queue->retries_total());
+  w.Family("controller_runtime_reconcile_total", "counter",
+           "Total number of reconciliations per controller and result.");
   for (const auto& e : entries_) {
     const ControllerMetrics& m = *e->metrics;
-    out += fmt::format("controller_runtime_reconcile_total{{controller=\"{}\",result=\"success\"}} {}\n", e->name, m.success.load());
-    out += fmt::format("controller_runtime_reconcile_total{{controller=\"{}\",result=\"error\"}} {}\n", e->name, m.error.load());
-    out += fmt::format("controller_runtime_reconcile_total{{controller=\"{}\",result=\"requeue_after\"}} {}\n", e->name,
-                       m.requeue_after.load());
+    w.Sample("controller_runtime_reconcile_total", {{"controller", e->name}, {"result", "success"}}, m.success.load());
+    w.Sample("controller_runtime_reconcile_total", {{"controller", e->name}, {"result", "error"}}, m.error.load());
+    w.Sample("controller_runtime_reconcile_total", {{"controller", e->name}, {"result", "requeue_after"}},
+             m.requeue_after.load());
   }
-  family("controller_runtime_reconcile_errors_total", "counter", "Total number of reconciliation errors per controller.");
+  w.Family("controller_runtime_reconcile_errors_total", "counter",
+           "Total number of reconciliation errors per controller.");
   for (const auto& e : entries_) {
-    out += fmt::format("controller_runtime_reconcile_errors_total{{controller=\"{}\"}} {}\n", e->name, e->metrics->error.load());
+    w.Sample("controller_runtime_reconcile_errors_total", {{"controller", e->name}}, e->metrics->error.load());
   }
-  family("controller_runtime_active_workers", "gauge", "Number of workers reconciling right now per controller.");
+  w.Family("controller_runtime_active_workers", "gauge", "Number of workers reconciling right now per controller.");
   for (const auto& e : entries_) {
-    out += fmt::format("controller_runtime_active_workers{{controller=\"{}\"}} {}\n", e->name, e->metrics->active_workers.load());
+    w.Sample("controller_runtime_active_workers", {{"controller", e->name}}, e->metrics->active_workers.load());
   }
-  family("controller_runtime_max_concurrent_reconciles", "gauge", "Maximum number of concurrent reconciles per controller.");
+  w.Family("controller_runtime_max_concurrent_reconciles", "gauge",
+           "Maximum number of concurrent reconciles per controller.");
   for (const auto& e : entries_) {
-    out += fmt::format("controller_runtime_max_concurrent_reconciles{{controller=\"{}\"}} {}\n", e->name, e->workers);
+    w.Sample("controller_runtime_max_concurrent_reconciles", {{"controller", e->name}}, e->workers);
   }
-  family("controller_runtime_reconcile_time_seconds", "histogram", "Length of time per reconciliation per controller.");
+  w.Family("controller_runtime_reconcile_time_seconds", "histogram",
+           "Length of time per reconciliation per controller.");
   for (const auto& e : entries_) {
     const ControllerMetrics& m = *e->metrics;
     uint64_t cumulative = 0;
     for (size_t b = 0; b <= ControllerMetrics::kBuckets.size(); ++b) {
       cumulative += m.duration_buckets[b].load();
-      const std::string le = b < ControllerMetrics::kBuckets.size() ? fmt::format("{}", ControllerMetrics::kBuckets[b]) : "+Inf";
-      out += fmt::format("controller_runtime_reconcile_time_seconds_bucket{{controller=\"{}\",le=\"{}\"}} {}\n", e->name, le,
-                         cumulative);
+      const double le = b < ControllerMetrics::kBuckets.size() ? ControllerMetrics::kBuckets[b]
+                                                               : std::numeric_limits<double>::infinity();
+      w.Sample("controller_runtime_reconcile_time_seconds_bucket",
+               {{"controller", e->name}, {"le", FormatMetricValue(le)}}, cumulative);
     }
-    out += fmt::format("controller_runtime_reconcile_time_seconds_sum{{controller=\"{}\"}} {:.9f}\n", e->name,
-                       static_cast<double>(m.duration_sum_ns.load()) / 1e9);
-    out += fmt::format("controller_runtime_reconcile_time_seconds_count{{controller=\"{}\"}} {}\n", e->name,
-                       m.duration_count.load());
+    w.Sample("controller_runtime_reconcile_time_seconds_sum", {{"controller", e->name}},
+             static_cast<double>(m.duration_sum_ns.load()) / 1e9);
+    w.Sample("controller_runtime_reconcile_time_seconds_count", {{"controller", e->name}}, m.duration_count.load());
   }
 }
 
