@@ -478,6 +478,12 @@ TEST_F(PoolApiTest, RequestApproveRelease) {
   json audit = json::parse(Send("GET", "/api/v1/audit", "")->body);
   ASSERT_EQ(audit["items"].size(), 4u);
   EXPECT_EQ(audit["items"][3]["action"], "Release");
+  // A page after a revision holds what came later only.
+  const int64_t second = audit["items"][1]["revision"];
+  json later = json::parse(Send("GET", "/api/v1/audit?after=" + std::to_string(second), "")->body);
+  ASSERT_EQ(later["items"].size(), 2u);
+  EXPECT_EQ(later["items"][0]["revision"], audit["items"][2]["revision"]);
+  EXPECT_EQ(Send("GET", "/api/v1/audit?after=-1", "")->status, 400);
 }
 
 TEST_F(PoolApiTest, AWriteTheReadCacheDoesNotShowInTimeSaysSo) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 
 #include "billing/billing.h"
 #include "billing/codec.h"
@@ -444,10 +445,13 @@ absl::StatusOr<model::Workload> PoolService::DeleteWorkload(const std::string& n
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, AuditEvent>>> PoolService::Audit(int64_t after, size_t limit) {
-  ASSIGN_OR_RETURN(std::vector<store::Record> records, store_.List(std::string(kAuditKind), ""));
+  // Events are named "<revision, 16 digits>-<sequence, 6 digits>": the page after `after` starts
+  // after the last name that revision could have.
+  ASSIGN_OR_RETURN(std::vector<store::Record> records,
+                   store_.ListPage(kAuditKind, "", fmt::format("{:016}-999999", std::max<int64_t>(after, 0)),
+                                   limit == 0 ? static_cast<size_t>(std::numeric_limits<int64_t>::max()) : limit));
   std::vector<std::pair<int64_t, AuditEvent>> out;
   for (const store::Record& r : records) {
-    if (r.resource_version <= after) continue;
     nlohmann::json j = nlohmann::json::parse(r.data, nullptr, false);
     if (!j.is_object()) continue;
     AuditEvent e;
@@ -457,7 +461,6 @@ absl::StatusOr<std::vector<std::pair<int64_t, AuditEvent>>> PoolService::Audit(i
     e.object = j.value("object", "");
     e.detail = j.value("detail", "");
     out.emplace_back(r.resource_version, std::move(e));
-    if (limit && out.size() == limit) break;
   }
   return out;
 }

@@ -40,6 +40,10 @@ class FencedStore final : public Store {
   absl::StatusOr<std::vector<Record>> List(std::string_view kind, std::string_view ns) override {
     return inner_.List(kind, ns);
   }
+  absl::StatusOr<std::vector<Record>> ListPage(std::string_view kind, std::string_view ns, std::string_view after_name,
+                                               size_t limit) override {
+    return inner_.ListPage(kind, ns, after_name, limit);
+  }
   int64_t Revision() override { return inner_.Revision(); }
   absl::StatusOr<std::vector<Change>> Changes(int64_t after, size_t limit) override { return inner_.Changes(after, limit); }
   bool WaitForChange(int64_t after, std::chrono::milliseconds timeout) override {

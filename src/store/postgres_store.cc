@@ -444,6 +444,23 @@ class PostgresStore final : public Store {
     ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
     return ListOn(c->get(), kind, ns);
   }
+  absl::StatusOr<std::vector<Record>> ListPage(std::string_view kind, std::string_view ns, std::string_view after_name,
+                                               size_t limit) override {
+    ASSIGN_OR_RETURN(std::unique_ptr<Pool::Lease> c, pool_.Take());
+    // COLLATE "C": names compare byte by byte, as SQLite compares them.
+    ASSIGN_OR_RETURN(Result r, Exec(c->get(),
+                                    "SELECT namespace, name, uid, resource_version, data FROM gpuaas_objects "
+                                    "WHERE kind = $1 AND namespace = $2 AND name > $3 COLLATE \"C\" "
+                                    "ORDER BY name COLLATE \"C\" LIMIT $4",
+                                    {std::string(kind), std::string(ns), std::string(after_name), std::to_string(limit)}));
+    std::vector<Record> out;
+    out.reserve(static_cast<size_t>(PQntuples(r.get())));
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      out.push_back({{std::string(kind), Text(r.get(), i, 0), Text(r.get(), i, 1)}, Text(r.get(), i, 2),
+                     Int(r.get(), i, 3), Text(r.get(), i, 4)});
+    }
+    return out;
+  }
 
   int64_t Revision() override {
     // The database's (another replica may have written); the last one known when it cannot be

@@ -234,6 +234,15 @@ class SqliteStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     return ListLocked(kind, ns);
   }
+  absl::StatusOr<std::vector<Record>> ListPage(std::string_view kind, std::string_view ns, std::string_view after_name,
+                                               size_t limit) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s = Prepare(
+        "SELECT namespace, name, uid, resource_version, data FROM objects "
+        "WHERE kind = ?1 AND namespace = ?2 AND name > ?3 ORDER BY name LIMIT ?4");
+    s.Bind(1, kind).Bind(2, ns).Bind(3, after_name).Bind(4, static_cast<int64_t>(limit));
+    return ReadRecords(s, kind);
+  }
   int64_t Revision() override {
     std::lock_guard<std::mutex> lock(mu_);
     return revision_;
@@ -441,6 +450,11 @@ class SqliteStore final : public Store {
         "SELECT namespace, name, uid, resource_version, data FROM objects "
         "WHERE kind = ?1 AND (?2 = '' OR namespace = ?2) ORDER BY namespace, name");
     s.Bind(1, kind).Bind(2, ns);
+    return ReadRecords(s, kind);
+  }
+
+  // The rows of a statement selecting namespace, name, uid, resource_version, data of `kind`.
+  absl::StatusOr<std::vector<Record>> ReadRecords(Stmt& s, std::string_view kind) {
     std::vector<Record> out;
     while (true) {
       ASSIGN_OR_RETURN(bool row, s.Step());

@@ -115,6 +115,11 @@ class Store {
 
   virtual absl::StatusOr<std::optional<Record>> Get(const Key& key) = 0;
   virtual absl::StatusOr<std::vector<Record>> List(std::string_view kind, std::string_view ns) = 0;
+  // A page of a large kind (the audit log): at most `limit` records of `kind` in namespace `ns`
+  // (exactly: "" is the cluster scope) whose names sort after `after_name`, sorted by name. The
+  // next page starts after the last name returned; fewer than `limit` means there is no more.
+  virtual absl::StatusOr<std::vector<Record>> ListPage(std::string_view kind, std::string_view ns,
+                                                       std::string_view after_name, size_t limit) = 0;
 
   // The revision of the last committed write transaction (0 for an empty store).
   virtual int64_t Revision() = 0;

@@ -92,6 +92,30 @@ TEST_P(StoreTest, CreateReadUpdateDelete) {
   EXPECT_EQ(store_->Revision(), 3);
 }
 
+TEST_P(StoreTest, PagesOfAKindFollowEachOtherByName) {
+  // Names compare byte by byte on every backend: "a-b" < "a.b" < "ab" < "b".
+  for (const char* name : {"b", "ab", "a.b", "a-b"}) ASSERT_TRUE(Put(name, "{}", kMustNotExist).ok());
+  ASSERT_TRUE(store_->Transact([](Txn& tx) { return tx.Put({"Thing", "ns", "a"}, "u", "{}", kMustNotExist); }).ok());
+  ASSERT_TRUE(store_->Transact([](Txn& tx) { return tx.Put({"Other", "", "a"}, "u", "{}", kMustNotExist); }).ok());
+  std::vector<std::string> seen;
+  std::string after;
+  int pages = 0;
+  while (true) {
+    absl::StatusOr<std::vector<Record>> page = store_->ListPage("Thing", "", after, 2);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ++pages;
+    for (const Record& r : *page) seen.push_back(r.key.name);
+    if (page->size() < 2) break;
+    after = page->back().key.name;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"a-b", "a.b", "ab", "b"})) << "the cluster scope only, and only its kind";
+  EXPECT_EQ(pages, 3);
+  absl::StatusOr<std::vector<Record>> in_ns = store_->ListPage("Thing", "ns", "", 10);
+  ASSERT_TRUE(in_ns.ok());
+  ASSERT_EQ(in_ns->size(), 1u);
+  EXPECT_EQ((*in_ns)[0].key.ns, "ns");
+}
+
 TEST_P(StoreTest, RollupsAppendLoadAndPrune) {
   ASSERT_TRUE(store_->AppendRollups({{"GPU-a|power_w", 60, 100, 400.5, 410},
                                      {"GPU-a|power_w", 60, 101, 300, 320},
