@@ -1,5 +1,6 @@
 #include "controller/fencing.h"
 
+#include <set>
 #include <vector>
 
 #include "common/log.h"
@@ -7,21 +8,44 @@
 #include "fmt/format.h"
 
 namespace gpuaas::controller {
+namespace {
+
+constexpr std::string_view kPoolsInCluster = "fencing/cluster";
+constexpr std::string_view kNodesByCluster = "fencing/cluster";
+
+}  // namespace
 
 FencingController::FencingController(runtime::Manager& manager, cluster::Registry& registry)
     : registry_(registry),
       pools_(manager.informers().For<model::GpuPool>()),
       nodes_(manager.informers().For<model::NodeCapacity>()) {
   runtime::WorkQueue& q = manager.Add("fencing", *this);
-  // A pool's change can free or take any node of the clusters it holds devices in: those are
-  // asked again (a pool's clusters are few).
+  // Live pools by the clusters they hold devices in: a cluster's reconcile reads its own.
+  pools_.AddIndex(std::string(kPoolsInCluster), [](const model::GpuPool& p) {
+    std::set<std::string> clusters;
+    if (model::PoolIsLive(p)) {
+      for (const model::AllocatedDevice& d : p.status.allocation) clusters.insert(d.cluster);
+    }
+    return std::vector<std::string>(clusters.begin(), clusters.end());
+  });
+  nodes_.AddIndex(std::string(kNodesByCluster),
+                  [](const model::NodeCapacity& n) { return std::vector<std::string>{n.spec.cluster}; });
+  // A pool's change can free or take a node of the clusters it holds devices in: those are asked
+  // again; a change that moves no device (a condition, an instance UUID) asks nothing.
   pools_.OnChange([&q](const model::GpuPool* before, const model::GpuPool* after) {
+    if (before != nullptr && after != nullptr && before->status.allocation == after->status.allocation &&
+        model::PoolIsLive(*before) == model::PoolIsLive(*after) &&
+        before->spec.time_slicing_replicas == after->spec.time_slicing_replicas) {
+      return;
+    }
     for (const model::GpuPool* p : {before, after}) {
       if (p == nullptr) continue;
       for (const model::AllocatedDevice& d : p->status.allocation) q.Add(d.cluster);
     }
   });
+  // Only a node that comes, goes or changes its GPU count can change whom it belongs to wholly.
   nodes_.OnChange([&q](const model::NodeCapacity* before, const model::NodeCapacity* after) {
+    if (before != nullptr && after != nullptr && before->status.physical_gpus == after->status.physical_gpus) return;
     q.Add((after ? after : before)->spec.cluster);
   });
   subscription_ = registry_.Subscribe([this, &q](const std::string& name, cluster::ClusterDriver* added) {
@@ -34,12 +58,11 @@ FencingController::FencingController(runtime::Manager& manager, cluster::Registr
 absl::StatusOr<runtime::Result> FencingController::Reconcile(const std::string& cluster) {
   const std::shared_ptr<cluster::ClusterDriver> driver = registry_.Get(cluster);
   if (driver == nullptr) return runtime::Result::Done();
+  // The pools holding devices here and the cluster's nodes, from the informers' indexes.
   std::vector<model::GpuPool> pools;
-  for (const auto& p : pools_.List()) pools.push_back(*p);
+  for (const auto& p : pools_.ByIndex(kPoolsInCluster, cluster)) pools.push_back(*p);
   std::map<std::string, int64_t> gpus;
-  for (const auto& n : nodes_.List()) {
-    if (n->spec.cluster == cluster) gpus[n->metadata.name] = n->status.physical_gpus;
-  }
+  for (const auto& n : nodes_.ByIndex(kNodesByCluster, cluster)) gpus[n->metadata.name] = n->status.physical_gpus;
   std::map<std::string, cluster::ClusterDriver::NodeOwner> owners;
   // Held by name: iterating a temporary's member would outlive it.
   std::map<std::string, std::map<std::string, model::WholeNodeOwner>> all = model::WholeNodeOwners(pools, gpus);
