@@ -118,9 +118,19 @@ TEST_F(BillingE2eTest, ApprovedSecondsAreInvoicedAtTheCardsPricesAndExportedAsFo
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   ASSERT_EQ(As(kMember, "pool release train -p vision").code, 0);
 
-  auto meters = Get("/apis/gpuaas.io/v1/namespaces/vision/usagerecords", kMember);
-  ASSERT_TRUE(meters && meters->status == 200) << (meters ? meters->body : "");
-  const json m = json::parse(meters->body)["items"][0];
+  // The pool controller ends the meter at the request's time, once it sees the request.
+  json m;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto meters = Get("/apis/gpuaas.io/v1/namespaces/vision/usagerecords", kMember);
+        if (!meters || meters->status != 200) return false;
+        const json items = json::parse(meters->body)["items"];
+        if (items.empty() || !items[0]["spec"].contains("end")) return false;
+        m = items[0];
+        return true;
+      },
+      std::chrono::seconds(10)))
+      << "the meter did not end";
   const Time start = *ParseTime(m["spec"]["start"].get<std::string>());
   const Time end = *ParseTime(m["spec"]["end"].get<std::string>());
   const int64_t held = std::chrono::duration_cast<std::chrono::seconds>(end - start).count();
