@@ -58,18 +58,17 @@ void MetricsText::Family(std::string_view name, std::string_view type, std::stri
 void MetricsText::Sample(std::string_view name,
                          std::initializer_list<std::pair<std::string_view, std::string_view>> labels, double value,
                          std::optional<int64_t> timestamp_ms) {
-  out_ += name;
-  bool first = true;
-  for (const auto& [k, v] : labels) {
-    Label(first, k, v);
-    first = false;
-  }
-  if (!first) out_ += '}';
-  End(value, timestamp_ms);
+  Line(name, labels, value, timestamp_ms);
 }
 
 void MetricsText::Sample(std::string_view name, const std::vector<std::pair<std::string, std::string>>& labels,
                          double value, std::optional<int64_t> timestamp_ms) {
+  Line(name, labels, value, timestamp_ms);
+}
+
+template <typename Labels>
+void MetricsText::Line(std::string_view name, const Labels& labels, double value,
+                       std::optional<int64_t> timestamp_ms) {
   out_ += name;
   bool first = true;
   for (const auto& [k, v] : labels) {

@@ -51,6 +51,8 @@ class MetricsText {
               std::optional<int64_t> timestamp_ms = std::nullopt);
 
  private:
+  template <typename Labels>  // pairs of names and values, string_view or string
+  void Line(std::string_view name, const Labels& labels, double value, std::optional<int64_t> timestamp_ms);
   void Label(bool first, std::string_view name, std::string_view value);
   void End(double value, std::optional<int64_t> timestamp_ms);
 

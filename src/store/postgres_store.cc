@@ -208,11 +208,8 @@ class Pool {
   int open_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-absl::StatusOr<std::vector<Record>> ListOn(PGconn* c, std::string_view kind, std::string_view ns) {
-  ASSIGN_OR_RETURN(Result r, Exec(c,
-                                  "SELECT namespace, name, uid, resource_version, data FROM gpuaas_objects "
-                                  "WHERE kind = $1 AND ($2 = '' OR namespace = $2) ORDER BY namespace, name",
-                                  {std::string(kind), std::string(ns)}));
+// The rows of a query selecting namespace, name, uid, resource_version, data of `kind`.
+std::vector<Record> RecordsOf(const Result& r, std::string_view kind) {
   std::vector<Record> out;
   out.reserve(static_cast<size_t>(PQntuples(r.get())));
   for (int i = 0; i < PQntuples(r.get()); ++i) {
@@ -220,6 +217,14 @@ absl::StatusOr<std::vector<Record>> ListOn(PGconn* c, std::string_view kind, std
                    Int(r.get(), i, 3), Text(r.get(), i, 4)});
   }
   return out;
+}
+
+absl::StatusOr<std::vector<Record>> ListOn(PGconn* c, std::string_view kind, std::string_view ns) {
+  ASSIGN_OR_RETURN(Result r, Exec(c,
+                                  "SELECT namespace, name, uid, resource_version, data FROM gpuaas_objects "
+                                  "WHERE kind = $1 AND ($2 = '' OR namespace = $2) ORDER BY namespace, name",
+                                  {std::string(kind), std::string(ns)}));
+  return RecordsOf(r, kind);
 }
 
 absl::StatusOr<std::optional<Record>> GetOn(PGconn* c, const Key& key) {
@@ -453,13 +458,7 @@ class PostgresStore final : public Store {
                                     "WHERE kind = $1 AND namespace = $2 AND name > $3 COLLATE \"C\" "
                                     "ORDER BY name COLLATE \"C\" LIMIT $4",
                                     {std::string(kind), std::string(ns), std::string(after_name), std::to_string(limit)}));
-    std::vector<Record> out;
-    out.reserve(static_cast<size_t>(PQntuples(r.get())));
-    for (int i = 0; i < PQntuples(r.get()); ++i) {
-      out.push_back({{std::string(kind), Text(r.get(), i, 0), Text(r.get(), i, 1)}, Text(r.get(), i, 2),
-                     Int(r.get(), i, 3), Text(r.get(), i, 4)});
-    }
-    return out;
+    return RecordsOf(r, kind);
   }
 
   int64_t Revision() override {
