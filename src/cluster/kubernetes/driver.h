@@ -3,16 +3,17 @@
 // devices is decoded once per change (nodes.h) and kept, so that Observe answers from memory and
 // the inventory controller is told of a change only when a node's GPUs, schedulability,
 // capacity or devices in use changed (not on every status heartbeat or pod without GPUs).
-// Layer 7 of docs/architecture.md, beside the simulated driver.
+// Each collection is one WatchCache (watch_cache.h) fed by its Reflector. Layer 7 of
+// docs/architecture.md, beside the simulated driver.
 //
-// MIG, the GPU Operator way: ApplyMigLayout records a GPU's wanted layout; a writer thread puts
-// each node's wanted layouts, once per node however many GPUs changed, as a mig-parted config
-// `gpuaas-<node>-<n>` into the MIG manager's ConfigMap and points the node's
+// MIG, the GPU Operator way (mig_manager.h): ApplyMigLayout records a GPU's wanted layout; a
+// writer thread puts each node's wanted layouts, once per node however many GPUs changed, as a
+// mig-parted config `gpuaas-<node>-<n>` into the MIG manager's ConfigMap and points the node's
 // `nvidia.com/mig.config` label at it (a new name each time, so the MIG manager runs again even
 // after a failure). NodeMigState follows `nvidia.com/mig.config.state`. A node with GPU pods is
 // refused: the MIG manager would stop them. Once the manager reports success and the node's
 // device counts are the wanted ones, Observe shows the placements asked for (labels carry
-// counts), until the counts change again.
+// counts), until the counts change again. Quotas, device taints and node fencing: enforcement.h.
 //
 // Pods: each device in use names the pods holding it, exactly where DRA claims were allocated
 // the devices of ResourceSlices, else by a guess that stays while the pod runs (nodes.h).
@@ -21,28 +22,28 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <set>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "cluster/driver.h"
 #include "cluster/kubernetes/client.h"
-#include "cluster/kubernetes/mig_config.h"
 #include "cluster/kubernetes/nodes.h"
 #include "cluster/kubernetes/reflector.h"
 #include "cluster/kubernetes/resource_slices.h"
+#include "cluster/kubernetes/watch_cache.h"
 
 namespace gpuaas::cluster::kubernetes {
 
-// The annotation gpuaas puts on a node it cordoned for a MIG change.
-inline constexpr std::string_view kCordonAnnotation = "gpuaas.io/cordoned-for-mig";
+class Enforcer;
+class MigManager;
+
+// kCordonAnnotation, the annotation gpuaas puts on a node it cordoned for a MIG change: nodes.h.
 
 struct DriverOptions {
   std::string display_name;  // empty: the cluster's name
@@ -117,9 +118,23 @@ class KubernetesDriver final : public ClusterDriver {
   std::map<std::string, std::string> refused_nodes() const;
 
  private:
+  // A Node as the nodes' cache holds it: a GPU node (GFD labels), a bare one (no GPU labels:
+  // kept for when NVIDIA's DRA driver names GPUs there) or one whose GPU labels were refused.
+  struct WatchedNode {
+    enum class Kind { kGpu, kBare, kRefused };
+    std::string name;
+    Kind kind = Kind::kRefused;
+    ObservedNode node;    // kGpu: with its GPUs from labels; kBare: without GPUs
+    NodeMeta meta;        // kGpu
+    std::string refused;  // kRefused: why
+  };
+  using Nodes = WatchCache<WatchedNode>;
+  using Pods = WatchCache<PodGpus>;
+
   KubernetesDriver(std::string name, DriverOptions options, std::unique_ptr<Client> client,
                    std::unique_ptr<Client> pods_client, std::unique_ptr<Client> slices_client,
                    std::unique_ptr<Client> claims_client);
+  // The reflectors' callbacks: a list replaces a cache, an event changes one object of it.
   void ReplaceNodes(const ListResult& list);
   void ApplyNode(const WatchEvent& event);
   void ReplacePods(const ListResult& list);
@@ -128,82 +143,43 @@ class KubernetesDriver final : public ClusterDriver {
   void ApplySlice(const WatchEvent& event);
   void ReplaceClaims(const ListResult& list);
   void ApplyClaim(const WatchEvent& event);
-  // Keeps (or forgets) one claim's gpu.nvidia.com devices; true when they changed.
-  bool PutClaim(const std::string& json, bool deleted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Recomputes slice_gpus_ from slices_; true when it changed.
+  // One Node's JSON (text) as the nodes' cache holds it.
+  WatchedNode ReadWatchedNode(const std::string& json) const;
+  // Whether a change of one node changed what Observe reports.
+  bool NodeChanged(const Nodes::Change& change) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recomputes slice_gpus_, slice_uuids_ and slice_products_ from slices_; true when the GPUs
+  // changed.
   bool SlicesChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A node's GPUs: from its DRA pool where one is complete, else from its labels.
   const std::vector<ObservedGpu>& GpusOf(const ObservedNode& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Keeps (or forgets) one pod's GPU devices; true when a node's devices in use changed.
-  bool PutPod(const std::string& json, bool deleted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Decodes one Node into nodes_ (or drops it); true when what Observe reports changed.
-  bool PutNode(const std::string& json) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed();
-  void WriteMigConfigs();  // the writer thread
-  // The device plugin's ConfigMap holds a time-slicing config for each count in `slices`.
-  absl::Status EnsureTimeSlicingConfigs(const std::set<int64_t>& slices);
-  // One node's config into the ConfigMap and its label; the config's name.
-  absl::StatusOr<std::string> WriteMigConfig(const std::string& node, const std::map<int, GpuMigSpec>& want);
 
-  // What gpuaas last asked of a node's MIG manager.
-  struct NodeMig {
-    std::map<int, GpuMigSpec> want;                               // every GPU of the node
-    std::map<int, std::vector<ObservedMigInstance>> placements;  // as asked, by GPU index
-    bool dirty = false;           // to be written
-    std::string config;           // the config name the label was set to; empty until written
-    std::string error;            // the last write's failure
-    std::chrono::steady_clock::time_point asked{};
-    bool progressed = false;      // the manager was seen working on `config`
-    bool failed = false;          // it failed (or never answered): ask again when told
-    bool uncordon = false;        // the manager is done with a node gpuaas cordoned: give it back
-    // What the GPUs hold: the layouts of the last config the manager applied.
-    std::map<int, GpuMigSpec> applied;
-    std::map<int, std::vector<ObservedMigInstance>> applied_placements;
-  };
   const std::string name_;
   const DriverOptions options_;
   std::unique_ptr<Client> client_;
   std::unique_ptr<Client> pods_client_;  // a watch at a time per client: the pods have their own
   std::unique_ptr<Client> slices_client_;  // and the ResourceSlices theirs
   std::unique_ptr<Client> claims_client_;  // and the ResourceClaims theirs
+  // The watched collections, each with its own mutex. Nodes and slices change only with mu_
+  // held as well, so that what is derived from them (MIG progress, slice_gpus_) moves with them.
+  Nodes nodes_;                      // every node, by name
+  Pods pods_;                        // active pods holding GPU devices or requesting CPU or memory
+  WatchCache<ResourceSlice> slices_;  // gpu.nvidia.com ResourceSlices, by name
+  WatchCache<ResourceClaim> claims_;  // claims allocated gpu.nvidia.com devices, by key
   std::unique_ptr<Reflector> nodes_reflector_;
   std::unique_ptr<Reflector> pods_reflector_;
   std::unique_ptr<Reflector> slices_reflector_;
   std::unique_ptr<Reflector> claims_reflector_;
   mutable std::mutex mu_;
-  std::map<std::string, ObservedNode> nodes_ ABSL_GUARDED_BY(mu_);   // GPU nodes by name
-  std::map<std::string, ObservedNode> bare_nodes_ ABSL_GUARDED_BY(mu_);  // nodes without GPU labels
-  struct NodeMeta {
-    std::string resource_version;
-    std::string taints;  // spec.taints as JSON text ("[]" when none)
-    bool unschedulable = false;  // spec.unschedulable (cordoned, by anyone)
-    bool cordoned_for_mig = false;  // cordoned by gpuaas for a MIG change (kCordonAnnotation)
-  };
-  std::map<std::string, NodeMeta> node_meta_ ABSL_GUARDED_BY(mu_);  // GPU nodes by name
-  std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // node -> why
-  std::map<std::string, PodGpus> pods_ ABSL_GUARDED_BY(mu_);         // active pods with GPU devices
-  // What every active pod requests, by pod key: (node, CPU milli, memory bytes).
-  struct PodRequest {
-    std::string node;
-    int64_t cpu_milli = 0;
-    int64_t memory_bytes = 0;
-    friend bool operator==(const PodRequest&, const PodRequest&) = default;
-  };
-  std::map<std::string, PodRequest> pod_requests_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, ResourceSlice> slices_ ABSL_GUARDED_BY(mu_);  // by name
   std::map<std::string, std::vector<ObservedGpu>> slice_gpus_ ABSL_GUARDED_BY(mu_);  // by node
   std::map<std::string, std::string> slice_uuids_ ABSL_GUARDED_BY(mu_);  // "pool/device" -> UUID
   std::map<std::string, std::string> slice_products_ ABSL_GUARDED_BY(mu_);  // node -> its GPUs' productName
-  std::map<std::string, ResourceClaim> claims_ ABSL_GUARDED_BY(mu_);  // allocated gpu.nvidia.com claims
   HeldDevices sticky_ ABSL_GUARDED_BY(mu_);  // the devices guessed for counted pods
   std::map<std::string, std::string> device_projects_ ABSL_GUARDED_BY(mu_);  // UUID -> project (EnforceProjectDevices)
-  bool said_no_device_taints_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, NodeMig> mig_ ABSL_GUARDED_BY(mu_);  // by node
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::condition_variable mig_cv_;
-  std::thread mig_writer_;
   std::atomic<int64_t> writes_{0};
+  std::unique_ptr<MigManager> mig_;       // called with mu_ held or not; never takes it
+  std::unique_ptr<Enforcer> enforcer_;
 };
 
 // The driver of a cluster registered with a self-contained kubeconfig (`gpuaas cluster add`),

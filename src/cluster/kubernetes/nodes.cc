@@ -293,6 +293,30 @@ bool IsNode(const json& n) {
 
 }  // namespace
 
+std::string NodeLabel(const ObservedNode& node, std::string_view key) {
+  auto it = node.labels.find(std::string(key));
+  return it == node.labels.end() ? "" : it->second;
+}
+
+NodeMeta ReadNodeMeta(std::string_view node_json) {
+  const json n = json::parse(node_json, nullptr, false);
+  NodeMeta meta;
+  if (!n.is_object()) return meta;
+  if (auto m = n.find("metadata"); m != n.end() && m->is_object()) {
+    if (auto rv = m->find("resourceVersion"); rv != m->end() && rv->is_string()) {
+      meta.resource_version = rv->get<std::string>();
+    }
+    auto a = m->find("annotations");
+    meta.cordoned_for_mig = a != m->end() && a->is_object() && a->contains(std::string(kCordonAnnotation));
+  }
+  if (auto spec = n.find("spec"); spec != n.end() && spec->is_object()) {
+    if (auto t = spec->find("taints"); t != spec->end() && t->is_array()) meta.taints = t->dump();
+    auto u = spec->find("unschedulable");
+    meta.unschedulable = u != spec->end() && u->is_boolean() && u->get<bool>();
+  }
+  return meta;
+}
+
 absl::StatusOr<ObservedNode> ReadBareNode(std::string_view node_json) {
   const json n = json::parse(node_json, nullptr, false);
   if (!IsNode(n)) return absl::InvalidArgumentError("node: not a Node object (no metadata.name)");

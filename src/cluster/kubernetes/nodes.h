@@ -41,6 +41,25 @@ absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view
 // InvalidArgument for JSON that is not a Node.
 absl::StatusOr<ObservedNode> ReadBareNode(std::string_view node_json);
 
+// The annotation gpuaas puts on a node it cordoned for a MIG change (mig_manager.h).
+inline constexpr std::string_view kCordonAnnotation = "gpuaas.io/cordoned-for-mig";
+
+// What gpuaas needs of a Node to write to it at the version it saw (enforcement.h fences it,
+// mig_manager.h cordons it): not part of what Observe reports, so its changes tell no one.
+struct NodeMeta {
+  std::string resource_version;
+  std::string taints = "[]";      // spec.taints as JSON text ("[]" when none)
+  bool unschedulable = false;     // spec.unschedulable (cordoned, by anyone)
+  bool cordoned_for_mig = false;  // annotated kCordonAnnotation: cordoned by gpuaas
+  friend bool operator==(const NodeMeta&, const NodeMeta&) = default;
+};
+
+// A Node's JSON (text) as NodeMeta; what is missing (or not JSON) is left at its default.
+NodeMeta ReadNodeMeta(std::string_view node_json);
+
+// The value of label `key` of `node`, or "" when it has none.
+std::string NodeLabel(const ObservedNode& node, std::string_view key);
+
 // What a pod holds of a node's GPUs: the nvidia.com/ resources of its containers (extended
 // resources are asked for in limits), and its DRA claims, while it is bound to a node and not
 // finished.

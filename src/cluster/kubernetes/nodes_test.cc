@@ -256,5 +256,30 @@ TEST(KubernetesNodes, NodesWithoutGpusAndObjectsThatAreNotNodes) {
   EXPECT_NE(bad.status().message().find("node bad"), std::string_view::npos) << bad.status();
 }
 
+TEST(KubernetesNodes, MetaIsWhatAWriteAtTheSeenVersionNeeds) {
+  json n = Node("h200-a", {{"nvidia.com/gpu.product", "NVIDIA-H200"}});
+  n["metadata"]["resourceVersion"] = "42";
+  n["metadata"]["annotations"] = {{std::string(kCordonAnnotation), "true"}};
+  n["spec"]["unschedulable"] = true;
+  n["spec"]["taints"] = json::array({{{"key", "maintenance"}, {"effect", "NoSchedule"}}});
+  const NodeMeta meta = ReadNodeMeta(n.dump());
+  EXPECT_EQ(meta.resource_version, "42");
+  EXPECT_TRUE(meta.cordoned_for_mig);
+  EXPECT_TRUE(meta.unschedulable);
+  EXPECT_EQ(json::parse(meta.taints), n["spec"]["taints"]);
+
+  // Nothing set: no taints, schedulable, not cordoned by gpuaas; what is not JSON likewise.
+  const NodeMeta plain = ReadNodeMeta(Node("h200-b", json::object()).dump());
+  EXPECT_EQ(plain.taints, "[]");
+  EXPECT_FALSE(plain.unschedulable);
+  EXPECT_FALSE(plain.cordoned_for_mig);
+  EXPECT_EQ(ReadNodeMeta("not json"), NodeMeta{});
+  // A field of the wrong type is ignored, not thrown on.
+  json odd = Node("odd", json::object());
+  odd["spec"]["unschedulable"] = "yes";
+  odd["spec"]["taints"] = "none";
+  EXPECT_EQ(ReadNodeMeta(odd.dump()), NodeMeta{});
+}
+
 }  // namespace
 }  // namespace gpuaas::cluster::kubernetes
