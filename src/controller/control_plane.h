@@ -3,18 +3,18 @@
 //   inventory  - Cluster, NodeCapacity, SpecAndCount; GpuCapacity but for its health
 //   health     - GpuCapacity status.health and its Healthy, MemoryErrors, ResetRequired and
 //                Overheating conditions; tells the hub the known GPUs
-//   pools      - GpuPool status (allocation, conditions but Approved); creates MigLayouts
+//   pools      - GpuPool status (allocation, conditions but Approved); MigLayout specs; every
+//                UsageRecord (controller/pool_meter.h)
 //   miglayouts - MigLayout status; asks drivers for layouts
 //   workloads  - Workload status and Profiles of Workloads
 //   podruns    - Profiles of cluster pods (labelled gpuaas.io/cluster)
 //   rollups    - persisted telemetry rollups
-//   metering   - final invoices of closed months; meters of pools approved before metering
+//   metering   - final invoices of closed months, once every approved pool's meter exists
 //   quotas     - nothing in the store: each cluster holds each project to its pools' devices
 //   clusters   - nothing in the store: a driver for each ClusterRegistration, in the registry
 //   fencing    - nothing in the store: nodes a pool holds whole labelled and tainted for it
-// The pool service opens and closes the meters (UsageRecord) with approvals and releases; the
-// pools controller adds fault credits to them.
-// The API (service/) writes specs, approvals, releases and cluster registrations.
+// The API (service/) writes specs, approvals, release requests (spec.releaseRequested) and
+// cluster registrations; docs/architecture.md "Who writes what" lists every field's writer.
 #ifndef GPUAAS_CONTROLLER_CONTROL_PLANE_H_
 #define GPUAAS_CONTROLLER_CONTROL_PLANE_H_
 
