@@ -128,29 +128,7 @@ void KubernetesDriver::ApplyPod(const WatchEvent& event) {
 }
 
 KubernetesDriver::WatchedNode KubernetesDriver::ReadWatchedNode(const std::string& json) const {
-  WatchedNode w;
-  absl::StatusOr<ObservedNode> read = ReadNode(name_, json);
-  if (read.ok()) {
-    w.name = read->name;
-    w.kind = WatchedNode::Kind::kGpu;
-    w.node = std::move(*read);
-    w.meta = ReadNodeMeta(json);
-    return w;
-  }
-  w.name = NameOf(json);
-  if (absl::IsNotFound(read.status())) {
-    // No GPU labels: kept bare, for when NVIDIA's DRA driver names GPUs there.
-    absl::StatusOr<ObservedNode> bare = ReadBareNode(json);
-    if (bare.ok()) {
-      w.kind = WatchedNode::Kind::kBare;
-      w.node = std::move(*bare);
-      return w;
-    }
-    read = bare.status();
-  }
-  w.kind = WatchedNode::Kind::kRefused;
-  w.refused = std::string(read.status().message());
-  return w;
+  return ReadNodeOnce(name_, json);
 }
 
 bool KubernetesDriver::NodeChanged(const Nodes::Change& change) const {

@@ -120,14 +120,7 @@ class KubernetesDriver final : public ClusterDriver {
  private:
   // A Node as the nodes' cache holds it: a GPU node (GFD labels), a bare one (no GPU labels:
   // kept for when NVIDIA's DRA driver names GPUs there) or one whose GPU labels were refused.
-  struct WatchedNode {
-    enum class Kind { kGpu, kBare, kRefused };
-    std::string name;
-    Kind kind = Kind::kRefused;
-    ObservedNode node;    // kGpu: with its GPUs from labels; kBare: without GPUs
-    NodeMeta meta;        // kGpu
-    std::string refused;  // kRefused: why
-  };
+  using WatchedNode = NodeRead;  // nodes.h: a GPU node, a bare node, or one refused
   using Nodes = WatchCache<WatchedNode>;
   using Pods = WatchCache<PodGpus>;
 

@@ -298,8 +298,9 @@ std::string NodeLabel(const ObservedNode& node, std::string_view key) {
   return it == node.labels.end() ? "" : it->second;
 }
 
-NodeMeta ReadNodeMeta(std::string_view node_json) {
-  const json n = json::parse(node_json, nullptr, false);
+namespace {
+
+NodeMeta MetaOf(const json& n) {
   NodeMeta meta;
   if (!n.is_object()) return meta;
   if (auto m = n.find("metadata"); m != n.end() && m->is_object()) {
@@ -317,8 +318,7 @@ NodeMeta ReadNodeMeta(std::string_view node_json) {
   return meta;
 }
 
-absl::StatusOr<ObservedNode> ReadBareNode(std::string_view node_json) {
-  const json n = json::parse(node_json, nullptr, false);
+absl::StatusOr<ObservedNode> BareNodeOf(const json& n) {
   if (!IsNode(n)) return absl::InvalidArgumentError("node: not a Node object (no metadata.name)");
   ObservedNode out;
   out.name = n["metadata"]["name"].get<std::string>();
@@ -326,8 +326,7 @@ absl::StatusOr<ObservedNode> ReadBareNode(std::string_view node_json) {
   return out;
 }
 
-absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json) {
-  const json n = json::parse(node_json, nullptr, false);
+absl::StatusOr<ObservedNode> NodeOf(std::string_view cluster, const json& n) {
   if (!IsNode(n)) return absl::InvalidArgumentError("node: not a Node object (no metadata.name)");
   ObservedNode out;
   out.name = n["metadata"]["name"].get<std::string>();
@@ -387,6 +386,45 @@ absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view
     }
     out.gpus.push_back(std::move(g));
   }
+  return out;
+}
+
+}  // namespace
+
+NodeMeta ReadNodeMeta(std::string_view node_json) { return MetaOf(json::parse(node_json, nullptr, false)); }
+
+absl::StatusOr<ObservedNode> ReadBareNode(std::string_view node_json) {
+  return BareNodeOf(json::parse(node_json, nullptr, false));
+}
+
+absl::StatusOr<ObservedNode> ReadNode(std::string_view cluster, std::string_view node_json) {
+  return NodeOf(cluster, json::parse(node_json, nullptr, false));
+}
+
+NodeRead ReadNodeOnce(std::string_view cluster, std::string_view node_json) {
+  const json n = json::parse(node_json, nullptr, false);
+  NodeRead out;
+  absl::StatusOr<ObservedNode> read = NodeOf(cluster, n);
+  if (read.ok()) {
+    out.kind = NodeRead::Kind::kGpu;
+    out.name = read->name;
+    out.node = std::move(*read);
+    out.meta = MetaOf(n);
+    return out;
+  }
+  if (IsNode(n)) out.name = n["metadata"]["name"].get<std::string>();
+  if (absl::IsNotFound(read.status())) {
+    // No GPU labels: kept bare, for when NVIDIA's DRA driver names GPUs there.
+    absl::StatusOr<ObservedNode> bare = BareNodeOf(n);
+    if (bare.ok()) {
+      out.kind = NodeRead::Kind::kBare;
+      out.node = std::move(*bare);
+      return out;
+    }
+    read = bare.status();
+  }
+  out.kind = NodeRead::Kind::kRefused;
+  out.refused = std::string(read.status().message());
   return out;
 }
 

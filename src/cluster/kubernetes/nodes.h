@@ -57,6 +57,18 @@ struct NodeMeta {
 // A Node's JSON (text) as NodeMeta; what is missing (or not JSON) is left at its default.
 NodeMeta ReadNodeMeta(std::string_view node_json);
 
+// A Node as the driver keeps it, from one parse of its JSON (text): a GPU node (ReadNode and
+// ReadNodeMeta), a node without GPU labels kept bare (ReadBareNode), or one refused, saying why.
+struct NodeRead {
+  enum class Kind { kGpu, kBare, kRefused };
+  std::string name;  // empty only for JSON that is not a Node
+  Kind kind = Kind::kRefused;
+  ObservedNode node;    // kGpu: with its GPUs from labels; kBare: without GPUs
+  NodeMeta meta;        // kGpu
+  std::string refused;  // kRefused: why
+};
+NodeRead ReadNodeOnce(std::string_view cluster, std::string_view node_json);
+
 // The value of label `key` of `node`, or "" when it has none.
 std::string NodeLabel(const ObservedNode& node, std::string_view key);
 
