@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <optional>
 #include <string>
 
 #include "cli/client.h"
@@ -10,16 +11,13 @@ namespace gpuaas::cli {
 
 using internal::Fail;
 using internal::Fetch;
-using internal::PrintDoc;
+using internal::PrintStructured;
 using nlohmann::json;
 
 int AlertsCmd(const ClientOptions& o, bool all, std::ostream& out, std::ostream& err) {
   absl::StatusOr<std::string> body = Fetch(o, all ? "/api/v1/alerts" : "/api/v1/alerts?active=true");
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   json j = json::parse(*body, nullptr, false);
   Table t({"AGE", "SEVERITY", "NODE", "GPU", "SOURCE", "CONDITION", "STATE", "MESSAGE", "ACTION"});
   for (const json& a : j.value("items", json::array())) {

@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <optional>
 #include <cstdint>
 #include <string>
 
@@ -12,16 +13,13 @@ namespace gpuaas::cli {
 
 using internal::Fail;
 using internal::Fetch;
-using internal::PrintDoc;
+using internal::PrintStructured;
 using nlohmann::json;
 
 int AuditCmd(const ClientOptions& o, int64_t after, std::ostream& out, std::ostream& err) {
   absl::StatusOr<std::string> body = Fetch(o, fmt::format("/api/v1/audit?after={}", after));
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   const json j = json::parse(*body, nullptr, false);
   Table t({"REVISION", "TIME", "USER", "ACTION", "OBJECT", "DETAIL"});
   for (const json& e : j.value("items", json::array())) {

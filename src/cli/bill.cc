@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <optional>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -19,7 +20,7 @@ namespace gpuaas::cli {
 using internal::Escape;
 using internal::Fail;
 using internal::Fetch;
-using internal::PrintDoc;
+using internal::PrintStructured;
 using internal::Send;
 using nlohmann::json;
 
@@ -87,10 +88,7 @@ int BillListCmd(const ClientOptions& o, const std::string& project, const std::s
       all.push_back(inv);
     }
   }
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(json{{"items", all}}.dump(), o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, json{{"items", all}}.dump(), out, err)) return *code;
   if (invoices.empty()) {
     err << "No invoices found (a project's first invoice starts with its first approved pool).\n";
     return 0;
@@ -104,10 +102,7 @@ int BillShowCmd(const ClientOptions& o, const std::string& project, const std::s
   const std::string p = period.empty() ? RunningMonth() : period;
   absl::StatusOr<std::string> body = Fetch(o, "/api/v1/projects/" + Escape(project) + "/invoices/" + Escape(p));
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   const json inv = json::parse(*body, nullptr, false);
   const std::string currency = inv.value("currency", "");
   out << "Project: " << inv.value("project", "") << "   Period: " << inv["period"].value("name", "") << " ("

@@ -122,6 +122,13 @@ absl::Status PrintDoc(const std::string& body, Format f, std::ostream& out) {
   return absl::OkStatus();
 }
 
+std::optional<int> PrintStructured(const ClientOptions& o, const std::string& body, std::ostream& out,
+                                   std::ostream& err) {
+  if (o.output != "json" && o.output != "yaml") return std::nullopt;
+  absl::Status s = PrintDoc(body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
+  return s.ok() ? 0 : Fail(err, s);
+}
+
 void PrintTable(const std::string& plural, const std::vector<json>& items, std::ostream& out) {
   Table t(model::Columns(plural));
   const Time now = RealClock::Get().Now();
@@ -187,10 +194,7 @@ absl::Status Watch(const ClientOptions& o, const std::string& base, std::string 
 int PrintWritten(const ClientOptions& o, const absl::StatusOr<std::string>& body,
                  const std::string& verb, std::ostream& out, std::ostream& err) {
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   json j = json::parse(*body, nullptr, false);
   const std::string kind = j.is_object() ? j.value("kind", "object") : "object";
   std::string plural = kind == "GpuPool" ? "gpupools" : ToLower(kind) + "s";

@@ -9,6 +9,7 @@
 #define GPUAAS_CLI_CLIENT_H_
 
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -58,6 +59,11 @@ int Fail(std::ostream& err, const absl::Status& s);
 // Prints the JSON document `body` as `f` (JSON or YAML). InvalidArgument, printing nothing, when
 // `body` is not JSON.
 absl::Status PrintDoc(const std::string& body, Format f, std::ostream& out);
+
+// With -o json or -o yaml, prints `body` (a JSON document) so and returns the command's exit
+// code; nullopt for the other outputs, which the caller prints in its own way.
+std::optional<int> PrintStructured(const ClientOptions& o, const std::string& body, std::ostream& out,
+                                   std::ostream& err);
 
 // The kind's columns (model/columns.h, the same the API's Tables carry), aligned. Items that are
 // not objects are left out.

@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <optional>
 #include <cstdlib>
 #include <string>
 
@@ -14,7 +15,7 @@ namespace gpuaas::cli {
 using internal::Escape;
 using internal::Fail;
 using internal::Fetch;
-using internal::PrintDoc;
+using internal::PrintStructured;
 using internal::Send;
 using nlohmann::json;
 
@@ -44,10 +45,7 @@ int ClusterAddCmd(const ClientOptions& o, const ClusterAdd& a, std::ostream& out
   if (!a.region.empty()) j["region"] = a.region;
   absl::StatusOr<std::string> body = Send(o, "POST", "/api/v1/clusters", j.dump());
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   out << "cluster " << a.name << " registered (" << config->server << ", context " << config->context
       << "); `gpuaas cluster list` shows when it is reached\n";
   return 0;
@@ -56,10 +54,7 @@ int ClusterAddCmd(const ClientOptions& o, const ClusterAdd& a, std::ostream& out
 int ClusterListCmd(const ClientOptions& o, std::ostream& out, std::ostream& err) {
   absl::StatusOr<std::string> body = Fetch(o, "/api/v1/clusters");
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   json j = json::parse(*body, nullptr, false);
   Table t({"NAME", "DRIVER", "SOURCE", "SERVER", "REACHABLE", "NODES", "GPUS", "AGE"});
   for (const json& x : j.value("items", json::array())) {

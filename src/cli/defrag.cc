@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,7 @@ namespace gpuaas::cli {
 
 using internal::Fail;
 using internal::Fetch;
-using internal::PrintDoc;
+using internal::PrintStructured;
 using internal::Send;
 using nlohmann::json;
 
@@ -45,10 +46,7 @@ void PrintMoves(const json& moves, std::ostream& out) {
 int DefragPlanCmd(const ClientOptions& o, std::ostream& out, std::ostream& err) {
   absl::StatusOr<std::string> body = Fetch(o, "/api/v1/defrag");
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   const json j = json::parse(*body, nullptr, false);
   const json moves = j.value("moves", json::array());
   if (moves.empty()) {
@@ -76,10 +74,7 @@ int DefragApplyCmd(const ClientOptions& o, const std::vector<std::string>& gpus,
   const json req = gpus.empty() ? json::object() : json{{"gpus", gpus}};
   absl::StatusOr<std::string> body = Send(o, "POST", "/api/v1/defrag", req.dump());
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   const json applied = json::parse(*body, nullptr, false).value("applied", json::array());
   if (applied.empty()) {
     out << "nothing to defragment\n";

@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <optional>
 #include <cctype>
 #include <chrono>
 #include <cstdint>
@@ -15,7 +16,7 @@ namespace gpuaas::cli {
 
 using internal::Fail;
 using internal::Fetch;
-using internal::PrintDoc;
+using internal::PrintStructured;
 using nlohmann::json;
 
 int MetricsCmd(const ClientOptions& o, const std::string& series, const std::string& since, int64_t step,
@@ -41,10 +42,7 @@ int MetricsCmd(const ClientOptions& o, const std::string& series, const std::str
   absl::StatusOr<std::string> body = Fetch(
       o, fmt::format("/api/v1/metrics/query?series={}&from={}&to={}&step={}", encoded, now - seconds, now, step));
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   json j = json::parse(*body, nullptr, false);
   Table t({"TIME", "VALUE", "MAX"});
   for (const json& p : j.value("points", json::array())) {

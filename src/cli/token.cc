@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,7 @@ namespace gpuaas::cli {
 using internal::Escape;
 using internal::Fail;
 using internal::Fetch;
-using internal::PrintDoc;
+using internal::PrintStructured;
 using internal::Send;
 using nlohmann::json;
 
@@ -28,10 +29,7 @@ int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::s
   absl::StatusOr<std::string> body = Send(o, "POST", "/api/v1/tokens", j.dump());
   if (!body.ok()) return Fail(err, body.status());
   json t = json::parse(*body, nullptr, false);
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   // The message first, on stderr; the token alone on its own line of stdout, for scripts.
   std::string scope;
   if (!t.value("project", "").empty()) scope = ", project " + t.value("project", "");
@@ -50,10 +48,7 @@ int TokenCreateCmd(const ClientOptions& o, const std::string& user, const std::s
 int TokenListCmd(const ClientOptions& o, std::ostream& out, std::ostream& err) {
   absl::StatusOr<std::string> body = Fetch(o, "/api/v1/tokens");
   if (!body.ok()) return Fail(err, body.status());
-  if (o.output == "json" || o.output == "yaml") {
-    absl::Status s = PrintDoc(*body, o.output == "yaml" ? Format::kYaml : Format::kJson, out);
-    return s.ok() ? 0 : Fail(err, s);
-  }
+  if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
   json j = json::parse(*body, nullptr, false);
   Table t({"ID", "USER", "ROLE", "PROJECT", "CREATED BY", "AGE"});
   for (const json& x : j.value("items", json::array())) {
