@@ -1,8 +1,6 @@
 // A real Prometheus (Debian's package, installed by scripts/install-deps.sh) scrapes gpuaas's
 // /metrics and a simulated agent's dcgm-exporter endpoint; the values come back through
 // Prometheus's HTTP API.
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -30,19 +28,6 @@ std::string FindPrometheus() {
   return "";
 }
 
-// A port that was free a moment ago (Prometheus takes no port 0).
-int FreePort() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
-}
-
 TEST(Prometheus, ScrapesGpuaasAndTheAgent) {
   const std::string prometheus = FindPrometheus();
   if (prometheus.empty()) GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh installs it)";
@@ -63,14 +48,15 @@ TEST(Prometheus, ScrapesGpuaasAndTheAgent) {
                                          << server_target << "']\n"
                                          << "  - job_name: agent\n    static_configs:\n      - targets: ['127.0.0.1:"
                                          << agent.match() << "']\n";
-  const int port = FreePort();
+  // Port 0: Prometheus binds a free port itself and logs which (the query loop below waits until
+  // it is ready).
   Background prom;
   ASSERT_TRUE(prom.Start(prometheus + " --config.file=" + dir + "/prometheus.yml --storage.tsdb.path=" + dir +
-                             "/data --web.listen-address=127.0.0.1:" + std::to_string(port),
-                         dir + "/prometheus.log", "Server is ready to receive web requests", 60))
+                             "/data --web.listen-address=127.0.0.1:0",
+                         dir + "/prometheus.log", R"(msg="Listening on" address=127\.0\.0\.1:(\d+))", 60))
       << prom.Log();
 
-  httplib::Client c("127.0.0.1", port);
+  httplib::Client c("127.0.0.1", std::stoi(prom.match()));
   auto query = [&](const std::string& q) {
     auto r = c.Get("/api/v1/query", httplib::Params{{"query", q}}, httplib::Headers{});
     if (!r || r->status != 200) return json();
