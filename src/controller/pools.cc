@@ -195,7 +195,13 @@ bool PoolController::Settled(const std::string& key, const GpuPool* pool) const 
 
 absl::StatusOr<runtime::Result> PoolController::Reconcile(const std::string& key) {
   std::shared_ptr<const GpuPool> listed = pools_.Get(key);
-  if (Settled(key, listed.get())) return runtime::Result::Done();
+  if (Settled(key, listed.get())) {
+    if (listed == nullptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      waits_.erase(key);  // a pool deleted while it waited
+    }
+    return runtime::Result::Done();
+  }
   const uint64_t epoch = capacity_epoch_.load();
   if (listed != nullptr) {
     // Nothing freed since this pool last failed to fit, and the pool is the same: the timer's
