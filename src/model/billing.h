@@ -1,9 +1,9 @@
 // Billing objects. A RateCard prices devices per hour from a moment on; a UsageRecord is the
-// meter of one approved pool: written in the same store transaction as the pool transitions that
-// start and end its billing (approval, release), as the allocations that bring it devices and as
-// the faults the pool controller credits, so that no crash or replica can lose or double a
-// billed second. Invoices are computed from
-// them (src/billing/) and kept, once their period has closed, as Invoice records.
+// meter of one approved pool, written by the pool controller alone (controller/pool_meter.h) in
+// the store transaction of the pool change it bills (the allocations that bring it devices, the
+// faults it credits, the release request it ends at), so that no crash or replica can lose or
+// double a billed second. Invoices are computed from them (src/billing/) and kept, once their
+// period has closed, as Invoice records.
 #ifndef GPUAAS_MODEL_BILLING_H_
 #define GPUAAS_MODEL_BILLING_H_
 
@@ -89,7 +89,7 @@ struct UsageRecord {
     std::string cluster;  // where its devices are (the pool's, or its first allocation's)
     std::vector<PoolItem> items;  // what the pool asked for
     Time start{};             // the approval
-    std::optional<Time> end;  // the release request; open while the pool runs
+    std::optional<Time> end;  // the release request (spec.releaseRequested); open while the pool runs
     // What is billed: each device from the later of the approval and its allocation. Absent
     // only in a meter written before devices were metered from their allocation; such a meter
     // bills its items from `start` until the pool controller converts it (the devices the pool

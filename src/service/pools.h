@@ -51,16 +51,16 @@ class PoolService {
   absl::StatusOr<model::GpuPool> Release(const std::string& ns, const std::string& name,
                                          const std::string& user);
   // Removes a pool that holds nothing, so that its name can be used again: a request not yet
-  // decided (withdrawn), a rejected pool, or a released one (its meter stays, renamed
-  // model::RetiredMeterName, and its invoices keep billing what it held). Returns the pool as it
-  // was. FailedPrecondition, saying what to do first, for a pool that is in force or still being
-  // released.
+  // decided (withdrawn), a rejected pool, or a released one (its meter stays: the pool controller
+  // renames it model::RetiredMeterName, and its invoices keep billing what it held). Returns the
+  // pool as it was. FailedPrecondition, saying what to do first, for a pool that is in force or
+  // still being released.
   absl::StatusOr<model::GpuPool> DeletePool(const std::string& ns, const std::string& name,
                                             const std::string& user);
 
-  // Billing. An approval opens the pool's UsageRecord and a release request closes it, in the
-  // transaction of the transition itself. A new pool, and an approval, pass the project's budget
-  // (ResourceExhausted, reason BudgetExceeded, with the figures).
+  // Billing. The pool controller keeps each pool's UsageRecord (controller/pool_meter.h): opened
+  // from the approval, ended at spec.releaseRequested. A new pool, and an approval, pass the
+  // project's budget (ResourceExhausted, reason BudgetExceeded, with the figures).
   //
   // A rate card takes effect no earlier than the start of the current month (a closed month's
   // invoices are final) and in the currency of the cards before it; cards are never edited, a
