@@ -337,12 +337,12 @@ absl::StatusOr<ObservedNode> NodeOf(std::string_view cluster, const json& n) {
     // and the inventory flags the node (Recognized=False) instead of dropping it.
     auto product = labels.find("nvidia.com/gpu.product");
     auto count = labels.find("nvidia.com/gpu.count");
-    std::optional<int64_t> how_many = count == labels.end() ? std::nullopt : ParseInt(count->second);
-    if (product != labels.end() && !catalog::ModelFromProduct(product->second).ok() && how_many && *how_many >= 0 &&
-        *how_many <= 64) {
+    const int64_t how_many = count == labels.end() ? -1 : ParseInt(count->second).value_or(-1);  // -1: none
+    if (product != labels.end() && !catalog::ModelFromProduct(product->second).ok() && how_many >= 0 &&
+        how_many <= 64) {
       NodeGpus unknown;
       unknown.product = product->second;
-      unknown.gpus = *how_many;
+      unknown.gpus = how_many;
       if (auto mem = labels.find("nvidia.com/gpu.memory"); mem != labels.end()) {
         unknown.memory_mib = ParseInt(mem->second).value_or(0);
       }
