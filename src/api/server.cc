@@ -374,8 +374,7 @@ struct ApiServer::Impl {
                                   const std::string& allow, bool count) {
     if (route == nullptr) {
       if (!allow.empty()) {
-        return MethodNotAllowed(
-                         fmt::format("{} {} is not allowed; allowed: {}", req.method, req.path, allow));
+        return MethodNotAllowed(fmt::format("{} {} is not allowed; allowed: {}", req.method, req.path, allow));
       }
       return absl::NotFoundError(fmt::format("no route for {} {}", req.method, req.path));
     }
@@ -434,9 +433,8 @@ struct ApiServer::Impl {
     std::string verbs = "get, list, watch";
     if (t->creatable) verbs += ", create";
     if (t->deletable) verbs += ", delete";
-    return MethodNotAllowed(
-                     fmt::format("{} cannot be {} here; {} take: {}{}", plural, verb, plural, verbs,
-                                 t->namespaced ? "" : fmt::format(" (they are not in a project: /apis/gpuaas.io/v1/{})", plural)));
+    return MethodNotAllowed(fmt::format("{} cannot be {} here; {} take: {}{}", plural, verb, plural, verbs,
+                                        t->namespaced ? "" : fmt::format(" (they are not in a project: /apis/gpuaas.io/v1/{})", plural)));
   }
 
   absl::StatusOr<Reply> List(const HttpRequest& req, const Params& p, const Principal& who) {
@@ -633,7 +631,7 @@ struct ApiServer::Impl {
     // "application/json", optionally with parameters ("; charset=utf-8"); not "application/jsonx".
     const std::string_view type = Trim(std::string_view(ct).substr(0, ct.find(';')));
     if (!EqualsIgnoreCase(type, "application/json")) {
-      return UnsupportedMediaType( fmt::format("Content-Type must be application/json, not \"{}\"", ct));
+      return UnsupportedMediaType(fmt::format("Content-Type must be application/json, not \"{}\"", ct));
     }
     if (!IsValidUtf8(req.body)) return absl::InvalidArgumentError("the body is not valid UTF-8 (JSON text is UTF-8)");
     return absl::OkStatus();
@@ -1158,7 +1156,7 @@ struct ApiServer::Impl {
     Add("/api/v1/catalog", "GET", kSignedIn, [this](R r, P, W) { return fleet->Catalog(r); });
     Add("/healthz", "GET", kPublic, [](R, P, W) { return Reply{200, "text/plain", "ok", {}}; });
     Add("/readyz", "GET", kPublic, [this](R, P, W) -> absl::StatusOr<Reply> {
-      if (!ready) return NotReady( "the first inventory sync has not finished");
+      if (!ready) return NotReady("the first inventory sync has not finished");
       return Reply{200, "text/plain", "ok", {}};
     });
     Add("/version", "GET", kPublic, [this](R, P, W) {

@@ -11,7 +11,9 @@ namespace gpuaas::controller {
 namespace {
 
 constexpr std::string_view kPoolsInCluster = "fencing/cluster";
-constexpr std::string_view kNodesByCluster = "fencing/cluster";
+// Nodes by cluster: the inventory controller's index too, registered alike (one index, whoever
+// registers it first).
+constexpr std::string_view kNodesByCluster = "cluster";
 
 }  // namespace
 

@@ -23,7 +23,8 @@ using Owners = std::map<std::string, std::string>;  // DeviceKey -> PoolKey
 struct Candidates {
   std::vector<std::shared_ptr<const model::GpuCapacity>> gpu_objs;
   std::vector<std::shared_ptr<const model::NodeCapacity>> node_objs;
-  std::map<std::string, std::shared_ptr<const MigLayout>> layouts;  // by layout name (lower-case UUID)
+  std::set<std::string> names;  // of the GPUs and their layouts: the lower-case UUIDs
+  std::map<std::string, std::shared_ptr<const MigLayout>> layouts;  // by name
 };
 
 Candidates CandidatesFor(const GpuPool& pool, const std::vector<model::PoolItem>& deficit,
@@ -42,7 +43,8 @@ Candidates CandidatesFor(const GpuPool& pool, const std::vector<model::PoolItem>
       if (auto n = inf.nodes.Get("", g->spec.node)) c.node_objs.push_back(std::move(n));
     }
     std::string name = ToLower(g->spec.uuid);
-    if (auto l = inf.layouts.Get("", name)) c.layouts.emplace(std::move(name), std::move(l));
+    if (auto l = inf.layouts.Get("", name)) c.layouts.emplace(name, std::move(l));
+    c.names.insert(std::move(name));
   }
   return c;
 }
@@ -80,11 +82,10 @@ absl::StatusOr<Owners> OwnersOf(store::Txn& tx, const GpuPool& pool, const Candi
 
 // The plan builds on the desired layouts the informer showed: one of a candidate GPU changed
 // since (by a pool written meanwhile) would be overwritten without its instances.
-absl::Status CheckLayoutsUnchanged(store::Txn& tx, const Candidates& c, const std::set<std::string>& candidate_names,
-                                   int64_t seen) {
+absl::Status CheckLayoutsUnchanged(store::Txn& tx, const Candidates& c, int64_t seen) {
   ASSIGN_OR_RETURN(std::vector<store::Key> relaid, tx.ChangedKeys(MigLayout::kKind, seen));
   for (const store::Key& k : relaid) {
-    if (!candidate_names.contains(k.name)) continue;
+    if (!c.names.contains(k.name)) continue;
     ASSIGN_OR_RETURN(std::optional<MigLayout> now_l, store::GetObject<MigLayout>(tx, "", k.name));
     auto seen_l = c.layouts.find(k.name);
     const bool had = seen_l != c.layouts.end();
@@ -142,11 +143,7 @@ absl::StatusOr<allocator::Outcome> AllocateDeficit(store::Txn& tx, const GpuPool
 
   std::vector<const model::GpuCapacity*> gpus;
   gpus.reserve(c.gpu_objs.size());
-  std::set<std::string> candidate_names;
-  for (const auto& g : c.gpu_objs) {
-    gpus.push_back(g.get());
-    candidate_names.insert(ToLower(g->spec.uuid));
-  }
+  for (const auto& g : c.gpu_objs) gpus.push_back(g.get());
   std::vector<const model::NodeCapacity*> nodes;
   for (const auto& n : c.node_objs) nodes.push_back(n.get());
   std::vector<const MigLayout*> layouts;
@@ -164,7 +161,7 @@ absl::StatusOr<allocator::Outcome> AllocateDeficit(store::Txn& tx, const GpuPool
       return absl::AbortedError(fmt::format("device {} is held by pool {}", dk, o->second));
     }
   }
-  RETURN_IF_ERROR(CheckLayoutsUnchanged(tx, c, candidate_names, seen));
+  RETURN_IF_ERROR(CheckLayoutsUnchanged(tx, c, seen));
   RETURN_IF_ERROR(WriteLayouts(tx, fleet, out.plan, now));
   return out;
 }

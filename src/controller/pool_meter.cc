@@ -14,6 +14,10 @@ namespace {
 
 Time Seconds(Time t) { return std::chrono::floor<std::chrono::seconds>(t); }
 
+// What `pool` holds now, billed from `since`: one entry per item it holds devices of.
+std::vector<model::UsageRecord::Held> HeldSince(const model::GpuPool& pool,
+                                                const runtime::Informer<model::GpuCapacity>& gpus, Time since);
+
 }  // namespace
 
 bool OfItem(const model::PoolItem& item, std::string_view profile, const std::string& gpu_uuid,
@@ -31,6 +35,21 @@ std::vector<std::string> HeldOf(const model::PoolItem& item, const std::vector<m
   }
   return out;
 }
+
+namespace {
+
+std::vector<model::UsageRecord::Held> HeldSince(const model::GpuPool& pool,
+                                                const runtime::Informer<model::GpuCapacity>& gpus, Time since) {
+  std::vector<model::UsageRecord::Held> out;
+  for (const model::PoolItem& i : pool.spec.items) {
+    std::vector<std::string> devices = HeldOf(i, pool.status.allocation, gpus);
+    const auto n = static_cast<int64_t>(devices.size());
+    if (n > 0) out.push_back({i.model, i.profile, n, since, std::move(devices)});
+  }
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<Time> FirstOpenMoment(store::Txn& tx, const std::string& project, Time t, Time now) {
   for (billing::Period m = billing::MonthOf(t); m.end <= now; m = billing::MonthOf(m.end)) {
@@ -60,12 +79,7 @@ absl::Status PoolMeter::Load(store::Txn& tx, const model::GpuPool& pool,
     if (!ended_ && !meter_->spec.held) {
       // A meter from before devices were billed from their allocation: what the pool holds now
       // stays billed from the approval, as it was; what it lacks is billed once it comes.
-      meter_->spec.held.emplace();
-      for (const model::PoolItem& i : pool.spec.items) {
-        std::vector<std::string> devices = HeldOf(i, pool.status.allocation, gpus);
-        const auto n = static_cast<int64_t>(devices.size());
-        if (n > 0) meter_->spec.held->push_back({i.model, i.profile, n, meter_->spec.start, std::move(devices)});
-      }
+      meter_->spec.held = HeldSince(pool, gpus, meter_->spec.start);
       changed_ = true;
     }
     return absl::OkStatus();
@@ -82,12 +96,7 @@ absl::Status PoolMeter::Load(store::Txn& tx, const model::GpuPool& pool,
   m.spec.start = Seconds(pool.status.approval->time);
   // Devices the pool already holds (a pool approved before this version kept meters) are billed
   // from the approval.
-  m.spec.held.emplace();
-  for (const model::PoolItem& i : pool.spec.items) {
-    std::vector<std::string> devices = HeldOf(i, pool.status.allocation, gpus);
-    const auto n = static_cast<int64_t>(devices.size());
-    if (n > 0) m.spec.held->push_back({i.model, i.profile, n, m.spec.start, std::move(devices)});
-  }
+  m.spec.held = HeldSince(pool, gpus, m.spec.start);
   fresh_ = changed_ = true;
   log::Info("pools: opened the meter of pool {}/{} from its approval at {}", m.metadata.ns, m.metadata.name,
             FormatTime(m.spec.start));

@@ -23,11 +23,6 @@ constexpr std::string_view kOpenRunsOf = "open";  // Profiles of workloads' runs
 // controller keeps those).
 bool OfWorkload(const model::Profile& p) { return !p.metadata.labels.contains(std::string(kLabelCluster)); }
 
-// Closes `p` at `now`; it is written by the caller.
-void CloseRun(model::Profile& p, Time now) {
-  if (!p.spec.end) p.spec.end = now;
-}
-
 // Ends a workload's run: closes its Profile (written here) and sets the phase; `w` is then
 // written by the caller, in the same transaction.
 absl::Status EndRun(store::Txn& tx, Workload& w, WorkloadPhase phase, std::string reason, std::string message,
@@ -35,7 +30,7 @@ absl::Status EndRun(store::Txn& tx, Workload& w, WorkloadPhase phase, std::strin
   if (!w.status.profile.empty()) {
     ASSIGN_OR_RETURN(std::optional<model::Profile> p, store::GetObject<model::Profile>(tx, w.metadata.ns, w.status.profile));
     if (p && !p->spec.end) {
-      CloseRun(*p, now);
+      p->spec.end = now;
       RETURN_IF_ERROR(store::UpdateObject(tx, *p));
     }
   }
@@ -147,7 +142,7 @@ absl::StatusOr<runtime::Result> WorkloadController::Reconcile(const std::string&
       if (running.contains(open->metadata.name)) continue;
       ASSIGN_OR_RETURN(std::optional<model::Profile> p, store::GetObject<model::Profile>(tx, ns, open->metadata.name));
       if (!p || p->spec.end) continue;
-      CloseRun(*p, now);
+      p->spec.end = now;
       RETURN_IF_ERROR(store::UpdateObject(tx, *p));
     }
     return absl::OkStatus();

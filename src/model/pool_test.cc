@@ -48,6 +48,33 @@ TEST(PoolCodec, MoveIdleInstancesIsABooleanAndOffUnlessSaid) {
   EXPECT_NE(r.status().ToString().find("spec.moveIdleInstances: expected true or false"), std::string::npos) << r.status();
 }
 
+TEST(PoolCodec, TheReleaseRequestIsSpecAndAnOlderStoreReadsItFromTheReleasedCondition) {
+  GpuPool p = Pool();
+  p.spec.release_requested = GpuPool::Spec::ReleaseRequest{"alice", std::chrono::system_clock::from_time_t(1764688445)};
+  const std::string text = Encode(p);
+  ASSERT_NE(text.find("\"releaseRequested\":{\"time\":\"2025-12-02T15:14:05Z\",\"user\":\"alice\"}"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(*Decode<GpuPool>(text), p);
+  // Without its time it is refused, naming the field.
+  std::string timeless = text;
+  const std::string time_field = "\"time\":\"2025-12-02T15:14:05Z\",";
+  timeless.replace(timeless.find(time_field), time_field.size(), "");
+  absl::StatusOr<GpuPool> bad = Decode<GpuPool>(timeless);
+  ASSERT_FALSE(bad.ok()) << timeless;
+  EXPECT_NE(bad.status().ToString().find("spec.releaseRequested.time"), std::string::npos) << bad.status();
+  // A pool stored before the field existed: its Released condition's transition is the request.
+  GpuPool older = Pool();
+  const Time when = std::chrono::system_clock::from_time_t(1764690000);
+  older.status.conditions.push_back({std::string(kReleased), ConditionStatus::kFalse, "Releasing", "", when, 1});
+  absl::StatusOr<GpuPool> read = Decode<GpuPool>(Encode(older));
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read->spec.release_requested);
+  EXPECT_EQ(read->spec.release_requested->time, when);
+  EXPECT_TRUE(PoolReleaseRequested(*read));
+  EXPECT_FALSE(PoolReleaseRequested(Pool()));
+}
+
 TEST(PoolCodec, RejectsUnknownWorkloadType) {
   std::string text = Encode(Pool());
   text.replace(text.find("\"inference\""), 11, "\"batch\"");

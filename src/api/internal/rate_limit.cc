@@ -21,8 +21,7 @@ absl::Status RateLimiter::Take(const std::string& key, TimePoint now, double cos
     b.last = std::max(b.last, now);
   }
   if (b.tokens < cost) {
-    return TooManyRequests(
-                     fmt::format("more than {} {} a second from {}; slow down and retry", rate_, what_, key));
+    return TooManyRequests(fmt::format("more than {} {} a second from {}; slow down and retry", rate_, what_, key));
   }
   b.tokens -= cost;
   return absl::OkStatus();

@@ -129,10 +129,9 @@ absl::StatusOr<HttpResponse> TelemetryApi::Ingest(const HttpRequest& req, const 
       return absl::InvalidArgumentError(fmt::format("Prometheus text: {}", std::string(r.status().message())));
     }
   } else {
-    return UnsupportedMediaType(
-                     fmt::format("Content-Type \"{}\": send application/json (an agent report) or text/plain "
-                                 "(dcgm-exporter's Prometheus text)",
-                                 ct));
+    return UnsupportedMediaType(fmt::format(
+        "Content-Type \"{}\": send application/json (an agent report) or text/plain (dcgm-exporter's Prometheus text)",
+        ct));
   }
   if (!r.ok()) return r.status();
   return Reply({{"samples", r->samples},

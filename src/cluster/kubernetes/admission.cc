@@ -146,10 +146,11 @@ absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_
   const json spec = pod != nullptr && pod->contains("spec") && (*pod)["spec"].is_object() ? (*pod)["spec"] : json::object();
   const std::map<std::string, int64_t> asked = PodDevices(spec);
   if (!asked.empty()) {
+    const std::vector<std::shared_ptr<const model::GpuPool>> project_pools = pools(ns);
     // What the project's live pools hold here, and where.
     std::map<std::string, int64_t> held;
     std::map<std::string, std::map<std::string, int64_t>> nodes_of;  // resource -> Kubernetes node -> devices
-    for (const auto& live : pools(ns)) {
+    for (const auto& live : project_pools) {
       const model::GpuPool& p = *live;
       if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
       for (const model::AllocatedDevice& d : p.status.allocation) {
@@ -210,7 +211,7 @@ absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_
       // Nodes a pool holds whole are tainted for it (controller/fencing.h): the project's pods
       // tolerate its pools' taints.
       std::set<std::string> values;
-      for (const auto& live : pools(ns)) {
+      for (const auto& live : project_pools) {
         const model::GpuPool& p = *live;
         if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
         for (const model::AllocatedDevice& d : p.status.allocation) {

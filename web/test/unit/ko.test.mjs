@@ -1,4 +1,4 @@
-// The Korean catalogue in the words of the product brief (../shared/reference/korean-terms.md)
+// The Korean catalogue in the words of the product brief (its glossary: the terms asserted below)
 // and in one voice, so that a Korean operator reads each term one way on every page.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
