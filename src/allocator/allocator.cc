@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <set>
 #include <stdexcept>
-#include <tuple>
 #include <unordered_map>
 
+#include "allocator/internal/facts.h"
 #include "allocator/mig_plan.h"
 #include "fmt/format.h"
 
@@ -18,18 +17,13 @@ namespace {
 
 using catalog::GpuModel;
 using catalog::MigProfile;
-
-// Whole GPUs and shares of them (which take a GPU with MIG disabled, as whole GPUs do).
-bool IsFull(const RequestItem& item) { return item.profile == catalog::kFullProfile; }
-bool IsShare(const RequestItem& item) { return IsFull(item) && item.share_milli > 0; }
-bool IsWhole(const RequestItem& item) { return IsFull(item) && item.share_milli == 0; }
-
-// What a whole GPU with MIG disabled has left for shares, in thousandths; 0 when it is held
-// whole or runs work.
-int32_t ShareRoom(const GpuState& g) {
-  if (g.mig_enabled || !g.owner.empty() || g.busy) return 0;
-  return kMilliGpu - g.SharedMilli();
-}
+using internal::Facts;
+using internal::IsFull;
+using internal::IsShare;
+using internal::IsWhole;
+using internal::LayoutFacts;
+using internal::LayoutKey;
+using internal::ShareRoom;
 
 // The working state of one Allocate call: the snapshot plus copies of the GPUs this request has
 // reserved on. Unreserve is dropping the copies, so it undoes exactly what Reserve did.
@@ -50,286 +44,6 @@ class Overlay final : public GpuView {
   const FleetSnapshot& base_;
   std::unordered_map<size_t, GpuState> changed_;
   std::vector<bool> marked_;  // which GPUs are in changed_ (a lookup a GPU visited is too dear)
-};
-
-// What the allocator asks of a MIG layout, computed once per distinct layout: layouts repeat
-// across a fleet, and these questions are asked for every GPU of every decision.
-struct LayoutFacts {
-  int used_compute = 0;
-  // Free start slots per profile (indexed like GpuModel::profiles).
-  std::vector<std::vector<int>> free_starts;
-  // How many (profile, start) placements the GPU could still take, weighted by compute slices:
-  // how much room for large profiles the layout keeps.
-  int64_t flexibility = 0;
-};
-
-// A layout as a bit set of (profile index, start) pairs; models have at most 8 profiles and
-// 8 memory slices, so 64 bits hold any layout.
-uint64_t Bit(const GpuModel& m, const MigProfile* p, int start) {
-  return uint64_t{1} << ((p - m.profiles.data()) * 8 + start);
-}
-
-uint64_t LayoutKey(const GpuModel& m, const GpuState& g) {
-  uint64_t key = 0;
-  for (const InstanceState& i : g.instances) key |= Bit(m, i.profile, i.start);
-  return key;
-}
-
-const LayoutFacts& Facts(const GpuModel& m, uint64_t key) {
-  // Per thread, so that concurrent decisions need no lock; bounded by the number of legal
-  // layouts of the models in use (hundreds to a few thousand each). A fleet repeats few layouts
-  // and a decision asks about the same ones GPU after GPU: the last four answers are looked at
-  // before the map (its entries never move).
-  struct Recent {
-    const GpuModel* model = nullptr;
-    uint64_t key = 0;
-    const LayoutFacts* facts = nullptr;
-  };
-  thread_local std::array<Recent, 4> recent{};
-  thread_local size_t next = 0;
-  for (const Recent& r : recent) {
-    if (r.model == &m && r.key == key) return *r.facts;
-  }
-  thread_local std::unordered_map<const GpuModel*, std::unordered_map<uint64_t, LayoutFacts>> memo;
-  auto& by_key = memo[&m];
-  auto it = by_key.find(key);
-  if (it != by_key.end()) {
-    recent[next++ % recent.size()] = {&m, key, &it->second};
-    return it->second;
-  }
-  catalog::Layout layout;
-  for (size_t p = 0; p < m.profiles.size(); ++p) {
-    for (int s = 0; s < 8; ++s) {
-      if (key & (uint64_t{1} << (p * 8 + s))) layout.push_back({&m.profiles[p], s});
-    }
-  }
-  LayoutFacts f;
-  for (const catalog::Instance& i : layout) f.used_compute += i.profile->compute_slices;
-  f.free_starts.resize(m.profiles.size());
-  for (size_t p = 0; p < m.profiles.size(); ++p) {
-    f.free_starts[p] = catalog::FreeStarts(m, layout, m.profiles[p]);
-    f.flexibility += static_cast<int64_t>(f.free_starts[p].size()) * m.profiles[p].compute_slices;
-  }
-  const LayoutFacts& made = by_key.emplace(key, std::move(f)).first->second;
-  recent[next++ % recent.size()] = {&m, key, &made};
-  return made;
-}
-
-// --- filters -------------------------------------------------------------------------------
-
-class HealthFilter final : public FilterPlugin {
- public:
-  std::string_view Name() const override { return "Health"; }
-  std::string_view Filter(const CycleState&, const RequestItem&, const GpuState& g) const override {
-    if (!g.healthy) return "are unhealthy";
-    if (!g.schedulable) return "are on a cordoned node";
-    return "";
-  }
-};
-
-class ClusterFilter final : public FilterPlugin {
- public:
-  std::string_view Name() const override { return "Cluster"; }
-  std::string_view Filter(const CycleState& s, const RequestItem&, const GpuState& g) const override {
-    return !s.request->cluster.empty() && g.cluster != s.request->cluster ? "are in another cluster" : "";
-  }
-};
-
-// The node must have the CPU and memory the device's share of the item asks for (as the
-// Kubernetes scheduler's NodeResourcesFit).
-class NodeResourcesFilter final : public FilterPlugin {
- public:
-  std::string_view Name() const override { return "NodeResources"; }
-  bool Skip(const CycleState&, const RequestItem& item) const override { return item.cpu_milli <= 0 && item.memory_mib <= 0; }
-  std::string_view Filter(const CycleState& s, const RequestItem& item, const GpuState& g) const override {
-    if (item.cpu_milli <= 0 && item.memory_mib <= 0) return "";
-    const auto [cpu, memory] = CycleState::Charge(item, s.unit);
-    const auto [cpu_left, memory_left] = s.RoomLeft(g);
-    if (cpu_left >= 0 && cpu_left < cpu) return "are on nodes without the CPU it asks for";
-    if (memory_left >= 0 && memory_left < memory) return "are on nodes without the memory it asks for";
-    return "";
-  }
-};
-
-// A one-node item's devices share the node of its first one, which must be able to hold them all.
-class SameNodeFilter final : public FilterPlugin {
- public:
-  std::string_view Name() const override { return "SameNode"; }
-  bool Skip(const CycleState&, const RequestItem& item) const override { return !item.one_node; }
-  std::string_view Filter(const CycleState& s, const RequestItem& item, const GpuState&) const override {
-    if (!item.one_node) return "";
-    if (s.unit > 0) return static_cast<int64_t>(s.node) == s.item_node ? "" : "are on other nodes than the item's first device";
-    if (IsWhole(item) && item.count > 1 && s.free_full_on_node[s.node] < item.count) {
-      return "are on nodes without room for the whole item";
-    }
-    return "";
-  }
-};
-
-// --- scorers -------------------------------------------------------------------------------
-
-// Prefer what disturbs least: existing instances, then new instances in free slots or idle whole
-// GPUs, and reconfiguration last.
-class TierScore final : public ScorePlugin {
- public:
-  std::string_view Name() const override { return "Tier"; }
-  int64_t Score(const CycleState&, const RequestItem&, const GpuState&,
-                const Option& o) const override {
-    switch (o.action) {
-      case Action::kUseInstance: return 3'000'000'000'000'000;
-      case Action::kCreateInstance:
-      case Action::kUseGpu:
-      case Action::kShareGpu: return 2'000'000'000'000'000;
-      case Action::kReconfigure: return 0;
-    }
-    return 0;
-  }
-};
-
-// Avoid stranding GPUs behind a node's exhausted CPU and memory. For a pool (which asks for no
-// CPU or memory itself): a device whose node cannot give each of this request's devices there
-// its share of CPU and memory scores below every one that can (within its tier); a whole GPU
-// counts the rest of its item with it, as far as the node could hold it. For an item that asks
-// for CPU and memory (a pod's; the NodeResources filter holds it to them): the node whose idle
-// GPUs lose the least more of their share, as gpuaas's trace policy (packing.h) ranks nodes.
-class StrandingScore final : public ScorePlugin {
- public:
-  std::string_view Name() const override { return "Stranding"; }
-  bool Skip(const CycleState& state, const RequestItem&) const override {
-    return state.fleet == nullptr || state.fleet->nodes.empty();  // no node's room is known
-  }
-  int64_t Score(const CycleState& state, const RequestItem& item, const GpuState& g,
-                const Option&) const override {
-    if (g.node_room < 0 || g.model == nullptr) return 0;
-    auto free_here = [&] { return state.free_full_on_node[state.node]; };
-    if (item.cpu_milli > 0 || item.memory_mib > 0) {
-      // What the item asks is taken: the GPUs' worth its node strands the least more of.
-      const auto [cpu, memory] = CycleState::Charge(item, state.unit);
-      const double idle_taken = IsWhole(item)   ? std::max(1, std::min(state.left, free_here()))
-                                : IsShare(item) ? static_cast<double>(item.share_milli) / kMilliGpu
-                                                : (g.Idle() ? 1 : 0);
-      return -std::llround(state.StrandGrowth(g, idle_taken, cpu, memory) * 1000) * 1'000'000;
-    }
-    // Within a device's cycle the verdict depends on the node alone: asked once per node.
-    int8_t& known = state.node_memo[state.node];
-    if (known < 0) {
-      double gpus = 1.0;
-      if (state.profile != nullptr) {
-        gpus = static_cast<double>(state.profile->compute_slices) / g.model->compute_slices;
-      } else if (IsShare(item)) {
-        gpus = static_cast<double>(item.share_milli) / kMilliGpu;
-      } else {  // whole GPUs go together: the rest of the item, as far as the node holds it
-        gpus = std::max(1, std::min(state.left, free_here()));
-      }
-      known = state.Starves(g, gpus) ? 1 : 0;
-    }
-    return known == 1 ? -500'000'000'000 : 0;
-  }
-};
-
-// Pack MIG devices onto the fullest GPUs, and at the start slot that keeps the most room for
-// large profiles; a reconfigured GPU is laid out to keep that room too. With `shares`, a share
-// goes to the shared GPU with the least room that holds it.
-class BestFitScore final : public ScorePlugin {
- public:
-  explicit BestFitScore(bool shares) : shares_(shares) {}
-  std::string_view Name() const override { return "BestFit"; }
-  int64_t Score(const CycleState& state, const RequestItem& item, const GpuState& g,
-                const Option& o) const override {
-    if (IsShare(item)) return shares_ && o.action == Action::kShareGpu ? -int64_t{ShareRoom(g) - item.share_milli} * 1000 : 0;
-    if (IsFull(item) || g.model == nullptr) return 0;
-    const catalog::GpuModel& m = *g.model;
-    const MigProfile* p = state.profile != nullptr ? state.profile : catalog::FindProfile(m, item.profile);
-    uint64_t key = o.action == Action::kReconfigure ? 0 : LayoutKey(m, g);
-    if (o.action != Action::kUseInstance) key |= Bit(m, p, o.start);
-    const LayoutFacts& after = Facts(m, key);
-    const int64_t remaining = m.compute_slices - after.used_compute;
-    return -remaining * 1'000'000 + after.flexibility;
-  }
-
- private:
-  bool shares_;
-};
-
-// Keep a pool's devices together: prefer nodes that already hold some of them (NVLink and
-// locality for multi-GPU work); for whole GPUs, prefer the fullest node that can still take the
-// rest of the item, else the roomiest one; a MIG device that needs an idle GPU takes it on the
-// node with the fewest GPUs that could still become whole ones.
-class LocalityScore final : public ScorePlugin {
- public:
-  std::string_view Name() const override { return "Locality"; }
-  int64_t Score(const CycleState& state, const RequestItem& item, const GpuState& g,
-                const Option& o) const override {
-    int64_t score = 0;
-    if (const int n = state.devices_on_node[state.node]; n > 0) score += 1'000'000'000 + n;
-    const bool takes_idle = IsWhole(item) || o.action == Action::kReconfigure ||
-                            ((o.action == Action::kCreateInstance || o.action == Action::kShareGpu) && g.Idle());
-    if (!takes_idle) return score;
-    const int free = state.free_full_on_node[state.node];
-    if (IsWhole(item)) {
-      score += free >= state.left ? 500'000'000 - free : free;
-    } else {
-      score -= free;  // a MIG device or a share that takes an idle GPU: on the fullest node
-    }
-    return score;
-  }
-};
-
-// FGD (Weng et al., "Beware of Fragmentation", USENIX ATC'23): a whole GPU or a share goes
-// where the fragmentation of its node against the expected workload grows least (packing.h:
-// NodeFragmentation, FragmentationScore). The node is seen as the trace policies see one: the
-// thousandths each of its GPUs has left for shares, and the CPU and memory it has left. A
-// whole-GPU item that keeps to one node is weighed whole at its first device.
-class FragmentationPlugin final : public ScorePlugin {
- public:
-  explicit FragmentationPlugin(TypicalPods typical) : typical_(std::move(typical)) {}
-  std::string_view Name() const override { return "Fragmentation"; }
-  bool Skip(const CycleState& s, const RequestItem& item) const override {
-    return !IsFull(item) || s.view == nullptr || s.node_first == nullptr || typical_.empty();
-  }
-  int64_t Score(const CycleState& s, const RequestItem& item, const GpuState& g, const Option&) const override {
-    if (g.model == nullptr) return 0;
-    NodeState before;
-    const auto [cpu_left, memory_left] = s.RoomLeft(g);
-    before.cpu_left = cpu_left < 0 ? kUnknown : cpu_left;
-    before.memory_left = memory_left < 0 ? kUnknown : memory_left;
-    int at = -1;
-    for (const uint32_t pos : s.NodeGpus()) {
-      if (before.gpus == kMaxGpusPerNode) break;
-      const GpuState& x = s.view->Get(pos);
-      if (&x == &g) at = before.gpus;
-      int32_t left = 0;
-      if (x.healthy && x.model != nullptr) left = x.mig_enabled ? (x.Idle() ? kMilliGpu : 0) : ShareRoom(x);
-      before.gpu_left[static_cast<size_t>(before.gpus++)] = left;
-    }
-    if (at < 0) return 0;  // past the 16 GPUs a node is seen with
-    // The node's GPUs are interchangeable for the measure: the score depends on the node and
-    // what the GPU at hand has left.
-    const uint64_t key = (uint64_t{s.node} << 16) | static_cast<uint64_t>(before.gpu_left[static_cast<size_t>(at)]);
-    if (auto it = s.memo.find(key); it != s.memo.end()) return it->second;
-    double& frag_before = s.node_value[s.node];
-    if (std::isnan(frag_before)) frag_before = NodeFragmentation(g.model->name, before, typical_);
-    NodeState after = before;
-    const auto [cpu, memory] = CycleState::Charge(item, s.unit);
-    after.cpu_left -= cpu;
-    after.memory_left -= memory;
-    if (IsShare(item)) {
-      after.gpu_left[static_cast<size_t>(at)] -= item.share_milli;
-    } else {
-      after.gpu_left[static_cast<size_t>(at)] = 0;
-      int more = item.one_node && s.unit == 0 ? s.left - 1 : 0;  // the rest of the item, here too
-      for (int k = 0; k < after.gpus && more > 0; ++k) {
-        if (k != at && after.gpu_left[static_cast<size_t>(k)] == kMilliGpu) after.gpu_left[static_cast<size_t>(k)] = 0, --more;
-      }
-    }
-    const int64_t score = allocator::FragmentationScore(frag_before, NodeFragmentation(g.model->name, after, typical_)) * 1'000'000'000'000;
-    s.memo.emplace(key, score);
-    return score;
-  }
-
- private:
-  static constexpr int64_t kUnknown = int64_t{1} << 50;  // room nobody reported: no limit
-  TypicalPods typical_;
 };
 
 std::string Plural(int64_t n, std::string_view what) {
@@ -408,40 +122,6 @@ int Plan::ReconfiguredGpus() const {
   int n = 0;
   for (const auto& [uuid, c] : gpu_changes) n += c.reconfigure ? 1 : 0;
   return n;
-}
-
-std::shared_ptr<const Profile> ProfileByName(std::string_view name) {
-  if (name == "default") {
-    static const std::shared_ptr<const Profile> kDefault = [] {
-      auto p = std::make_shared<Profile>();
-      p->filters = {std::make_shared<HealthFilter>(), std::make_shared<ClusterFilter>(),
-                    std::make_shared<NodeResourcesFilter>(), std::make_shared<SameNodeFilter>()};
-      p->scorers = {std::make_shared<TierScore>(), std::make_shared<StrandingScore>(),
-                    std::make_shared<BestFitScore>(true), std::make_shared<LocalityScore>()};
-      return p;
-    }();
-    return kDefault;
-  }
-  return nullptr;
-}
-
-std::shared_ptr<const Profile> FragmentationAwareProfile(TypicalPods typical) {
-  auto p = std::make_shared<Profile>(*ProfileByName("default"));
-  // FGD decides which node a whole GPU or share goes to: Locality's packing of whole GPUs onto
-  // the fullest node works against it (docs/packing.md, "gpuaas: the pool allocator").
-  std::erase_if(p->scorers, [](const auto& sc) { return sc->Name() == "Locality"; });
-  // Among GPUs FGD and the stranding key find equal, a share takes the first in the fleet's
-  // order, as FGD's own rule does, not the tightest: best fit there costs allocation on the
-  // lists where nearly every pod shares a GPU (docs/packing.md).
-  for (auto& sc : p->scorers) {
-    if (sc->Name() == "BestFit") sc = std::make_shared<BestFitScore>(false);
-  }
-  p->scorers.insert(p->scorers.begin() + 1, FragmentationScorer(std::move(typical)));
-  return p;
-}
-
-std::shared_ptr<const ScorePlugin> FragmentationScorer(TypicalPods typical) {
-  return std::make_shared<FragmentationPlugin>(std::move(typical));
 }
 
 namespace {
@@ -651,115 +331,152 @@ void Reserve(GpuState& g, const Request& req, const RequestItem& item, const Mig
   change.reconfigure = change.reconfigure || reconfigure;
 }
 
-}  // namespace
-
-Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& profile, bool scan_fleet) {
-  Outcome out;
-  SnapshotIndex own;
-  const SnapshotIndex* index = nullptr;
-  if (!scan_fleet) {
+// One decision: the request, the working copy of the fleet with its reservations, the cycle
+// state the plugins read, and the plan so far. Run() places every item through cycles (one
+// device, or one planned MIG layout), each filtering and scoring with the profile's plugins.
+class Decision {
+ public:
+  Decision(const FleetSnapshot& fleet, const Request& req, const Profile& profile, bool scan_fleet)
+      : fleet_(fleet), req_(req), profile_(profile), work_(fleet) {
+    if (scan_fleet) return;
     if (fleet.index.built_for == fleet.gpus.data() && fleet.index.size == fleet.gpus.size()) {
-      index = &fleet.index;
+      index_ = &fleet.index;
     } else {
-      own = IndexGpus(fleet.gpus);
-      index = &own;
+      own_index_ = IndexGpus(fleet.gpus);
+      index_ = &own_index_;
     }
-  }
-  auto of_model = [&](const GpuModel* m) -> const SnapshotIndex::OfModel* {
-    if (index == nullptr) return nullptr;
-    auto it = index->models.find(m);
-    return it == index->models.end() ? nullptr : &it->second;
-  };
-  // PreFilter: every item must be possible on this fleet at all.
-  std::vector<const MigProfile*> profiles;
-  std::vector<std::vector<const GpuModel*>> models(req.items.size());  // per item, what it allows
-  std::vector<std::string> names;  // per item, the model(s) as messages name them
-  for (size_t it = 0; it < req.items.size(); ++it) {
-    const RequestItem& item = req.items[it];
-    std::string unknown;
-    if (!ModelsOf(fleet, index, item.model, models[it], unknown)) {
-      return {Code::kUnschedulableAndUnresolvable, {}, fmt::format("unknown GPU model \"{}\"", unknown)};
-    }
-    const std::vector<const GpuModel*>& ms = models[it];
-    names.push_back(ms.size() == 1 ? std::string(ms[0]->name) : item.model == "*" ? "(any model)" : item.model);
-    const MigProfile* p = nullptr;
-    if (!IsFull(item)) {
-      if (ms.size() != 1) {
-        return {Code::kUnschedulableAndUnresolvable, {},
-                fmt::format("MIG profile \"{}\" of \"{}\": a MIG item names one GPU model", item.profile, item.model)};
-      }
-      p = catalog::FindProfile(*ms[0], item.profile);
-      if (p == nullptr) {
-        return {Code::kUnschedulableAndUnresolvable, {},
-                fmt::format("{} has no MIG profile \"{}\"", ms[0]->name, item.profile)};
-      }
-    }
-    if (item.share_milli != 0 && (!IsFull(item) || item.share_milli < 0 || item.share_milli >= kMilliGpu)) {
-      return {Code::kUnschedulableAndUnresolvable, {},
-              fmt::format("{}/{}: a share is 1 to 999 thousandths of a whole GPU, not {}", item.model, item.profile,
-                          item.share_milli)};
-    }
-    if (item.count <= 0) {
-      return {Code::kUnschedulableAndUnresolvable, {},
-              fmt::format("{}/{}: count must be positive", item.model, item.profile)};
-    }
-    int64_t cap = 0;
-    if (index == nullptr) {
-      cap = FleetCapacity(fleet, item.model, item.profile);
-    } else {
-      for (const GpuModel* m : ms) {
-        if (const SnapshotIndex::OfModel* of = of_model(m)) cap += static_cast<int64_t>(of->all.size());
-      }
-      cap *= p == nullptr ? 1 : p->max_count;
-    }
-    if (cap < item.count) {
-      return {Code::kUnschedulableAndUnresolvable, {},
-              fmt::format("{} x {}/{} is more than the whole fleet could hold ({})", item.count,
-                          names.back(), item.profile, cap)};
-    }
-    profiles.push_back(p);
   }
 
-  Overlay work(fleet);
-  // Node numbers, from the snapshot's index where it has one for these GPUs (also when the
-  // decision visits every GPU), else made for this call.
-  const bool has_index = fleet.index.built_for == fleet.gpus.data() && fleet.index.size == fleet.gpus.size();
-  const SnapshotIndex* numbered = index != nullptr ? index : has_index ? &fleet.index : nullptr;
-  if (numbered == nullptr) {  // (only when visiting every GPU of an unindexed snapshot)
-    own = IndexGpus(fleet.gpus);
-    numbered = &own;
+  Outcome Run() {
+    if (!PreFilter()) return std::move(out_);
+    NumberNodes();
+    std::set<const GpuModel*> mig_planned;
+    for (size_t it = 0; it < req_.items.size(); ++it) {
+      if (IsFull(req_.items[it])) {
+        if (!PlaceWhole(it)) return std::move(out_);
+      } else if (mig_planned.insert(models_[it][0]).second) {
+        if (!PlaceMig(it)) return std::move(out_);
+      }
+    }
+    out_.code = Code::kSuccess;
+    return std::move(out_);
   }
-  const uint32_t nodes = numbered->nodes;
-  const std::vector<uint32_t>& node_of = numbered->node_of;
-  CycleState state;
-  state.request = &req;
-  state.fleet = &fleet;
-  state.view = &work;
-  state.node_first = &numbered->node_first;
-  state.node_gpus = &numbered->node_gpus;
-  state.node_value.assign(nodes, std::numeric_limits<double>::quiet_NaN());
-  state.devices_on_node.assign(nodes, 0);
-  state.free_full_on_node.assign(nodes, 0);
-  state.shared_room_on_node.assign(nodes, 0.0);
-  state.gpus_on_node.assign(nodes, 0.0);
-  state.node_memo.assign(nodes, -1);
-  // One device of item `it` (the `unit`-th) on the best GPU, by the filters and scores; with
-  // `existing_only`, only as a free instance that exists or a new one in free slots. False (and
-  // the failure in `out` unless `existing_only`) when no GPU offers it.
-  // The GPUs worth visiting for a device of `item` (ascending positions): from the index, and
-  // every GPU this request has changed; with no index, or `every`, all of them.
-  std::vector<uint32_t> visit;
-  std::vector<const std::vector<uint32_t>*> lists;
-  auto candidates = [&](const RequestItem& item, const std::vector<const GpuModel*>& ms, const MigProfile* p,
-                        bool existing_only, bool every) {
-    visit.clear();
-    if (index == nullptr || every) {
-      for (size_t i = 0; i < work.size(); ++i) visit.push_back(static_cast<uint32_t>(i));
+
+ private:
+  struct Device {
+    size_t item = 0;
+    int unit = 0;
+  };
+  // The best option a cycle's visit found, and what it turned away.
+  struct Visit {
+    bool found = false;
+    size_t gpu = 0;
+    Option option;
+    int64_t score = std::numeric_limits<int64_t>::min();
+    int considered = 0;
+    std::map<std::string_view, int> rejected;  // by the reason's phrase
+  };
+
+  void Fail(Code code, std::string reason) { out_ = {code, {}, std::move(reason)}; }
+
+  const SnapshotIndex::OfModel* OfModel(const GpuModel* m) const {
+    if (index_ == nullptr) return nullptr;
+    auto it = index_->models.find(m);
+    return it == index_->models.end() ? nullptr : &it->second;
+  }
+
+  // PreFilter: every item must be possible on this fleet at all. Resolves each item's models
+  // and MIG profile.
+  bool PreFilter() {
+    models_.resize(req_.items.size());
+    for (size_t it = 0; it < req_.items.size(); ++it) {
+      const RequestItem& item = req_.items[it];
+      std::string unknown;
+      if (!ModelsOf(fleet_, index_, item.model, models_[it], unknown)) {
+        Fail(Code::kUnschedulableAndUnresolvable, fmt::format("unknown GPU model \"{}\"", unknown));
+        return false;
+      }
+      const std::vector<const GpuModel*>& ms = models_[it];
+      names_.push_back(ms.size() == 1 ? std::string(ms[0]->name) : item.model == "*" ? "(any model)" : item.model);
+      const MigProfile* p = nullptr;
+      if (!IsFull(item)) {
+        if (ms.size() != 1) {
+          Fail(Code::kUnschedulableAndUnresolvable,
+               fmt::format("MIG profile \"{}\" of \"{}\": a MIG item names one GPU model", item.profile, item.model));
+          return false;
+        }
+        p = catalog::FindProfile(*ms[0], item.profile);
+        if (p == nullptr) {
+          Fail(Code::kUnschedulableAndUnresolvable, fmt::format("{} has no MIG profile \"{}\"", ms[0]->name, item.profile));
+          return false;
+        }
+      }
+      if (item.share_milli != 0 && (!IsFull(item) || item.share_milli < 0 || item.share_milli >= kMilliGpu)) {
+        Fail(Code::kUnschedulableAndUnresolvable,
+             fmt::format("{}/{}: a share is 1 to 999 thousandths of a whole GPU, not {}", item.model, item.profile,
+                         item.share_milli));
+        return false;
+      }
+      if (item.count <= 0) {
+        Fail(Code::kUnschedulableAndUnresolvable, fmt::format("{}/{}: count must be positive", item.model, item.profile));
+        return false;
+      }
+      int64_t cap = 0;
+      if (index_ == nullptr) {
+        cap = FleetCapacity(fleet_, item.model, item.profile);
+      } else {
+        for (const GpuModel* m : ms) {
+          if (const SnapshotIndex::OfModel* of = OfModel(m)) cap += static_cast<int64_t>(of->all.size());
+        }
+        cap *= p == nullptr ? 1 : p->max_count;
+      }
+      if (cap < item.count) {
+        Fail(Code::kUnschedulableAndUnresolvable,
+             fmt::format("{} x {}/{} is more than the whole fleet could hold ({})", item.count, names_.back(),
+                         item.profile, cap));
+        return false;
+      }
+      profiles_.push_back(p);
+    }
+    return true;
+  }
+
+  // Node numbers, from the snapshot's index where it has one for these GPUs (also when the
+  // decision visits every GPU), else made for this call; the cycle state sized by them.
+  void NumberNodes() {
+    const bool has_index = fleet_.index.built_for == fleet_.gpus.data() && fleet_.index.size == fleet_.gpus.size();
+    numbered_ = index_ != nullptr ? index_ : has_index ? &fleet_.index : nullptr;
+    if (numbered_ == nullptr) {  // (only when visiting every GPU of an unindexed snapshot)
+      own_index_ = IndexGpus(fleet_.gpus);
+      numbered_ = &own_index_;
+    }
+    const uint32_t nodes = numbered_->nodes;
+    state_.request = &req_;
+    state_.fleet = &fleet_;
+    state_.view = &work_;
+    state_.node_first = &numbered_->node_first;
+    state_.node_gpus = &numbered_->node_gpus;
+    state_.node_value.assign(nodes, std::numeric_limits<double>::quiet_NaN());
+    state_.devices_on_node.assign(nodes, 0);
+    state_.free_full_on_node.assign(nodes, 0);
+    state_.shared_room_on_node.assign(nodes, 0.0);
+    state_.gpus_on_node.assign(nodes, 0.0);
+    state_.node_memo.assign(nodes, -1);
+  }
+  uint32_t NodeOf(size_t gpu) const { return numbered_->node_of[gpu]; }
+
+  // The GPUs worth visiting for a device of `item` (ascending positions, into visit_): from the
+  // index, and every GPU this request has changed; with no index, or `every`, all of them.
+  void Candidates(const RequestItem& item, const std::vector<const GpuModel*>& ms, const MigProfile* p,
+                  bool existing_only, bool every) {
+    visit_.clear();
+    if (index_ == nullptr || every) {
+      for (size_t i = 0; i < work_.size(); ++i) visit_.push_back(static_cast<uint32_t>(i));
       return;
     }
-    lists.clear();
+    std::vector<const std::vector<uint32_t>*> lists;
     for (const GpuModel* m : ms) {
-      const SnapshotIndex::OfModel* of = of_model(m);
+      const SnapshotIndex::OfModel* of = OfModel(m);
       if (of == nullptr) continue;
       if (IsFull(item)) {
         lists.push_back(&of->whole_free);
@@ -777,89 +494,111 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
     // share lists of several models, which no GPU is in twice: joined unsorted (a decision
     // breaks ties by position, not by the order of its visit), the request's own GPUs added.
     if (lists.size() > 2) {
-      for (const std::vector<uint32_t>* l : lists) visit.insert(visit.end(), l->begin(), l->end());
-      for (const auto& [i, g] : work.changed()) {
-        if (Allowed(ms, g.model) && std::find(visit.begin(), visit.end(), static_cast<uint32_t>(i)) == visit.end()) {
-          visit.push_back(static_cast<uint32_t>(i));
+      for (const std::vector<uint32_t>* l : lists) visit_.insert(visit_.end(), l->begin(), l->end());
+      for (const auto& [i, g] : work_.changed()) {
+        if (Allowed(ms, g.model) && std::find(visit_.begin(), visit_.end(), static_cast<uint32_t>(i)) == visit_.end()) {
+          visit_.push_back(static_cast<uint32_t>(i));
         }
       }
       return;
     }
     if (lists.size() == 1) {
-      visit = *lists[0];
+      visit_ = *lists[0];
     } else if (lists.size() == 2) {
       const std::vector<uint32_t>&a = *lists[0], &b = *lists[1];
-      visit.resize(a.size() + b.size());
-      visit.erase(std::set_union(a.begin(), a.end(), b.begin(), b.end(), visit.begin()), visit.end());
+      visit_.resize(a.size() + b.size());
+      visit_.erase(std::set_union(a.begin(), a.end(), b.begin(), b.end(), visit_.begin()), visit_.end());
     }
-    const size_t indexed = visit.size();
-    for (const auto& [i, g] : work.changed()) {
-      if (Allowed(ms, g.model)) visit.push_back(static_cast<uint32_t>(i));
+    const size_t indexed = visit_.size();
+    for (const auto& [i, g] : work_.changed()) {
+      if (Allowed(ms, g.model)) visit_.push_back(static_cast<uint32_t>(i));
     }
-    if (visit.size() > indexed) {  // the request's own GPUs, few: sorted in
-      std::sort(visit.begin() + static_cast<std::ptrdiff_t>(indexed), visit.end());
-      std::inplace_merge(visit.begin(), visit.begin() + static_cast<std::ptrdiff_t>(indexed), visit.end());
-      visit.erase(std::unique(visit.begin(), visit.end()), visit.end());
+    if (visit_.size() > indexed) {  // the request's own GPUs, few: sorted in
+      std::sort(visit_.begin() + static_cast<std::ptrdiff_t>(indexed), visit_.end());
+      std::inplace_merge(visit_.begin(), visit_.begin() + static_cast<std::ptrdiff_t>(indexed), visit_.end());
+      visit_.erase(std::unique(visit_.begin(), visit_.end()), visit_.end());
     }
-  };
-  // Books device `unit` of `item`, just reserved on the GPU at position `i`, in the cycle state
-  // and the placement.
-  auto Taken = [&](size_t i, const RequestItem& item, int unit, Placement& placement) {
-    const GpuState& g = work.Get(i);
-    const uint32_t node = node_of[i];
-    ++state.devices_on_node[node];
-    state.gpus_on_node[node] += IsShare(item)                     ? static_cast<double>(item.share_milli) / kMilliGpu
-                                : IsFull(item) || g.model == nullptr ? 1.0
-                                                                     : static_cast<double>(catalog::FindProfile(*g.model, item.profile)->compute_slices) /
-                                                                           g.model->compute_slices;
-    if (unit == 0) state.item_node = node;
-    const auto [cpu, memory] = CycleState::Charge(item, unit);
-    placement.cpu_milli = cpu;
-    placement.memory_mib = memory;
-    if ((cpu > 0 || memory > 0) && g.node_room >= 0) {
-      auto& t = state.taken_on_node[g.node_room];
-      t.first += cpu;
-      t.second += memory;
-    }
-  };
-  std::function<bool(size_t, int, bool, bool)> place = [&](size_t it, int unit, bool existing_only, bool every) -> bool {
-    const RequestItem& item = req.items[it];
-    const std::vector<const GpuModel*>& ms = models[it];
-    const MigProfile* p = profiles[it];
-    state.unit = unit;
-    state.left = item.count - unit;
-    state.profile = p;
-    std::map<std::string_view, int> rejected;
-    int considered = 0;
-    size_t best_gpu = 0;
-    Option best_option;
-    int64_t best_score = std::numeric_limits<int64_t>::min();
-    bool found = false;
-    candidates(item, ms, p, existing_only, every);
-    std::fill(state.node_memo.begin(), state.node_memo.end(), int8_t{-1});
-    std::fill(state.node_value.begin(), state.node_value.end(), std::numeric_limits<double>::quiet_NaN());
-    state.memo.clear();
-    OptionList options;
-    std::vector<const FilterPlugin*> filters;
-    std::vector<const ScorePlugin*> scorers;
-    for (const auto& f : profile.filters) {
-      if (!f->Skip(state, item)) filters.push_back(f.get());
-    }
-    for (const auto& sc : profile.scorers) {
-      if (!sc->Skip(state, item)) scorers.push_back(sc.get());
-    }
-    for (const uint32_t i : visit) {
-      const GpuState& g = work.Get(i);
-      if (!Allowed(ms, g.model)) continue;
-      ++considered;
-      state.node = node_of[i];
-      std::string_view why;
-      for (const FilterPlugin* f : filters) {
-        why = f->Filter(state, item, g);
-        if (!why.empty()) break;
+  }
+
+  // GPUs of the models `ms` per node that could become a whole GPU now (free whole GPUs and
+  // idle MIG GPUs, healthy and schedulable), and shared GPUs' room in GPUs' worth, from a
+  // whole-GPU item's candidates, which stay in visit_.
+  void CountFreeFull(const std::vector<const GpuModel*>& ms) {
+    std::fill(state_.free_full_on_node.begin(), state_.free_full_on_node.end(), 0);
+    std::fill(state_.shared_room_on_node.begin(), state_.shared_room_on_node.end(), 0.0);
+    Candidates(RequestItem{.model = "", .profile = std::string(catalog::kFullProfile), .count = 1, .share_milli = 1},
+               ms, nullptr, false, false);
+    for (const uint32_t i : visit_) {
+      const GpuState& g = work_.Get(i);
+      if (!Allowed(ms, g.model) || !g.healthy || !g.schedulable) continue;
+      if (g.Idle()) {
+        ++state_.free_full_on_node[NodeOf(i)];
+      } else if (!g.shares.empty()) {
+        state_.shared_room_on_node[NodeOf(i)] += static_cast<double>(ShareRoom(g)) / kMilliGpu;
       }
-      if (!why.empty()) {
-        ++rejected[why];
+    }
+  }
+
+  // A new cycle for device `unit` of item `it`, or for `layout` (whose first device that is):
+  // the cycle state set, its memos cleared, and the plugins that take part chosen (those that
+  // do not Skip it).
+  void BeginCycle(size_t it, int unit, const LayoutDemand* layout) {
+    const RequestItem& item = req_.items[it];
+    state_.unit = unit;
+    state_.left = item.count - unit;
+    state_.profile = profiles_[it];
+    state_.layout = layout;
+    std::fill(state_.node_memo.begin(), state_.node_memo.end(), int8_t{-1});
+    std::fill(state_.node_value.begin(), state_.node_value.end(), std::numeric_limits<double>::quiet_NaN());
+    state_.memo.clear();
+    filters_.clear();
+    scorers_.clear();
+    for (const auto& f : profile_.filters) {
+      if (!f->Skip(state_, item)) filters_.push_back(f.get());
+    }
+    for (const auto& sc : profile_.scorers) {
+      if (!sc->Skip(state_, item)) scorers_.push_back(sc.get());
+    }
+  }
+
+  // Filter: the first reason a plugin rejects GPU `i` for, empty when every one lets it through.
+  std::string_view Filter(const RequestItem& item, size_t i) {
+    state_.node = NodeOf(i);
+    for (const FilterPlugin* f : filters_) {
+      if (std::string_view why = f->Filter(state_, item, work_.Get(i)); !why.empty()) return why;
+    }
+    return {};
+  }
+
+  // Score: the plugins' sum for option `o` of GPU `i`, kept in `v` when it is the best so far
+  // (the first GPU in the snapshot's order among equals, whatever order they are visited in).
+  void Score(const RequestItem& item, size_t i, const Option& o, Visit& v) const {
+    int64_t score = 0;
+    for (const ScorePlugin* sc : scorers_) score += sc->Score(state_, item, work_.Get(i), o);
+    if (score > v.score || (score == v.score && i < v.gpu)) {
+      v.score = score;
+      v.gpu = i;
+      v.option = o;
+      v.found = true;
+    }
+  }
+
+  // One device cycle's visit: every candidate GPU filtered, the options of those let through
+  // scored. With `existing_only`, only free instances that exist and new ones in free slots of
+  // GPUs in use.
+  Visit VisitDevice(size_t it, int unit, bool existing_only, bool every) {
+    const RequestItem& item = req_.items[it];
+    const MigProfile* p = profiles_[it];
+    Candidates(item, models_[it], p, existing_only, every);
+    BeginCycle(it, unit, nullptr);
+    Visit v;
+    OptionList options;
+    for (const uint32_t i : visit_) {
+      const GpuState& g = work_.Get(i);
+      if (!Allowed(models_[it], g.model)) continue;
+      ++v.considered;
+      if (const std::string_view why = Filter(item, i); !why.empty()) {
+        ++v.rejected[why];
         continue;
       }
       Options(g, item, p, options);
@@ -874,194 +613,207 @@ Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& 
         });
       }
       if (options.empty()) {
-        ++rejected[NoRoomReason(g, item, req.pool)];
+        ++v.rejected[NoRoomReason(g, item, req_.pool)];
         continue;
       }
-      for (const Option& o : options) {
-        int64_t score = 0;
-        for (const ScorePlugin* sc : scorers) score += sc->Score(state, item, g, o);
-        // The best score; the first GPU in the snapshot's order among equals, whatever order
-        // the GPUs are visited in.
-        if (score > best_score || (score == best_score && i < best_gpu)) {
-          best_score = score;
-          best_gpu = i;
-          best_option = o;
-          found = true;
-        }
-      }
+      for (const Option& o : options) Score(item, i, o, v);
     }
-    if (!found) {
+    return v;
+  }
+
+  // Places device `unit` of item `it` on the best GPU; false when none offers it (with the
+  // explanation in out_ unless `existing_only`). A visit of the index's candidates that finds
+  // nothing is repeated over every GPU of the model, which says why.
+  bool PlaceDevice(size_t it, int unit, bool existing_only) {
+    Visit v;
+    for (const bool every : {false, true}) {
+      if (every && index_ == nullptr) break;  // the first visit saw every GPU already
+      v = VisitDevice(it, unit, existing_only, every);
+      if (v.found) break;
       if (existing_only) return false;
-      // Why, from every GPU of the model (the index left out those that could not serve).
-      if (index != nullptr && !every) return place(it, unit, existing_only, true);
-      std::string detail;
-      for (const auto& [why, n] : rejected) detail += fmt::format("{}{}", detail.empty() ? "" : ", ", Counted(n, why));
-      out.code = Code::kUnschedulable;
-      const std::string& name = names[it];
-      const std::string what = IsShare(item)  ? fmt::format("another share of {}/1000 of a {} GPU", item.share_milli, name)
-                               : IsFull(item) ? fmt::format("another whole GPU {}/{}", name, item.profile)
-                                              : fmt::format("another {}/{}", name, item.profile);
-      out.reason = fmt::format(
-          "{} x {}/{} do not fit now: {} of them would, and a pool gets all its devices at once or waits; no {} GPU "
-          "can take {}; of {}: {}",
-          item.count, name, item.profile, unit, name, what, Plural(considered, fmt::format("{} GPU", name)),
-          detail.empty() ? "none" : detail);
-      out.plan = {};
+    }
+    if (!v.found) {
+      Explain(it, unit, v);
       return false;  // Unreserve: the overlay is dropped with everything reserved on it
     }
+    const RequestItem& item = req_.items[it];
+    const uint32_t node = NodeOf(v.gpu);
+    if (work_.Get(v.gpu).Idle()) {
+      --state_.free_full_on_node[node];
+      if (IsShare(item)) state_.shared_room_on_node[node] += static_cast<double>(kMilliGpu - item.share_milli) / kMilliGpu;
+    } else if (IsShare(item)) {
+      state_.shared_room_on_node[node] -= static_cast<double>(item.share_milli) / kMilliGpu;
+    }
+    Book(v.gpu, it, unit, profiles_[it], v.option);
+    return true;
+  }
+
+  void Explain(size_t it, int unit, const Visit& v) {
+    const RequestItem& item = req_.items[it];
+    std::string detail;
+    for (const auto& [why, n] : v.rejected) detail += fmt::format("{}{}", detail.empty() ? "" : ", ", Counted(n, why));
+    const std::string& name = names_[it];
+    const std::string what = IsShare(item)  ? fmt::format("another share of {}/1000 of a {} GPU", item.share_milli, name)
+                             : IsFull(item) ? fmt::format("another whole GPU {}/{}", name, item.profile)
+                                            : fmt::format("another {}/{}", name, item.profile);
+    Fail(Code::kUnschedulable,
+         fmt::format("{} x {}/{} do not fit now: {} of them would, and a pool gets all its devices at once or waits; "
+                     "no {} GPU can take {}; of {}: {}",
+                     item.count, name, item.profile, unit, name, what,
+                     Plural(v.considered, fmt::format("{} GPU", name)), detail.empty() ? "none" : detail));
+  }
+
+  // Reserve: device `unit` of item `it` on GPU `gpu` as option `o`, in the working copy, the
+  // plan and the cycle state.
+  void Book(size_t gpu, size_t it, int unit, const MigProfile* p, const Option& o) {
+    const RequestItem& item = req_.items[it];
     Placement placement;
     placement.item = it;
-    if (work.Get(best_gpu).Idle()) {
-      --state.free_full_on_node[node_of[best_gpu]];
-      if (IsShare(item)) state.shared_room_on_node[node_of[best_gpu]] += static_cast<double>(kMilliGpu - item.share_milli) / kMilliGpu;
-    } else if (IsShare(item)) {
-      state.shared_room_on_node[node_of[best_gpu]] -= static_cast<double>(item.share_milli) / kMilliGpu;
+    Reserve(work_.Mutable(gpu), req_, item, p, o, out_.plan, placement);
+    const GpuState& g = work_.Get(gpu);
+    const uint32_t node = NodeOf(gpu);
+    ++state_.devices_on_node[node];
+    state_.gpus_on_node[node] += IsShare(item)                        ? static_cast<double>(item.share_milli) / kMilliGpu
+                                 : IsFull(item) || g.model == nullptr ? 1.0
+                                                                      : static_cast<double>(catalog::FindProfile(*g.model, item.profile)->compute_slices) /
+                                                                            g.model->compute_slices;
+    if (unit == 0) state_.item_node = node;
+    const auto [cpu, memory] = CycleState::Charge(item, unit);
+    placement.cpu_milli = cpu;
+    placement.memory_mib = memory;
+    if ((cpu > 0 || memory > 0) && g.node_room >= 0) {
+      auto& t = state_.taken_on_node[g.node_room];
+      t.first += cpu;
+      t.second += memory;
     }
-    Reserve(work.Mutable(best_gpu), req, item, p, best_option, out.plan, placement);
-    Taken(best_gpu, item, unit, placement);
-    out.plan.placements.push_back(std::move(placement));
+    out_.plan.placements.push_back(std::move(placement));
+  }
+
+  // A whole-GPU or share item, device by device.
+  bool PlaceWhole(size_t it) {
+    CountFreeFull(models_[it]);
+    for (int unit = 0; unit < req_.items[it].count; ++unit) {
+      if (!PlaceDevice(it, unit, false)) return false;
+    }
     return true;
-  };
+  }
 
-  // GPUs of model `m` per node that could become a whole GPU now (free whole GPUs and idle MIG
-  // GPUs, healthy and schedulable), from a whole-GPU item's candidates, which stay in `visit`.
-  // (Shared GPUs' room is counted too, in GPUs' worth: whole GPUs and shares are candidates.)
-  auto count_free_full = [&](const std::vector<const GpuModel*>& ms) {
-    std::fill(state.free_full_on_node.begin(), state.free_full_on_node.end(), 0);
-    std::fill(state.shared_room_on_node.begin(), state.shared_room_on_node.end(), 0.0);
-    candidates(RequestItem{.model = "", .profile = std::string(catalog::kFullProfile), .count = 1, .share_milli = 1}, ms, nullptr, false, false);
-    for (const uint32_t i : visit) {
-      const GpuState& g = work.Get(i);
-      if (!Allowed(ms, g.model) || !g.healthy || !g.schedulable) continue;
-      if (g.Idle()) {
-        ++state.free_full_on_node[node_of[i]];
-      } else if (!g.shares.empty()) {
-        state.shared_room_on_node[node_of[i]] += static_cast<double>(ShareRoom(g)) / kMilliGpu;
-      }
-    }
-  };
-
-  std::set<const GpuModel*> mig_planned;
-  for (size_t it = 0; it < req.items.size(); ++it) {
-    const RequestItem& item = req.items[it];
-    if (IsFull(item)) {
-      count_free_full(models[it]);
-      for (int unit = 0; unit < item.count; ++unit) {
-        if (!place(it, unit, false, false)) return out;
-      }
-      continue;
-    }
-    // Every MIG item of the model at once: first existing instances and free slots (no GPU is
-    // reconfigured for what fits without), then the rest on the fewest idle GPUs (mig_plan.h).
-    const GpuModel* m = models[it][0];
-    const std::vector<const GpuModel*>& only_m = models[it];
-    if (!mig_planned.insert(m).second) continue;
+  // Every MIG item of item `it`'s model at once: first existing instances and free slots (no
+  // GPU is reconfigured for what fits without), then the rest as layouts on the fewest idle GPUs
+  // (mig_plan.h), and device by device where no such plan fits.
+  bool PlaceMig(size_t it) {
+    const GpuModel* m = models_[it][0];
+    const std::vector<const GpuModel*>& only_m = models_[it];
     // Items that ask for CPU or memory are scored by how many idle GPUs they strand.
     bool asks = false;
-    for (size_t j = it; j < req.items.size(); ++j) {
-      asks = asks || (!IsFull(req.items[j]) && models[j][0] == m &&
-                      (req.items[j].cpu_milli > 0 || req.items[j].memory_mib > 0));
+    for (size_t j = it; j < req_.items.size(); ++j) {
+      asks = asks || (!IsFull(req_.items[j]) && models_[j][0] == m &&
+                      (req_.items[j].cpu_milli > 0 || req_.items[j].memory_mib > 0));
     }
-    if (asks) count_free_full(only_m);
-    struct Device {
-      size_t item = 0;
-      int unit = 0;
-    };
+    if (asks) CountFreeFull(only_m);
     std::map<const MigProfile*, std::vector<Device>> rest;  // profile -> the devices left
     bool one_node = false;  // an item whose devices must share a node goes device by device
-    for (size_t j = it; j < req.items.size(); ++j) {
-      if (IsFull(req.items[j]) || models[j][0] != m) continue;
-      for (int unit = 0; unit < req.items[j].count; ++unit) {
-        if (place(j, unit, true, false)) continue;
-        rest[profiles[j]].push_back({j, unit});
-        one_node = one_node || (req.items[j].one_node && req.items[j].count > 1);
+    for (size_t j = it; j < req_.items.size(); ++j) {
+      if (IsFull(req_.items[j]) || models_[j][0] != m) continue;
+      for (int unit = 0; unit < req_.items[j].count; ++unit) {
+        if (PlaceDevice(j, unit, true)) continue;
+        rest[profiles_[j]].push_back({j, unit});
+        one_node = one_node || (req_.items[j].one_node && req_.items[j].count > 1);
       }
     }
-    if (rest.empty()) continue;
-    std::map<const MigProfile*, int> demand;
-    for (const auto& [p, devices] : rest) demand[p] = static_cast<int>(devices.size());
-    const std::vector<catalog::Layout> layouts = PackInstances(*m, demand);
-    // Idle GPUs of the model that the filters let through, each offering a new layout.
-    count_free_full(only_m);
-    std::vector<size_t> idle;
-    const Device& first_left = rest.begin()->second.front();
-    state.unit = first_left.unit;
-    for (const uint32_t i : visit) {
-      const GpuState& g = work.Get(i);
-      if (g.model != m || !g.Idle() || !m->mig_capable) continue;
-      state.node = node_of[i];
-      bool passes = true;
-      for (const auto& f : profile.filters) passes = passes && f->Filter(state, req.items[first_left.item], g).empty();
-      if (passes) idle.push_back(i);
-    }
-    bool planned = !one_node && !layouts.empty() && idle.size() >= layouts.size();
-    for (size_t l = 0; planned && l < layouts.size(); ++l) {
-      const catalog::Layout& layout = layouts[l];
-      std::vector<Device> devices;  // one per instance of the layout
-      int64_t cpu = 0, memory = 0;
-      for (const catalog::Instance& inst : layout) {
-        devices.push_back(rest[inst.profile].back());
-        rest[inst.profile].pop_back();
-        const auto [c, mem] = CycleState::Charge(req.items[devices.back().item], devices.back().unit);
-        cpu += c;
-        memory += mem;
-      }
-      // The GPU whose node strands the least (StrandingScore); then the GPU next to this pool's
-      // devices; then on the node with the fewest GPUs that could still become whole ones (roomy
-      // nodes stay for whole-GPU work); then one already in MIG mode (no mode change). Its node
-      // must have the layout's CPU and memory when the items ask for them.
-      int compute = 0;
-      for (const catalog::Instance& inst : layout) compute += inst.profile->compute_slices;
-      const double worth = static_cast<double>(compute) / m->compute_slices;
-      size_t best = idle.size();
-      std::tuple<int64_t, int64_t, int, int> best_key{};
-      for (size_t k = 0; k < idle.size(); ++k) {
-        const GpuState& g = work.Get(idle[k]);
-        state.node = node_of[idle[k]];
-        if (cpu > 0 || memory > 0) {
-          const auto [cpu_left, memory_left] = state.RoomLeft(g);
-          if ((cpu_left >= 0 && cpu_left < cpu) || (memory_left >= 0 && memory_left < memory)) continue;
-        }
-        const int here = state.devices_on_node[state.node];
-        // As StrandingScore: pods' items strand the least; pools' devices are fed.
-        const int64_t strand = cpu > 0 || memory > 0 ? -std::llround(state.StrandGrowth(g, 1, cpu, memory) * 1000)
-                                                     : (state.Starves(g, worth) ? -1 : 0);
-        const std::tuple<int64_t, int64_t, int, int> key{strand, here == 0 ? 0 : 1'000'000 + here,
-                                                         -state.free_full_on_node[state.node], g.mig_enabled ? 1 : 0};
-        if (best == idle.size() || key > best_key) best_key = key, best = k;
-      }
-      if (best == idle.size()) {  // no idle GPU's node has room for the layout: device by device
-        for (size_t k = layout.size(); k-- > 0;) rest[layout[k].profile].push_back(devices[k]);
-        planned = false;
-        break;
-      }
-      const size_t gpu = idle[best];
-      idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(best));
-      --state.free_full_on_node[node_of[gpu]];
-      // A GPU in MIG mode with no instances takes the new ones as they are; any other is
-      // reconfigured (its mode changed, or its unused instances destroyed).
-      bool first = !(work.Get(gpu).mig_enabled && work.Get(gpu).instances.empty());
-      for (size_t k = 0; k < layout.size(); ++k) {
-        const Device& d = devices[k];
-        Placement placement;
-        placement.item = d.item;
-        Reserve(work.Mutable(gpu), req, req.items[d.item], layout[k].profile,
-                {first ? Action::kReconfigure : Action::kCreateInstance, layout[k].start, 0}, out.plan, placement);
-        first = false;
-        Taken(gpu, req.items[d.item], d.unit, placement);
-        out.plan.placements.push_back(std::move(placement));
-      }
-    }
-    if (planned) continue;
+    if (rest.empty()) return true;
+    CountFreeFull(only_m);  // (what is left to place goes on idle GPUs, whole or device by device)
+    if (!one_node && PlaceLayouts(*m, rest)) return true;
     // No plan on idle GPUs: device by device, which also says what stands in the way.
     for (const auto& [p, devices] : rest) {
       for (const Device& d : devices) {
-        if (!place(d.item, d.unit, false, false)) return out;
+        if (!PlaceDevice(d.item, d.unit, false)) return false;
       }
     }
+    return true;
   }
-  out.code = Code::kSuccess;
-  return out;
+
+  // The devices in `rest` as the MIG plan's layouts, each on the idle GPU a layout cycle finds
+  // best, among the candidates CountFreeFull left in visit_. False, with `rest` as it was, when
+  // the plan needs more idle GPUs than the filters let through; false with the devices not yet
+  // placed in `rest` when no GPU takes a layout.
+  bool PlaceLayouts(const GpuModel& m, std::map<const MigProfile*, std::vector<Device>>& rest) {
+    if (!m.mig_capable) return false;
+    std::map<const MigProfile*, int> demand;
+    for (const auto& [p, devices] : rest) demand[p] = static_cast<int>(devices.size());
+    const std::vector<catalog::Layout> layouts = PackInstances(m, demand);
+    if (layouts.empty()) return false;
+    // Idle GPUs of the model that the filters let through for the first device left.
+    const Device& first_left = rest.begin()->second.front();
+    BeginCycle(first_left.item, first_left.unit, nullptr);
+    std::vector<size_t> idle;
+    for (const uint32_t i : visit_) {
+      const GpuState& g = work_.Get(i);
+      if (g.model == &m && g.Idle() && Filter(req_.items[first_left.item], i).empty()) idle.push_back(i);
+    }
+    if (idle.size() < layouts.size()) return false;
+    for (const catalog::Layout& layout : layouts) {
+      std::vector<Device> devices;  // one per instance of the layout
+      LayoutDemand need{&layout, 0, 0, 0};
+      int compute = 0;
+      for (const catalog::Instance& inst : layout) {
+        devices.push_back(rest[inst.profile].back());
+        rest[inst.profile].pop_back();
+        const auto [c, mem] = CycleState::Charge(req_.items[devices.back().item], devices.back().unit);
+        need.cpu_milli += c;
+        need.memory_mib += mem;
+        compute += inst.profile->compute_slices;
+      }
+      need.gpus = static_cast<double>(compute) / m.compute_slices;
+      // The layout cycle: every idle GPU left is an option, taking the whole layout.
+      const RequestItem& item = req_.items[devices.front().item];
+      BeginCycle(devices.front().item, devices.front().unit, &need);
+      Visit v;
+      for (const size_t i : idle) {
+        if (!Filter(item, i).empty()) continue;
+        const GpuState& g = work_.Get(i);
+        // A GPU in MIG mode with no instances takes the new ones as they are; any other is
+        // reconfigured (its mode changed, or its unused instances destroyed).
+        Score(item, i, {g.mig_enabled && g.instances.empty() ? Action::kCreateInstance : Action::kReconfigure, 0, 0}, v);
+      }
+      state_.layout = nullptr;
+      if (!v.found) {  // no idle GPU's node has room for the layout: device by device
+        for (size_t k = layout.size(); k-- > 0;) rest[layout[k].profile].push_back(devices[k]);
+        return false;
+      }
+      idle.erase(std::find(idle.begin(), idle.end(), v.gpu));
+      --state_.free_full_on_node[NodeOf(v.gpu)];
+      Action action = v.option.action;
+      for (size_t k = 0; k < layout.size(); ++k) {
+        Book(v.gpu, devices[k].item, devices[k].unit, layout[k].profile, {action, layout[k].start, 0});
+        action = Action::kCreateInstance;  // the first instance reconfigured the GPU
+      }
+    }
+    rest.clear();
+    return true;
+  }
+
+  const FleetSnapshot& fleet_;
+  const Request& req_;
+  const Profile& profile_;
+  Overlay work_;
+  SnapshotIndex own_index_;
+  const SnapshotIndex* index_ = nullptr;     // null: every GPU is visited
+  const SnapshotIndex* numbered_ = nullptr;  // the node numbers
+  std::vector<std::vector<const GpuModel*>> models_;  // per item, the models it allows
+  std::vector<const MigProfile*> profiles_;           // per item, its MIG profile (null: whole GPUs)
+  std::vector<std::string> names_;                    // per item, the model(s) as messages name them
+  CycleState state_;
+  std::vector<const FilterPlugin*> filters_;  // the cycle's (those that do not Skip it)
+  std::vector<const ScorePlugin*> scorers_;
+  std::vector<uint32_t> visit_;  // the cycle's candidate GPUs
+  Outcome out_;
+};
+
+}  // namespace
+
+Outcome Allocate(const FleetSnapshot& fleet, const Request& req, const Profile& profile, bool scan_fleet) {
+  return Decision(fleet, req, profile, scan_fleet).Run();
 }
 
 void ApplyPlan(FleetSnapshot& fleet, const Request& req, const Plan& plan) {

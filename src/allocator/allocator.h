@@ -1,13 +1,15 @@
-// The allocator: decides where a pool's items go, on an immutable FleetSnapshot, in stages
-// modelled on the Kubernetes scheduler framework. For every device a request needs:
-//   PreFilter  the item is possible at all (model, profile, the fleet could ever hold it);
-//   Filter     each plugin may reject a GPU, with a reason (health, cluster, tenancy, room);
-//   Score      each plugin scores the options a GPU offers; the best option wins;
-//   Reserve    the choice is applied to the working copy of the snapshot;
-//   Unreserve  on failure every reservation of the request is undone, exactly.
-// The caller (the pool controller) commits ("binds") a successful plan. Outcomes are values, not
-// errors: a request that does not fit says why. Thread-compatible; Allocate is a pure function
-// of its arguments.
+// The allocator: decides where a pool's items go, on an immutable FleetSnapshot, in the phases
+// of the Kubernetes scheduler framework. A decision is a sequence of cycles, each placing one
+// device of an item (or, for MIG items that need idle GPUs, one whole planned layout on one GPU):
+//   PreFilter  the request is possible at all (models, profiles, what the fleet could ever hold);
+//   Filter     each FilterPlugin may reject a GPU, with a reason (health, cluster, node room);
+//   Score      each ScorePlugin scores every option the GPUs left offer; the sum ranks them, the
+//              first GPU in the snapshot's order winning among equals;
+//   Reserve    the best option is applied to the decision's working copy of the snapshot;
+//   Unreserve  on failure every reservation of the request is dropped with the copy, exactly.
+// Every cycle, device or layout, goes through the same plugins (a Profile). The caller (the pool
+// controller) commits ("binds") a successful plan. Outcomes are values, not errors: a request
+// that does not fit says why. Thread-compatible; Allocate is a pure function of its arguments.
 #ifndef GPUAAS_ALLOCATOR_ALLOCATOR_H_
 #define GPUAAS_ALLOCATOR_ALLOCATOR_H_
 
@@ -116,8 +118,17 @@ class GpuView {
   virtual const GpuState& Get(size_t position) const = 0;
 };
 
-// What one scheduling cycle (one device of an item) knows beyond the GPU at hand, as the
-// Kubernetes scheduler's CycleState: the request's reservations so far.
+// A whole MIG layout for one idle GPU, which the MIG plan (mig_plan.h) made for the request's
+// devices that no existing room holds: a layout cycle places all its instances at once.
+struct LayoutDemand {
+  const catalog::Layout* instances = nullptr;
+  int64_t cpu_milli = 0;  // what its devices ask of the node together (RequestItem::cpu_milli)
+  int64_t memory_mib = 0;
+  double gpus = 0;        // its compute slices in GPUs' worth
+};
+
+// What one scheduling cycle knows beyond the GPU at hand, as the Kubernetes scheduler's
+// CycleState: what it places, and the request's reservations so far.
 struct CycleState {
   const Request* request = nullptr;
   const FleetSnapshot* fleet = nullptr;
@@ -127,6 +138,9 @@ struct CycleState {
   int unit = 0;  // devices of the current item placed so far
   int left = 0;  // devices of the current item still to place, this one included
   const catalog::MigProfile* profile = nullptr;  // the item's MIG profile; null for whole GPUs
+  // Set in a layout cycle: the layout placed, whose options are whole idle GPUs (the `item` the
+  // plugins are given is then the item of its first device). Null in a device cycle.
+  const LayoutDemand* layout = nullptr;
   // The node of the GPU at hand, by number (SnapshotIndex::node_of): what the per-node counts
   // below are indexed by.
   uint32_t node = 0;
@@ -183,7 +197,15 @@ class FilterPlugin {
   virtual bool Skip(const CycleState&, const RequestItem&) const { return false; }
 };
 
-// A scorer: higher is better. Scores of all plugins are added.
+// A scorer: higher is better. Scores of all plugins are added, so each plugin keeps to a band of
+// its own and the bands rank as a key would, most significant first:
+//   Tier           10^15   what the option disturbs (an instance that exists, a new one, a
+//                          reconfiguration); in a layout cycle, 1 for a GPU already in MIG mode;
+//   Fragmentation  10^12   FGD's measure of the node, for whole GPUs and shares;
+//   Stranding      10^11   GPUs left without their share of CPU and memory (for an item that
+//                          asks for CPU and memory itself, 10^6 per thousandth of a GPU);
+//   Locality       10^9    nodes that hold the request's devices, then idle GPUs per node;
+//   BestFit        10^6    how a MIG device packs, or how tightly a share fits.
 class ScorePlugin {
  public:
   virtual ~ScorePlugin() = default;

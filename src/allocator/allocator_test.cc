@@ -618,6 +618,54 @@ TEST(Allocator, APoolsNewMigInstancesTakeTheFewestGpus) {
   EXPECT_EQ(owned, 6);
 }
 
+// Every cycle goes through the profile's plugins, a planned MIG layout's too: a filter that
+// refuses a GPU keeps layouts off it, and a scorer added to the profile moves them.
+TEST(Allocator, PlannedLayoutsGoWhereThePluginsSay) {
+  class AvoidGpu final : public FilterPlugin {
+   public:
+    explicit AvoidGpu(std::string uuid) : uuid_(std::move(uuid)) {}
+    std::string_view Name() const override { return "AvoidGpu"; }
+    std::string_view Filter(const CycleState&, const RequestItem&, const GpuState& g) const override {
+      return g.uuid == uuid_ ? "are avoided" : "";
+    }
+
+   private:
+    std::string uuid_;
+  };
+  class PreferLast final : public ScorePlugin {
+   public:
+    std::string_view Name() const override { return "PreferLast"; }
+    int64_t Score(const CycleState& s, const RequestItem&, const GpuState& g, const Option&) const override {
+      return s.layout != nullptr ? int64_t{g.index} * 1'000'000'000'000'000 : 0;
+    }
+  };
+  FleetSnapshot f;
+  for (int i = 0; i < 4; ++i) f.gpus.push_back(Gpu("n1", i, "-"));
+  const Request req = Req("p/a", {{"H200-SXM-141GB", "3g.71gb", 2}});  // one layout of both
+  auto gpus_of = [](const Outcome& o) {
+    std::set<std::string> out;
+    for (const Placement& p : o.plan.placements) out.insert(p.gpu_uuid);
+    return out;
+  };
+  const Outcome plain = Allocate(f, req, Default());
+  ASSERT_EQ(plain.code, Code::kSuccess) << plain.reason;
+  ASSERT_EQ(plain.plan.placements.size(), 2u);
+  EXPECT_EQ(gpus_of(plain), std::set<std::string>{"GPU-n1-0"}) << "one layout, on the first GPU among equals";
+
+  Profile avoiding = Default();
+  avoiding.filters.push_back(std::make_shared<AvoidGpu>("GPU-n1-0"));
+  const Outcome moved = Allocate(f, req, avoiding);
+  ASSERT_EQ(moved.code, Code::kSuccess) << moved.reason;
+  EXPECT_EQ(gpus_of(moved), std::set<std::string>{"GPU-n1-1"});
+
+  Profile scoring = Default();
+  scoring.scorers.push_back(std::make_shared<PreferLast>());
+  const Outcome last = Allocate(f, req, scoring);
+  ASSERT_EQ(last.code, Code::kSuccess) << last.reason;
+  EXPECT_EQ(gpus_of(last), std::set<std::string>{"GPU-n1-3"});
+  EXPECT_EQ(gpus_of(Allocate(f, req, scoring, /*scan_fleet=*/true)), std::set<std::string>{"GPU-n1-3"});
+}
+
 // What exists comes first: a free instance and free slots on a GPU in use are taken before any
 // idle GPU is laid out anew, and a GPU with running work is never reconfigured.
 TEST(Allocator, ExistingRoomComesBeforeNewLayouts) {
