@@ -4,10 +4,6 @@ import { api, isOperator, namespaced, session } from '../api.js';
 
 export const summary = (signal) => api('/api/v1/summary', { signal });
 export const pools = (signal) => api(namespaced('gpupools'), { signal }).then((l) => l.items);
-export const catalog = (() => {
-  let p = null;
-  return (signal) => (p ??= api('/api/v1/catalog', { signal }).catch((e) => { p = null; throw e; }));
-})();
 
 // The series of one scope over the last `span` seconds, as {x, values}.
 export async function series(scope, metric, span, step, signal) {

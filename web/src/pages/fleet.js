@@ -38,13 +38,12 @@ export function Fleet() {
   });
   const cells = useLoad((signal) => api(`/api/v1/fleet/gpus?view=cells${qs(filter)}`, { signal }), [JSON.stringify(filter)]);
   const mig = useLoad(async (signal) => {
-    const [cat, rows, poolList, profiles] = await Promise.all([
-      data.catalog(signal),
+    const [rows, poolList, profiles] = await Promise.all([
       api(`/api/v1/fleet/gpus?limit=${MIG_SHOWN}${qs({ ...filter, mig: 'enabled' })}`, { signal }),
       data.pools(signal),
       api(namespaced('profiles'), { signal }).then((l) => l.items),
     ]);
-    return { cat, rows, poolList, profiles };
+    return { rows, poolList, profiles };
   }, [JSON.stringify(filter)]);
   const set = (k) => (e) => setFilter((f) => ({ ...f, [k]: e.target.value }));
   const sum = base.data?.sum;
@@ -87,10 +86,9 @@ export function Fleet() {
       ${!mig.data ? html`<${Loading} />` : html`
         <p class="muted">${t('fleet.mig.shown', { shown: number(mig.data.rows.items.length, loc), total: number(mig.data.rows.total, loc) })}</p>
         <div class="mig-grid">${mig.data.rows.items.map((g) => {
-          const model = mig.data.cat.models.find((m) => m.name === g.model);
-          if (!model) return null;
+          if (!g.migRoom) return null;
           return html`<div class="mig-card"><h3><a href=${'/fleet/gpus/' + encodeURIComponent(g.uuid)} onClick=${(e) => { e.preventDefault(); navigate('/fleet/gpus/' + encodeURIComponent(g.uuid)); }}>${g.node} · #${g.index}</a> <span class="muted">${g.model}</span></h3>
-            <${MigDrawing} model=${model} uuid=${g.uuid} instances=${annotate(g.uuid, g.migInstances, mig.data.poolList, mig.data.profiles)} /></div>`;
+            <${MigDrawing} room=${g.migRoom} uuid=${g.uuid} instances=${annotate(g.uuid, g.migInstances, mig.data.poolList, mig.data.profiles)} /></div>`;
         })}</div>`}
     </${Section}>
     ${isOperator() ? html`<${Defrag} />` : null}`;
