@@ -7,6 +7,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "catalog/room.h"
+
 namespace gpuaas::allocator {
 namespace {
 
@@ -35,15 +37,7 @@ int RoomFor(const catalog::GpuModel& m, const catalog::Layout& layout, const cat
   for (const catalog::Instance& i : layout) key |= uint64_t{1} << ((i.profile - m.profiles.data()) * 8 + i.start);
   thread_local std::map<std::tuple<const catalog::GpuModel*, uint64_t, const catalog::MigProfile*>, int> memo;
   auto [it, added] = memo.try_emplace({&m, key, &p}, 0);
-  if (added) {
-    catalog::Layout grown = layout;
-    for (;;) {
-      const std::vector<int> starts = catalog::FreeStarts(m, grown, p);
-      if (starts.empty()) break;
-      grown.push_back({&p, starts.front()});
-      ++it->second;
-    }
-  }
+  if (added) it->second = catalog::FitsMore(m, layout, p);
   return n + it->second;
 }
 

@@ -184,7 +184,17 @@ TEST_F(WebTest, FleetRowsAreFilteredSortedAndPagedOnTheServer) {
     for (const json& m : g["migInstances"]) slices += m["size"].get<int>();
     EXPECT_LE(slices, 8);
     EXPECT_EQ(g["devices"].get<size_t>(), g["migInstances"].size());
+    // Every layout of the demo's H200s is maximal ("4g.71gb@0 2g.35gb@4 1g.18gb@6" leaves slice 7
+    // free but stranded): the catalogue finds nothing open and nothing that fits.
+    const json& room = g["migRoom"];
+    ASSERT_TRUE(room.is_object()) << g["uuid"];
+    EXPECT_EQ(room["memorySlices"], 8);
+    EXPECT_EQ(room["openSlots"], json::array()) << g["uuid"];
+    EXPECT_EQ(room["fits"], json::array()) << g["uuid"];
   }
+  json whole = GetJson("/api/v1/fleet/gpus?mig=disabled&limit=1");
+  ASSERT_EQ(whole["items"].size(), 1u);
+  EXPECT_TRUE(whole["items"][0]["migRoom"].is_null());
   const std::string uuid = all["items"][7]["uuid"];
   json one = GetJson("/api/v1/fleet/gpus?q=" + uuid.substr(4, 13));
   ASSERT_EQ(one["total"], 1);

@@ -117,9 +117,7 @@ function Shell() {
     document.documentElement.classList.toggle('wall-mode', wall);
   }, [wall]);
   useEffect(() => {
-    const paths = [who.role === 'operator' ? '/apis/gpuaas.io/v1/gpupools' : `/apis/gpuaas.io/v1/namespaces/${encodeURIComponent(who.project)}/gpupools`,
-      '/apis/gpuaas.io/v1/gpucapacities'];
-    startLive(paths);
+    startLive();
     return stopLive;
   }, [who.user]);
   return html`<div class=${wall ? 'app wall' : 'app'}>

@@ -11,6 +11,7 @@
 
 #include "api/internal/objects.h"
 #include "catalog/catalog.h"
+#include "catalog/room.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "model/codec.h"
@@ -69,6 +70,46 @@ void AppendJsonString(std::string& out, std::string_view s) {
   }
   out += '"';
 }
+
+// What the free memory slices of MIG GPUs can still take, for their drawings: per GPU the
+// catalogue's open slices and how many more instances of each profile fit (catalog/room.h).
+// Layouts repeat across a fleet, so each model's layout is worked out once per answer.
+class MigRooms {
+ public:
+  // {"memorySlices", "openSlots", "fits": [{"profile", "count"}]}, or null for a GPU whose MIG
+  // mode is off or whose model the catalogue does not know as MIG-capable. A layout with a
+  // profile the model lacks, or one the catalogue refuses, has nothing open and fits nothing.
+  json Of(const model::GpuCapacity& g) {
+    if (g.status.mig_mode != model::MigMode::kEnabled) return nullptr;
+    const catalog::GpuModel* m = catalog::FindModel(g.spec.model);
+    if (m == nullptr || !m->mig_capable) return nullptr;
+    std::vector<std::string> parts;
+    catalog::Layout used;
+    for (const model::MigInstance& i : g.status.mig_instances) {
+      parts.push_back(fmt::format("{}@{}", i.profile, i.start));
+      used.push_back({catalog::FindProfile(*m, i.profile), static_cast<int>(i.start)});
+    }
+    std::sort(parts.begin(), parts.end());
+    std::string key(m->name);
+    for (const std::string& part : parts) key += " " + part;
+    auto [it, added] = memo_.try_emplace(std::move(key));
+    if (added) {
+      json fits = json::array();
+      for (const catalog::MigProfile& p : m->profiles) {
+        if (int n = catalog::FitsMore(*m, used, p); n > 0) {
+          fits.push_back({{"profile", p.name}, {"count", n}});
+        }
+      }
+      it->second = {{"memorySlices", m->memory_slices},
+                    {"openSlots", catalog::OpenSlots(*m, used)},
+                    {"fits", std::move(fits)}};
+    }
+    return it->second;
+  }
+
+ private:
+  std::map<std::string, json> memo_;
+};
 
 const std::set<std::string>& SortKeys() {
   static const std::set<std::string> k = {"cluster", "node", "uuid", "model", "health", "mig",
@@ -221,6 +262,7 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
     return HttpResponse{200, "application/json", std::move(body), {}, nullptr};
   }
   json items = json::array();
+  MigRooms rooms;
   for (size_t i = offset; i < out.size() && i < offset + limit; ++i) {
     Row& r = out[i];
     fill(r);
@@ -248,6 +290,7 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
                      {"tempC", Nullable(r.temp_c)},
                      {"fbUsedMiB", Nullable(r.fb_used_mib)},
                      {"migInstances", std::move(instances)},
+                     {"migRoom", rooms.Of(g)},
                      {"pools", std::move(holders)}});
   }
   return JsonReply({{"total", out.size()}, {"offset", offset}, {"sort", sort}, {"order", order}, {"items", std::move(items)}});

@@ -1,7 +1,8 @@
 // The fleet routes the dashboard (and any client) reads the GPU table and the catalogue from:
 //   GET /api/v1/fleet/gpus    every GPU as one row (inventory, latest readings, pools the caller
-//                             may see), filtered, sorted and paged on the server; view=cells gives
-//                             the whole fleet as columns for a heatmap
+//                             may see, and for a MIG GPU what its free slices can still take,
+//                             `migRoom`), filtered, sorted and paged on the server; view=cells
+//                             gives the whole fleet as columns for a heatmap
 //   GET /api/v1/catalog       GPU models with their MIG profiles and legal placements
 // Reads the ObjectCache's snapshots and the telemetry hub (optional).
 #ifndef GPUAAS_API_INTERNAL_FLEET_API_H_

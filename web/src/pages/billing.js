@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { api, download, isOperator, session } from '../api.js';
 import { html, Section, Loading, ErrorBox, Bar, useT } from '../ui/parts.js';
-import { useLoad } from '../ui/hooks.js';
+import { useList, useLoad } from '../ui/hooks.js';
 import { money, month, number, percent, recentPeriods } from '../logic/format.js';
 import { invoiceTotals } from '../logic/billing.js';
 
@@ -13,8 +13,8 @@ export function Billing() {
   const who = session.get().who;
   const [project, setProject] = useState(who.role === 'operator' ? '' : who.project);
   const [period, setPeriod] = useState(periods[0]);
-  const projects = useLoad((signal) => api('/apis/gpuaas.io/v1/projects', { signal }).then((l) => l.items));
-  const chosen = project || projects.data?.[0]?.metadata.name || '';
+  const projects = useList('projects');
+  const chosen = project || projects.items?.[0]?.metadata.name || '';
   const inv = useLoad(async (signal) => {
     if (!chosen) return null;
     const p = encodeURIComponent(chosen);
@@ -25,7 +25,7 @@ export function Billing() {
     return { invoice, all };
   }, [chosen, period]);
   const fleet = useLoad((signal) => (isOperator() ? api(`/api/v1/billing/summary?from=${period}&to=${nextMonth(period)}`, { signal }) : Promise.resolve(null)), [period]);
-  const proj = projects.data?.find((p) => p.metadata.name === chosen);
+  const proj = projects.items?.find((p) => p.metadata.name === chosen);
   const budget = proj?.spec?.budget;
   const d = inv.data;
   const tot = d ? invoiceTotals(d.invoice) : null;
@@ -36,7 +36,7 @@ export function Billing() {
     <${ErrorBox} error=${projects.error || inv.error} />
     <form class="filters" onSubmit=${(e) => e.preventDefault()} aria-label=${t('billing.choose')}>
       <label>${t('col.project')}<select value=${chosen} onChange=${(e) => setProject(e.target.value)}>
-        ${(projects.data ?? []).map((p) => html`<option value=${p.metadata.name}>${p.metadata.name}</option>`)}</select></label>
+        ${(projects.items ?? []).map((p) => html`<option value=${p.metadata.name}>${p.metadata.name}</option>`)}</select></label>
       <label>${t('billing.period')}<select value=${period} onChange=${(e) => setPeriod(e.target.value)}>
         ${periods.map((p) => html`<option value=${p}>${month(p, loc)}</option>`)}</select></label>
       <button type="button" class="secondary" disabled=${!chosen} onClick=${() => download(`/api/v1/projects/${encodeURIComponent(chosen)}/invoices/${period}?format=csv`, `${chosen}-${period}.csv`)}>${t('billing.csv')}</button>

@@ -1,13 +1,8 @@
 // Loaders shared by the pages: every one reads the public API with the caller's token, so what
 // a page shows is what the API lets the caller see.
-import { api, isOperator, namespaced, session } from '../api.js';
+import { api, isOperator, session } from '../api.js';
 
 export const summary = (signal) => api('/api/v1/summary', { signal });
-export const pools = (signal) => api(namespaced('gpupools'), { signal }).then((l) => l.items);
-export const catalog = (() => {
-  let p = null;
-  return (signal) => (p ??= api('/api/v1/catalog', { signal }).catch((e) => { p = null; throw e; }));
-})();
 
 // The series of one scope over the last `span` seconds, as {x, values}.
 export async function series(scope, metric, span, step, signal) {

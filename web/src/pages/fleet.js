@@ -1,9 +1,9 @@
 // Fleet: clusters, the heatmap of every GPU, the GPU table (server-side sort and filter), and
 // the MIG GPUs drawn slice by slice.
 import { useEffect, useState } from 'preact/hooks';
-import { api, isOperator, namespaced } from '../api.js';
+import { api, isOperator } from '../api.js';
 import { html, Section, Loading, ErrorBox, useT } from '../ui/parts.js';
-import { useLoad } from '../ui/hooks.js';
+import { useList, useLoad } from '../ui/hooks.js';
 import { Heatmap } from '../ui/heatmap.js';
 import { GpuTable } from '../ui/gputable.js';
 import { MigDrawing, annotate } from '../ui/migdraw.js';
@@ -32,20 +32,13 @@ export function Fleet() {
     const id = setTimeout(() => setFilter((f) => (f.q === text ? f : { ...f, q: text })), 250);
     return () => clearTimeout(id);
   }, [text]);
-  const base = useLoad(async (signal) => {
-    const [sum, clusters] = await Promise.all([data.summary(signal), api('/apis/gpuaas.io/v1/clusters', { signal })]);
-    return { sum, clusters: clusters.items };
-  });
+  const clusters = useList('clusters');
+  const pools = useList('gpupools');
+  const profiles = useList('profiles');
+  const base = useLoad(async (signal) => ({ sum: await data.summary(signal) }));
   const cells = useLoad((signal) => api(`/api/v1/fleet/gpus?view=cells${qs(filter)}`, { signal }), [JSON.stringify(filter)]);
-  const mig = useLoad(async (signal) => {
-    const [cat, rows, poolList, profiles] = await Promise.all([
-      data.catalog(signal),
-      api(`/api/v1/fleet/gpus?limit=${MIG_SHOWN}${qs({ ...filter, mig: 'enabled' })}`, { signal }),
-      data.pools(signal),
-      api(namespaced('profiles'), { signal }).then((l) => l.items),
-    ]);
-    return { cat, rows, poolList, profiles };
-  }, [JSON.stringify(filter)]);
+  const mig = useLoad((signal) => api(`/api/v1/fleet/gpus?limit=${MIG_SHOWN}${qs({ ...filter, mig: 'enabled' })}`, { signal }), [JSON.stringify(filter)]);
+  const migShown = mig.data && pools.items && profiles.items;
   const set = (k) => (e) => setFilter((f) => ({ ...f, [k]: e.target.value }));
   const sum = base.data?.sum;
   const models = sum ? sum.physical.byModel.map((m) => m.model) : [];
@@ -54,11 +47,11 @@ export function Fleet() {
   const d = c ? describe(c) : null;
   return html`
     <h1>${t('page.fleet')}</h1>
-    <${ErrorBox} error=${base.error || cells.error} />
+    <${ErrorBox} error=${base.error || cells.error || clusters.error} />
     <${Section} id="clusters" title=${t('fleet.clusters')}>
-      ${!base.data ? html`<${Loading} />` : html`<table data-testid="cluster-table">
+      ${!base.data || !clusters.items ? html`<${Loading} />` : html`<table data-testid="cluster-table">
         <thead><tr><th scope="col">${t('col.cluster')}</th><th scope="col">${t('col.driver')}</th><th scope="col">${t('col.region')}</th><th scope="col">${t('col.reachable')}</th><th scope="col" class="num">${t('col.nodes')}</th><th scope="col" class="num">${t('col.gpus')}</th><th scope="col" class="num">${t('col.migEnabled')}</th><th scope="col" class="num">${t('col.unhealthy')}</th></tr></thead>
-        <tbody>${base.data.clusters.map((cl) => {
+        <tbody>${clusters.items.map((cl) => {
           const n = (sum.physical.byCluster ?? []).find((x) => x.cluster === cl.metadata.name) ?? { nodes: 0, gpus: 0, migEnabled: 0, unhealthy: 0 };
           const ok = (cl.status?.conditions ?? []).find((x) => x.type === 'Reachable');
           return html`<tr><td>${cl.metadata.name}</td><td>${cl.spec?.driver === 'kubernetes' ? 'Kubernetes' : t('driver.simulated')}</td><td>${cl.spec?.region || '–'}</td>
@@ -84,13 +77,12 @@ export function Fleet() {
         onNode=${(node) => setText(node)} />
     </${Section}>
     <${Section} id="mig" title=${t('fleet.mig')}>
-      ${!mig.data ? html`<${Loading} />` : html`
-        <p class="muted">${t('fleet.mig.shown', { shown: number(mig.data.rows.items.length, loc), total: number(mig.data.rows.total, loc) })}</p>
-        <div class="mig-grid">${mig.data.rows.items.map((g) => {
-          const model = mig.data.cat.models.find((m) => m.name === g.model);
-          if (!model) return null;
+      ${!migShown ? html`<${Loading} />` : html`
+        <p class="muted">${t('fleet.mig.shown', { shown: number(mig.data.items.length, loc), total: number(mig.data.total, loc) })}</p>
+        <div class="mig-grid">${mig.data.items.map((g) => {
+          if (!g.migRoom) return null;
           return html`<div class="mig-card"><h3><a href=${'/fleet/gpus/' + encodeURIComponent(g.uuid)} onClick=${(e) => { e.preventDefault(); navigate('/fleet/gpus/' + encodeURIComponent(g.uuid)); }}>${g.node} · #${g.index}</a> <span class="muted">${g.model}</span></h3>
-            <${MigDrawing} model=${model} uuid=${g.uuid} instances=${annotate(g.uuid, g.migInstances, mig.data.poolList, mig.data.profiles)} /></div>`;
+            <${MigDrawing} room=${g.migRoom} uuid=${g.uuid} instances=${annotate(g.uuid, g.migInstances, pools.items, profiles.items)} /></div>`;
         })}</div>`}
     </${Section}>
     ${isOperator() ? html`<${Defrag} />` : null}`;

@@ -1,8 +1,8 @@
 // One GPU: where it is (cluster and host), its health and conditions, its MIG layout, its charts
 // (power, SM activity, memory, temperature) and its error history (XID, ECC) with the host named.
-import { api, isOperator, namespaced } from '../api.js';
+import { api, isOperator } from '../api.js';
 import { html, Section, Chart, Loading, ErrorBox, HealthBadge, Link, Worded, useT } from '../ui/parts.js';
-import { useLoad } from '../ui/hooks.js';
+import { useList, useLoad } from '../ui/hooks.js';
 import { MigDrawing, annotate } from '../ui/migdraw.js';
 import { dateTime, mib, number, percent, watts } from '../logic/format.js';
 import { alertAction, alertEvent, alertSource, conditionReason, conditionType, showsServerText } from '../logic/serverText.js';
@@ -12,7 +12,9 @@ const DAY = 86400;
 
 export function GpuPage({ uuid }) {
   const { t, loc, lang, word } = useT();
-  const { data: d, error } = useLoad(async (signal) => {
+  const pools = useList('gpupools');
+  const profiles = useList('profiles');
+  const { data: d, error: loadError } = useLoad(async (signal) => {
     const [gpu, rows] = await Promise.all([
       api(`/apis/gpuaas.io/v1/gpucapacities/${encodeURIComponent(uuid.toLowerCase())}`, { signal }),
       api(`/api/v1/fleet/gpus?q=${encodeURIComponent(uuid)}&limit=1`, { signal }),
@@ -21,25 +23,22 @@ export function GpuPage({ uuid }) {
     const row = rows.items[0] ?? {};
     const metric = (m, latest) => (isOperator() && latest !== null && latest !== undefined
       ? data.series(`gpu:${gpu.spec.uuid}`, m, DAY, 600, signal).catch(() => null) : Promise.resolve(null));
-    const [cat, poolList, profiles, power, sm, fb, temp, alerts] = await Promise.all([
-      data.catalog(signal),
-      data.pools(signal),
-      api(namespaced('profiles'), { signal }).then((l) => l.items),
+    const [power, sm, fb, temp, alerts] = await Promise.all([
       metric('power_w', row.powerW), metric('sm_active', row.smActive), metric('fb_used_mib', row.fbUsedMiB), metric('temp_c', row.tempC),
       isOperator() ? api('/api/v1/alerts', { signal }).then((a) => a.items) : Promise.resolve(null),
     ]);
-    return { gpu, row, cat, poolList, profiles, power, sm, fb, temp, alerts };
+    return { gpu, row, power, sm, fb, temp, alerts };
   }, [uuid]);
-  if (!d) return html`<h1>${t('page.gpu')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
+  const error = loadError || pools.error || profiles.error;
+  if (!d || !pools.items || !profiles.items) return html`<h1>${t('page.gpu')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
   const g = d.gpu;
-  const model = d.cat.models.find((m) => m.name === g.spec.model);
   const mig = g.status.migMode === 'Enabled';
   const mine = (d.alerts ?? []).filter((a) => a.gpu?.toLowerCase() === g.spec.uuid.toLowerCase());
   const chart = (s, label, fmt, testid) => (s ? html`<${Chart} testid=${testid} label=${t('gpu.chartLabel', { what: label })} x=${s.x} series=${[{ label, values: s.values }]} fmt=${fmt} height=${150} />`
     : html`<p class="muted">${isOperator() ? t('gpu.noSeries', { what: label }) : t('gpu.readingsOperators')}</p>`);
-  // The fleet row's instances say which a pool holds (whoever's); the object's say what the
-  // cluster has in use. The drawing wants start and size.
-  const instances = d.row.migInstances ?? (g.status.migInstances ?? []).map((i) => ({ ...i, start: i.placement?.start ?? 0, size: i.placement?.size ?? 0 }));
+  // The fleet row's instances say which a pool holds (whoever's), and its migRoom what the free
+  // slices can still take.
+  const room = d.row.migRoom;
   return html`
     <p><${Link} href="/fleet">${t('gpu.back')}</${Link}></p>
     <h1>${g.spec.model} #${g.spec.index} <span class="muted mono">${g.spec.uuid}</span></h1>
@@ -60,8 +59,8 @@ export function GpuPage({ uuid }) {
         <td title=${c.message && !showsServerText(lang) ? c.message : undefined}>${word(conditionReason(c.type, c.reason))}${c.message && showsServerText(lang) ? html`<div class="muted">${c.message}</div>` : null}</td>
         <td>${dateTime(c.lastTransitionTime, loc)}</td></tr>`)}</tbody></table>
     </${Section}>
-    ${mig && model ? html`<${Section} id="layout" title=${t('gpu.layout')}>
-      <${MigDrawing} model=${model} uuid=${g.spec.uuid} width=${640} instances=${annotate(g.spec.uuid, instances, d.poolList, d.profiles)} />
+    ${mig && room ? html`<${Section} id="layout" title=${t('gpu.layout')}>
+      <${MigDrawing} room=${room} uuid=${g.spec.uuid} width=${640} instances=${annotate(g.spec.uuid, d.row.migInstances ?? [], pools.items, profiles.items)} />
     </${Section}>` : null}
     <div class="grid">
       <${Section} id="c-power" title=${t('series.power')}>${chart(d.power, t('series.power'), (v) => watts(v, loc), 'chart-power')}</${Section}>

@@ -2,7 +2,7 @@
 // apart), pending requests, unhealthy GPUs with the action to take, power, and what fits now.
 import { isOperator } from '../api.js';
 import { html, Section, Tile, Chart, Link, Loading, ErrorBox, HealthBadge, Worded, useT } from '../ui/parts.js';
-import { useLoad } from '../ui/hooks.js';
+import { useList, useLoad } from '../ui/hooks.js';
 import { number, percent, watts } from '../logic/format.js';
 import { fitsNowTable, poolState } from '../logic/pools.js';
 import { alertAction, alertEvent, conditionType } from '../logic/serverText.js';
@@ -13,10 +13,12 @@ const DAY = 86400;
 export function Overview({ wall }) {
   const { t, loc, word } = useT();
   // The counts first; the series (slower on a large fleet) fill in when they come.
-  const { data: d, error } = useLoad(async (signal) => {
-    const [sum, poolList, sick] = await Promise.all([data.summary(signal), data.pools(signal), data.unhealthy(signal)]);
-    return { sum, poolList, sick };
+  const pools = useList('gpupools');
+  const { data: d, error: loadError } = useLoad(async (signal) => {
+    const [sum, sick] = await Promise.all([data.summary(signal), data.unhealthy(signal)]);
+    return { sum, sick };
   });
+  const error = loadError || pools.error;
   const series = useLoad(async (signal) => {
     const sum = await data.summary(signal);
     const [power, alloc, used] = await Promise.all([
@@ -26,8 +28,9 @@ export function Overview({ wall }) {
     ]);
     return { power, alloc, used };
   });
-  if (!d) return html`<h1>${t('page.overview')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
-  const { sum, poolList, sick } = d;
+  if (!d || !pools.items) return html`<h1>${t('page.overview')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
+  const { sum, sick } = d;
+  const poolList = pools.items;
   const empty = { x: [], values: [] };
   const { power, alloc, used } = series.data ?? { power: empty, alloc: empty, used: empty };
   const lastOf = (s) => [...s.values].reverse().find((v) => v !== null && v !== undefined) ?? null;

@@ -2,9 +2,9 @@
 // each new request (a dialog asks for the reason; a rejection needs one), whether each request
 // fits now, and each pool's devices, workloads, utilisation, quota and suggestions.
 import { useState } from 'preact/hooks';
-import { api, isOperator, namespaced } from '../api.js';
+import { api, isOperator } from '../api.js';
 import { html, Section, Chart, Dialog, Loading, ErrorBox, StateBadge, Bar, Link, Worded, useT } from '../ui/parts.js';
-import { useLoad } from '../ui/hooks.js';
+import { useList, useLoad } from '../ui/hooks.js';
 import { dateTime, number, percent } from '../logic/format.js';
 import { POOL_STATES, fitsNow, itemsText, poolState } from '../logic/pools.js';
 import { quotaUse } from '../logic/quota.js';
@@ -92,16 +92,19 @@ export function Pools() {
   const [deciding, setDeciding] = useState(null);
   const [notice, setNotice] = useState('');
   const operator = isOperator();
-  const { data: d, error } = useLoad(async (signal) => {
-    const [poolList, sum, assessment, profiles, projects] = await Promise.all([
-      data.pools(signal),
+  const pools = useList('gpupools');
+  const profiles = useList('profiles');
+  const projects = useList('projects');
+  const derived = useLoad(async (signal) => {
+    const [sum, assessment] = await Promise.all([
       data.summary(signal),
       api('/api/v1/assessment', { signal }).catch(() => null),
-      api(namespaced('profiles'), { signal }).then((l) => l.items),
-      api('/apis/gpuaas.io/v1/projects', { signal }).then((l) => l.items),
     ]);
-    return { poolList, sum, assessment, profiles, projects };
+    return { sum, assessment };
   });
+  const error = derived.error || pools.error || profiles.error || projects.error;
+  const d = derived.data && pools.items && profiles.items && projects.items
+    ? { ...derived.data, poolList: pools.items, profiles: profiles.items, projects: projects.items } : null;
   if (!d) return html`<h1>${t('page.pools')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
   const counts = Object.fromEntries(POOL_STATES.map((s) => [s, 0]));
   for (const p of d.poolList) counts[poolState(p)]++;

@@ -1,30 +1,56 @@
-// Loading data for a view: on mount, when its inputs change, and on every live tick.
+// Loading data for a view: the server's derived views (summary, fleet rows, series, invoices)
+// on mount, when the view's inputs change, and on every live tick; the kinds the API watches
+// from the live lists (useList).
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { live, markUpdated } from '../live.js';
+import { holdList, listOf, live, markUpdated } from '../live.js';
 import { useObservable } from '../store.js';
+import { refresher } from '../logic/coalesce.js';
 
+// {data, error, loading} of `loader(signal)`. A change of `deps` drops the load in flight and
+// loads afresh; a tick loads again once the one in flight ends (a slow route is not cut off by
+// the next tick, and never asked twice at once).
 export function useLoad(loader, deps = []) {
   const { tick } = useObservable(live);
   const [state, setState] = useState({ data: null, error: null, loading: true });
-  const seq = useRef(0);
+  const latest = useRef(loader);
+  latest.current = loader;
+  const loads = useRef(null);
   useEffect(() => {
-    const n = ++seq.current;
     const ctl = new AbortController();
     setState((s) => ({ ...s, loading: true }));
-    loader(ctl.signal).then(
+    const r = refresher(() => latest.current(ctl.signal).then(
       (data) => {
-        if (n !== seq.current) return;
+        if (ctl.signal.aborted) return;
         setState({ data, error: null, loading: false });
         markUpdated();
       },
       (error) => {
-        if (n !== seq.current || ctl.signal.aborted) return;
+        if (ctl.signal.aborted) return;
         setState((s) => ({ data: s.data, error, loading: false }));
       },
-    );
-    return () => ctl.abort();
-  }, [...deps, tick]);
+    ));
+    loads.current = r;
+    r.ask();
+    return () => {
+      r.stop();
+      ctl.abort();
+    };
+  }, deps);
+  const seen = useRef(tick);
+  useEffect(() => {
+    if (seen.current === tick) return;
+    seen.current = tick;
+    loads.current?.ask();
+  }, [tick]);
   return state;
+}
+
+// {items, error} of a kind the API watches ('gpupools', 'profiles', 'projects', 'clusters'),
+// as the caller may see it: listed once, then kept by its watch events while a view holds it;
+// items is null until listed.
+export function useList(plural) {
+  useEffect(() => holdList(plural).release, [plural]);
+  return useObservable(listOf(plural));
 }
 
 // Prefers-color-scheme, followed live.

@@ -1,21 +1,22 @@
 // One MIG GPU drawn as its memory slices: instances in place (profile, pool, workload), free
 // slices marked open (an instance could still go there) or stranded (none can), and what still
-// fits written under it. The same facts follow as a list, for screen readers and for reading.
+// fits written under it, as the fleet row's `migRoom` says. The same facts follow as a list, for
+// screen readers and for reading.
 import { useEffect, useRef } from 'preact/hooks';
-import { fitsMore, segments } from '../logic/mig.js';
+import { segments } from '../logic/mig.js';
 import { html, useT } from './parts.js';
 import { useDark } from './hooks.js';
 
 const FILL_LIGHT = ['#cfe0fc', '#fde2c4', '#d3f1dc', '#ead9fb'];
 const FILL_DARK = ['#1f3a66', '#5a3a12', '#1d4a2c', '#44275f'];
 
-export function MigDrawing({ model, instances, uuid, width = 352 }) {
+export function MigDrawing({ room, instances, uuid, width = 352 }) {
   const ref = useRef(null);
   const dark = useDark();
   const { t } = useT();
-  const segs = segments(model, instances);
-  const fits = fitsMore(model, instances);
-  const slots = model.memorySlices;
+  const segs = segments(room, instances);
+  const fits = room.fits;
+  const slots = room.memorySlices;
   useEffect(() => {
     const c = ref.current;
     const w = width, hgt = 56, dpr = window.devicePixelRatio || 1;

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { coalescer } from '../../src/logic/coalesce.js';
+import { coalescer, refresher } from '../../src/logic/coalesce.js';
 
 // Timers driven by hand: advance(ms) runs what is due.
 function fakeTimers() {
@@ -46,4 +46,54 @@ test('cancel drops the pending refresh', () => {
   timers.advance(2000);
   assert.equal(fired, 0);
   assert.equal(c.pending, false);
+});
+
+// A load that ends when the test says.
+function gate() {
+  const started = [];
+  const load = () => new Promise((resolve) => started.push(resolve));
+  return { load, started };
+}
+const settle = () => new Promise((r) => setTimeout(r, 0));
+
+test('a refresh asked while one loads runs once after it, never beside it', async () => {
+  const { load, started } = gate();
+  const r = refresher(load);
+  r.ask();
+  await settle();
+  assert.equal(started.length, 1);
+  r.ask();
+  r.ask();
+  r.ask();
+  await settle();
+  assert.equal(started.length, 1, 'none beside the one in flight');
+  started[0]();
+  await settle();
+  assert.equal(started.length, 2, 'one more for all that were asked');
+  started[1]();
+  await settle();
+  assert.equal(started.length, 2);
+  assert.equal(r.busy, false);
+});
+
+test('a failed load lets the next one run; stop drops what was asked', async () => {
+  let n = 0;
+  const r = refresher(() => { n++; return Promise.reject(new Error('down')); });
+  r.ask();
+  await settle();
+  r.ask();
+  await settle();
+  assert.equal(n, 2);
+  const { load, started } = gate();
+  const s = refresher(load);
+  s.ask();
+  await settle();
+  s.ask();
+  s.stop();
+  started[0]();
+  await settle();
+  assert.equal(started.length, 1);
+  s.ask();
+  await settle();
+  assert.equal(started.length, 1);
 });
