@@ -13,6 +13,7 @@
 #include "api/auth.h"
 #include "api/http.h"
 #include "api/internal/billing_api.h"
+#include "api/internal/bodies.h"
 #include "api/internal/fleet_api.h"
 #include "api/internal/forward.h"
 #include "api/internal/http_server.h"
@@ -626,22 +627,11 @@ struct ApiServer::Impl {
     return r;
   }
 
-  static absl::Status NeedJson(const HttpRequest& req) {
-    const std::string ct = req.Header("Content-Type");
-    // "application/json", optionally with parameters ("; charset=utf-8"); not "application/jsonx".
-    const std::string_view type = Trim(std::string_view(ct).substr(0, ct.find(';')));
-    if (!EqualsIgnoreCase(type, "application/json")) {
-      return UnsupportedMediaType(fmt::format("Content-Type must be application/json, not \"{}\"", ct));
-    }
-    if (!IsValidUtf8(req.body)) return absl::InvalidArgumentError("the body is not valid UTF-8 (JSON text is UTF-8)");
-    return absl::OkStatus();
-  }
-
   static absl::Status NoPools() { return absl::UnimplementedError("this server runs without pools"); }
 
   absl::StatusOr<Reply> CreateProject(const HttpRequest& req, const Params&, const Principal& who) {  // operators
     if (!pools) return NoPools();
-    RETURN_IF_ERROR(NeedJson(req));
+    RETURN_IF_ERROR(internal::NeedJson(req));
     absl::StatusOr<model::Project> p = model::Decode<model::Project>(req.body);
     if (!p.ok()) return p.status();
     return Written(pools->CreateProject(std::move(*p), who.user), 201);
@@ -649,7 +639,7 @@ struct ApiServer::Impl {
 
   absl::StatusOr<Reply> CreateRateCard(const HttpRequest& req, const Params&, const Principal& who) {  // operators
     if (!pools) return NoPools();
-    RETURN_IF_ERROR(NeedJson(req));
+    RETURN_IF_ERROR(internal::NeedJson(req));
     absl::StatusOr<model::RateCard> c = model::Decode<model::RateCard>(req.body);
     if (!c.ok()) return c.status();
     return Written(pools->CreateRateCard(std::move(*c), who.user), 201);
@@ -659,26 +649,11 @@ struct ApiServer::Impl {
   // all zero (or {}) removes the budget.
   absl::StatusOr<Reply> SetBudget(const HttpRequest& req, const Params& params, const Principal& who) {  // operators
     if (!pools) return NoPools();
-    RETURN_IF_ERROR(NeedJson(req));
-    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    auto count = [&](const char* key) -> absl::StatusOr<int64_t> {
-      if (!j.contains(key) || j[key].is_null()) return 0;
-      if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0) {
-        return absl::InvalidArgumentError(fmt::format("{}: must be a non-negative integer", key));
-      }
-      return j[key].get<int64_t>();
-    };
-    if (!j.is_object()) {
-      return absl::InvalidArgumentError(
-          "body must be {\"amountMicros\": N, \"gpuHours\": N, \"allowOverrun\": true|false} (0 or absent: no limit)");
-    }
-    ASSIGN_OR_RETURN(const int64_t amount, count("amountMicros"));
-    ASSIGN_OR_RETURN(const int64_t hours, count("gpuHours"));
-    if (j.contains("allowOverrun") && !j["allowOverrun"].is_boolean()) {
-      return absl::InvalidArgumentError("allowOverrun: must be true or false");
-    }
+    ASSIGN_OR_RETURN(const internal::BudgetBody body, internal::ReadBody<internal::BudgetBody>(req));
     std::optional<model::Project::Budget> budget;
-    if (amount > 0 || hours > 0) budget = model::Project::Budget{amount, hours, j.value("allowOverrun", false)};
+    if (body.amount_micros > 0 || body.gpu_hours > 0) {
+      budget = model::Project::Budget{body.amount_micros, body.gpu_hours, body.allow_overrun};
+    }
     absl::StatusOr<model::Project> set = pools->SetBudget(std::string(params.at("name")), budget, who.user);
     ASSIGN_OR_RETURN(Reply reply, Written(set, 200));
     // Accepted (it is the operator's call), but not without a word when it is already passed.
@@ -691,15 +666,9 @@ struct ApiServer::Impl {
   // POST /api/v1/projects/{project}/creditnotes: {"period": "YYYY-MM", "amountMicros": N, "reason": "..."}.
   absl::StatusOr<Reply> IssueCreditNote(const HttpRequest& req, const Params& params, const Principal& who) {
     if (!pools) return NoPools();
-    RETURN_IF_ERROR(NeedJson(req));
-    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    if (!j.is_object() || !j.contains("period") || !j["period"].is_string() || !j.contains("amountMicros") ||
-        !j["amountMicros"].is_number_integer() || !j.contains("reason") || !j["reason"].is_string()) {
-      return absl::InvalidArgumentError(
-          "body must be {\"period\": \"YYYY-MM\", \"amountMicros\": N, \"reason\": \"...\"}");
-    }
-    return Written(pools->IssueCreditNote(std::string(params.at("project")), j["period"].get<std::string>(),
-                                          j["amountMicros"].get<int64_t>(), j["reason"].get<std::string>(), who.user),
+    ASSIGN_OR_RETURN(const internal::CreditNoteBody body, internal::ReadBody<internal::CreditNoteBody>(req));
+    return Written(pools->IssueCreditNote(std::string(params.at("project")), body.period, body.amount_micros,
+                                          body.reason, who.user),
                    201);
   }
 
@@ -707,7 +676,7 @@ struct ApiServer::Impl {
     if (!pools) return NoPools();
     const std::string ns(params.at("namespace"));
     if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
-    RETURN_IF_ERROR(NeedJson(req));
+    RETURN_IF_ERROR(internal::NeedJson(req));
     absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(req.body);
     if (!p.ok()) return p.status();
     if (!p->metadata.ns.empty() && p->metadata.ns != ns) {
@@ -722,7 +691,7 @@ struct ApiServer::Impl {
     if (!pools) return NoPools();
     const std::string ns(params.at("namespace"));
     if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
-    RETURN_IF_ERROR(NeedJson(req));
+    RETURN_IF_ERROR(internal::NeedJson(req));
     absl::StatusOr<model::Workload> w = model::Decode<model::Workload>(req.body);
     if (!w.ok()) return w.status();
     if (!w->metadata.ns.empty() && w->metadata.ns != ns) {
@@ -755,22 +724,9 @@ struct ApiServer::Impl {
     if (!who.Sees(params.at("namespace"))) {
       return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
     }
-    RETURN_IF_ERROR(NeedJson(req));
-    nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    if (!j.is_object() || !j.contains("approve") || !j["approve"].is_boolean()) {
-      return absl::InvalidArgumentError(
-          "body must be {\"approve\": true|false, \"reason\": \"...\"}");
-    }
-    if (j.contains("reason") && !j["reason"].is_string()) {
-      return absl::InvalidArgumentError("reason: expected a string");
-    }
-    const bool approve = j["approve"].get<bool>();
-    const std::string reason = j.value("reason", "");
-    if (!approve && reason.empty()) {
-      return absl::InvalidArgumentError("a rejection needs a reason");
-    }
+    ASSIGN_OR_RETURN(const internal::ApprovalBody body, internal::ReadBody<internal::ApprovalBody>(req));
     return Written(pools->Approve(std::string(params.at("namespace")), std::string(params.at("name")),
-                                  approve, reason, who.user),
+                                  body.approve, body.reason, who.user),
                    200);
   }
 
@@ -854,20 +810,11 @@ struct ApiServer::Impl {
   }
   absl::StatusOr<Reply> DefragApply(const HttpRequest& req, const Params&, const Principal& who) {
     if (options.defrag == nullptr) return absl::UnimplementedError("this server does not plan defragmentation");
-    std::vector<std::string> wanted;
+    internal::DefragBody body;  // an empty body: every move
     if (!req.body.empty()) {
-      RETURN_IF_ERROR(NeedJson(req));
-      const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-      bool ok = j.is_object() && (!j.contains("gpus") || j["gpus"].is_array());
-      if (ok && j.contains("gpus")) {
-        for (const nlohmann::json& g : j["gpus"]) {
-          ok = ok && g.is_string();
-          if (g.is_string()) wanted.push_back(g.get<std::string>());
-        }
-      }
-      if (!ok) return absl::InvalidArgumentError("body must be {\"gpus\": [\"GPU-...\", ...]} (every move when absent)");
+      ASSIGN_OR_RETURN(body, internal::ReadBody<internal::DefragBody>(req));
     }
-    ASSIGN_OR_RETURN(std::vector<allocator::DefragMove> made, options.defrag->Apply(wanted, who.user));
+    ASSIGN_OR_RETURN(std::vector<allocator::DefragMove> made, options.defrag->Apply(body.gpus, who.user));
     nlohmann::json applied = nlohmann::json::array();
     for (const allocator::DefragMove& mv : made) applied.push_back(MoveJson(mv));
     return Reply{200, std::string(kJson), nlohmann::json{{"applied", applied}}.dump(), {}};
@@ -908,21 +855,13 @@ struct ApiServer::Impl {
   }
   absl::StatusOr<Reply> RegisterCluster(const HttpRequest& req, const Params&, const Principal& who) {
     if (options.clusters == nullptr) return NoClusters();
-    RETURN_IF_ERROR(NeedJson(req));
-    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    auto text = [&](const char* key) { return !j.contains(key) || j[key].is_string(); };
-    if (!j.is_object() || !j.contains("name") || !j.contains("kubeconfig") || !text("name") || !text("kubeconfig") ||
-        !text("context") || !text("displayName") || !text("region")) {
-      return absl::InvalidArgumentError(
-          "body must be {\"name\": \"...\", \"kubeconfig\": \"<kubeconfig YAML, self-contained>\", \"context\": \"...\", "
-          "\"displayName\": \"...\", \"region\": \"...\"} (the last three optional)");
-    }
+    ASSIGN_OR_RETURN(internal::ClusterBody body, internal::ReadBody<internal::ClusterBody>(req));
     model::ClusterRegistration r;
-    r.metadata.name = j["name"].get<std::string>();
-    r.spec.kubeconfig = j["kubeconfig"].get<std::string>();
-    r.spec.context = j.value("context", "");
-    r.spec.display_name = j.value("displayName", "");
-    r.spec.region = j.value("region", "");
+    r.metadata.name = std::move(body.name);
+    r.spec.kubeconfig = std::move(body.kubeconfig);
+    r.spec.context = std::move(body.context);
+    r.spec.display_name = std::move(body.display_name);
+    r.spec.region = std::move(body.region);
     ASSIGN_OR_RETURN(model::ClusterRegistration made, options.clusters->Register(std::move(r), who.user));
     nlohmann::json out = {{"name", made.metadata.name}, {"driver", made.spec.driver}, {"source", "registered"},
                           {"registeredBy", made.spec.registered_by}};
@@ -946,22 +885,8 @@ struct ApiServer::Impl {
 
   absl::StatusOr<Reply> CreateToken(const HttpRequest& req, const Params&, const Principal& who) {
     if (!auth) return NoAuth();
-    RETURN_IF_ERROR(NeedJson(req));
-    nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    auto is_string_list = [](const nlohmann::json& v) {
-      return v.is_array() && std::all_of(v.begin(), v.end(), [](const nlohmann::json& e) { return e.is_string(); });
-    };
-    if (!j.is_object() || !j.contains("user") || !j["user"].is_string() || !j.contains("role") ||
-        !j["role"].is_string() || (j.contains("project") && !j["project"].is_string()) ||
-        (j.contains("cluster") && !j["cluster"].is_string()) || (j.contains("nodes") && !is_string_list(j["nodes"]))) {
-      return absl::InvalidArgumentError(
-          "body must be {\"user\": \"...\", \"role\": \"operator|member|agent\", \"project\": \"...\" (members), "
-          "\"cluster\": \"...\", \"nodes\": [\"...\"] (agents)}");
-    }
-    std::optional<Role> role = ParseRole(j["role"].get<std::string>());
-    if (!role) return absl::InvalidArgumentError("role: must be operator, member or agent");
-    const std::vector<std::string> nodes = j.value("nodes", std::vector<std::string>{});
-    auto created = auth->Create(j["user"], *role, j.value("project", ""), who.user, j.value("cluster", ""), nodes);
+    ASSIGN_OR_RETURN(const internal::TokenBody body, internal::ReadBody<internal::TokenBody>(req));
+    auto created = auth->Create(body.user, body.role, body.project, who.user, body.cluster, body.nodes);
     if (!created.ok()) return created.status();
     nlohmann::json out = TokenJson(created->second);
     out["token"] = created->first;
