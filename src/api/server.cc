@@ -20,6 +20,7 @@
 #include "api/internal/objects.h"
 #include "api/internal/pages.h"
 #include "api/internal/rate_limit.h"
+#include "api/internal/router.h"
 #include "api/internal/telemetry_api.h"
 #include "api/internal/tables.h"
 #include "api/internal/watch.h"
@@ -50,18 +51,8 @@ constexpr std::chrono::seconds kPageTtl = std::chrono::minutes(5);
 using Reply = HttpResponse;
 
 
-// Path parameters of a matched route, as views into the request path.
-struct Params {
-  std::array<std::pair<std::string_view, std::string_view>, 4> kv;
-  size_t n = 0;
-  std::string_view at(std::string_view key) const {
-    for (size_t i = 0; i < n; ++i) {
-      if (kv[i].first == key) return kv[i].second;
-    }
-    return {};
-  }
-};
-using Handler = std::function<absl::StatusOr<Reply>(const HttpRequest&, const Params&, const Principal&)>;
+using internal::Params;
+using internal::Route;
 
 // Who may call a route: anyone, any authenticated caller (handlers then scope members to their
 // project), or operators only.
@@ -82,36 +73,6 @@ Grant GrantFor(const Policy& p, const std::optional<Principal>& who) {
     case Role::kAgent: return p.agent;
   }
   return Grant::kNo;
-}
-
-struct Route {
-  std::string pattern;  // "/apis/gpuaas.io/v1/{plural}/{name}"
-  std::vector<std::string> segments;
-  std::map<std::string, std::pair<Handler, Policy>> methods;
-};
-
-std::vector<std::string> SplitPath(std::string_view path) {
-  std::vector<std::string> out;
-  for (std::string_view s : SplitAny(path, "/")) out.emplace_back(s);
-  return out;
-}
-
-// Splits a path into at most kMax segments without allocating; false when there are more.
-constexpr size_t kMaxSegments = 8;
-bool PathSegments(std::string_view path, std::array<std::string_view, kMaxSegments>& out,
-                  size_t& n) {
-  n = 0;
-  size_t i = 0;
-  while (i < path.size()) {
-    while (i < path.size() && path[i] == '/') ++i;
-    if (i == path.size()) break;
-    size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    if (n == kMaxSegments) return false;
-    out[n++] = path.substr(i, j - i);
-    i = j;
-  }
-  return true;
 }
 
 // Where the next page of a list starts: after (ns, name) of the list read at `revision`.
@@ -208,11 +169,8 @@ struct ApiServer::Impl {
                             static_cast<double>(options.max_body_bytes))};
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
-  std::vector<Route> routes;
+  internal::Router router;  // written once, by Routes(), before the server starts
   std::unique_ptr<RequestMetrics> metrics;  // created once the routes are known
-  // What a caller whom a route refuses may do instead, by "METHOD pattern" (written once, by
-  // Routes(), before the server starts).
-  std::map<std::string, std::string> instead;
 
   // The summary is derived from the GpuCapacity and GpuPool snapshots (pools hold devices);
   // recomputed only when one of them changes.
@@ -221,55 +179,8 @@ struct ApiServer::Impl {
   std::shared_ptr<const store::KindSnapshot> summary_pools;  // guarded by summary_mu
   std::shared_ptr<const model::FleetSummary> summary;     // guarded by summary_mu
 
-  void Add(std::string pattern, std::string method, Policy policy, Handler h) {
-    for (Route& r : routes) {
-      if (r.pattern == pattern) {
-        r.methods[method] = {std::move(h), policy};
-        return;
-      }
-    }
-    Route r{pattern, SplitPath(pattern), {}};
-    r.methods[method] = {std::move(h), policy};
-    routes.push_back(std::move(r));
-  }
-
-  // The route for `method` on `path`: among the routes whose pattern matches, the one with the
-  // method and the most literal segments. Null with `allow` filled when the path matches but no
-  // route takes the method; null with `allow` empty when nothing matches.
-  const Route* Match(std::string_view path, std::string_view method, Params& params,
-                     std::string& allow) const {
-    std::array<std::string_view, kMaxSegments> segs;
-    size_t n = 0;
-    if (!PathSegments(path, segs, n)) return nullptr;
-    const Route* best = nullptr;
-    int best_literals = -1;
-    std::set<std::string> methods;
-    for (const Route& r : routes) {
-      if (r.segments.size() != n) continue;
-      Params p;
-      bool ok = true;
-      int literals = 0;
-      for (size_t i = 0; i < n && ok; ++i) {
-        const std::string& want = r.segments[i];
-        if (want.size() > 2 && want.front() == '{' && want.back() == '}' && p.n < p.kv.size()) {
-          p.kv[p.n++] = {std::string_view(want).substr(1, want.size() - 2), segs[i]};
-        } else {
-          ok = want == segs[i];
-          ++literals;
-        }
-      }
-      if (!ok) continue;
-      for (const auto& [m, h] : r.methods) methods.insert(m);
-      if (r.methods.count(std::string(method)) && literals > best_literals) {
-        best = &r;
-        best_literals = literals;
-        params = p;
-      }
-    }
-    if (best == nullptr) {
-      for (const std::string& m : methods) allow += (allow.empty() ? "" : ", ") + m;
-    }
-    return best;
+  void Add(std::string pattern, std::string method, Policy policy, internal::Handler h) {
+    router.Add(std::move(pattern), std::move(method), policy, std::move(h));
   }
 
   // The caller: from the bearer token, or everyone is an operator when the server runs without
@@ -314,11 +225,10 @@ struct ApiServer::Impl {
     Params params;
     std::string allow;
     const std::string method = req.method == "HEAD" ? "GET" : req.method;
-    const Route* route = Match(req.path, method, params, allow);
-    const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
+    const Route* route = router.Match(req.path, method, params, allow);
     absl::StatusOr<Reply> result = Serve(req, route, method, params, allow);
     Reply reply = result.ok() ? *std::move(result) : Refusal(result.status(), allow, ErrorBodyFor(req));
-    metrics->Observe(route_index, RequestMetrics::MethodIndex(req.method), reply.status,
+    metrics->Observe(router.IndexOf(route), RequestMetrics::MethodIndex(req.method), reply.status,
                      std::chrono::steady_clock::now() - start);
     return reply;
   }
@@ -330,12 +240,11 @@ struct ApiServer::Impl {
     Params params;
     std::string allow;
     const std::string method = head.method == "HEAD" ? "GET" : head.method;
-    const Route* route = Match(head.path, method, params, allow);
+    const Route* route = router.Match(head.path, method, params, allow);
     absl::StatusOr<Principal> who = Admit(head, route, method, allow, /*count=*/false);
     if (who.ok()) return std::nullopt;
     Reply reply = Refusal(who.status(), allow);
-    const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
-    metrics->Observe(route_index, RequestMetrics::MethodIndex(head.method), reply.status, {});
+    metrics->Observe(router.IndexOf(route), RequestMetrics::MethodIndex(head.method), reply.status, {});
     return reply;
   }
 
@@ -397,11 +306,11 @@ struct ApiServer::Impl {
       if (policy.operator_ != Grant::kNo) may.emplace_back("operators");
       if (policy.member != Grant::kNo) may.emplace_back("members");
       if (policy.agent != Grant::kNo) may.emplace_back("node agents");
-      auto hint = instead.find(method + " " + route->pattern);
+      auto hint = route->instead.find(method);
       return absl::PermissionDeniedError(fmt::format("user {} ({}) may not {} {}; {} only{}", who->user,
                                                      ToString(who->role), req.method, route->pattern,
                                                      fmt::join(may, " and "),
-                                                     hint == instead.end() ? "" : "; " + hint->second));
+                                                     hint == route->instead.end() ? "" : "; " + hint->second));
     }
     return who.value_or(Principal{"anonymous", Role::kMember, "", "", {}});
   }
@@ -1131,9 +1040,9 @@ struct ApiServer::Impl {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return Approval(r, p, w);
     });
-    instead["PUT " + pools_path + "/{name}/approval"] =
-        "a member may withdraw its own request that is not decided yet: gpuaas pool delete NAME -p PROJECT "
-        "(DELETE .../gpupools/NAME)";
+    router.Instead(pools_path + "/{name}/approval", "PUT",
+                   "a member may withdraw its own request that is not decided yet: gpuaas pool delete NAME -p "
+                   "PROJECT (DELETE .../gpupools/NAME)");
     Add(pools_path + "/{name}/release", "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
       return ReleasePool(r, p, w);
@@ -1210,7 +1119,7 @@ ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::
     : impl_(std::make_unique<Impl>(std::move(options), cache, pools, auth, telemetry)) {
   impl_->Routes();
   std::vector<std::string> patterns;
-  for (const Route& r : impl_->routes) patterns.push_back(r.pattern);
+  for (const Route& r : impl_->router.routes()) patterns.push_back(r.pattern);
   impl_->metrics = std::make_unique<RequestMetrics>(std::move(patterns));
 }
 
@@ -1220,7 +1129,7 @@ HttpResponse ApiServer::Handle(const HttpRequest& req) { return impl_->Dispatch(
 
 std::vector<RouteInfo> ApiServer::Routes() const {
   std::vector<RouteInfo> out;
-  for (const Route& r : impl_->routes) {
+  for (const Route& r : impl_->router.routes()) {
     for (const auto& [method, hp] : r.methods) out.push_back({method, r.pattern, hp.second});
   }
   std::sort(out.begin(), out.end(), [](const RouteInfo& a, const RouteInfo& b) {
