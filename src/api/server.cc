@@ -18,12 +18,10 @@
 #include "api/internal/forward.h"
 #include "api/internal/http_server.h"
 #include "api/internal/objects.h"
-#include "api/internal/pages.h"
 #include "api/internal/rate_limit.h"
+#include "api/internal/resources.h"
 #include "api/internal/router.h"
 #include "api/internal/telemetry_api.h"
-#include "api/internal/tables.h"
-#include "api/internal/watch.h"
 #include "api/internal/web.h"
 #include "api/metrics.h"
 #include "api/problem.h"
@@ -45,8 +43,6 @@ namespace {
 
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kApiPrefix = "/apis/gpuaas.io/v1";
-// How long the snapshot of a paged list is held after its last page was read.
-constexpr std::chrono::seconds kPageTtl = std::chrono::minutes(5);
 
 using Reply = HttpResponse;
 
@@ -75,53 +71,7 @@ Grant GrantFor(const Policy& p, const std::optional<Principal>& who) {
   return Grant::kNo;
 }
 
-// Where the next page of a list starts: after (ns, name) of the list read at `revision`.
-struct ContinueAt {
-  int64_t revision = 0;
-  std::pair<std::string, std::string> after;
-};
-
-std::string ContinueToken(std::string_view plural, int64_t revision, std::string_view ns, std::string_view name) {
-  return Base64UrlEncode(fmt::format("v2\x1f{}\x1f{}\x1f{}\x1f{}", plural, revision, ns, name));
-}
-
-// A token of ContinueToken, or InvalidArgument; OutOfRange (410) for a token of an earlier
-// format, whose list cannot be continued consistently.
-absl::StatusOr<ContinueAt> ParseContinue(std::string_view plural, std::string_view token) {
-  std::optional<std::string> raw = Base64UrlDecode(token);
-  std::vector<std::string_view> parts;
-  if (raw) parts = Split(*raw, '\x1f');
-  if (parts.size() == 4 && parts[0] == "v1" && parts[1] == plural) {
-    return absl::OutOfRangeError("continue: the token is too old to continue the list consistently; list again");
-  }
-  std::optional<int64_t> rev = parts.size() == 5 ? ParseInt(parts[2]) : std::nullopt;
-  if (parts.size() != 5 || parts[0] != "v2" || parts[1] != plural || !rev || *rev < 0) {
-    return absl::InvalidArgumentError(
-        "continue: invalid token; pass the metadata.continue value of the previous page unchanged");
-  }
-  return ContinueAt{*rev, {std::string(parts[3]), std::string(parts[4])}};
-}
-
 }  // namespace
-
-const std::vector<ResourceType>& ResourceTypes() {
-  static const std::vector<ResourceType> kTypes = {
-      {std::string(model::Cluster::kPlural), std::string(model::Cluster::kKind), false},
-      {std::string(model::NodeCapacity::kPlural), std::string(model::NodeCapacity::kKind), false},
-      {std::string(model::GpuCapacity::kPlural), std::string(model::GpuCapacity::kKind), false},
-      {std::string(model::SpecAndCount::kPlural), std::string(model::SpecAndCount::kKind), false},
-      {std::string(model::Project::kPlural), std::string(model::Project::kKind), false, true},
-      {std::string(model::GpuPool::kPlural), std::string(model::GpuPool::kKind), true, true, true},
-      {std::string(model::MigLayout::kPlural), std::string(model::MigLayout::kKind), false},
-      {std::string(model::Workload::kPlural), std::string(model::Workload::kKind), true, true, true},
-      {std::string(model::Profile::kPlural), std::string(model::Profile::kKind), true},
-      {std::string(model::RateCard::kPlural), std::string(model::RateCard::kKind), false, true},
-      {std::string(model::UsageRecord::kPlural), std::string(model::UsageRecord::kKind), true},
-      {"invoices", std::string(model::kInvoiceKind), true},  // closed months' invoices, as kept
-      {std::string(model::CreditNote::kPlural), std::string(model::CreditNote::kKind), true},
-  };
-  return kTypes;
-}
 
 struct ApiServer::Impl {
   Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
@@ -129,7 +79,7 @@ struct ApiServer::Impl {
     if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, gpus, clock);
     billing = std::make_unique<internal::BillingApi>(cache, h, clock);
     if (telemetry) telemetry->AddAlerts([this] { return billing->BudgetAlertsJson(); });
-    watches = std::make_unique<internal::WatchHub>(cache, options.watch_bookmark_interval);
+    resources = std::make_unique<internal::ResourceApi>(cache, clock, options.watch_bookmark_interval);
     fleet = std::make_unique<internal::FleetApi>(cache, gpus, h);
     if (!options.web_root.empty()) {
       absl::StatusOr<internal::WebAssets> w = internal::WebAssets::Load(options.web_root);
@@ -149,11 +99,10 @@ struct ApiServer::Impl {
   RealClock clock;
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
   std::unique_ptr<internal::BillingApi> billing;
-  std::unique_ptr<internal::WatchHub> watches;
+  std::unique_ptr<internal::ResourceApi> resources;  // the objects, their watches and pages
   std::unique_ptr<internal::FleetApi> fleet;
   std::optional<internal::WebAssets> web;  // the dashboard, when options.web_root is set
   absl::Status web_error;                  // why it could not be read
-  internal::PageSnapshots pages{64, kPageTtl};
   // One limiter per role (operator, member, agent), keyed by the token's user.
   std::array<internal::RateLimiter, 3> limiters{internal::RateLimiter(options.requests_per_second_per_token.operator_),
                                                 internal::RateLimiter(options.requests_per_second_per_token.member),
@@ -213,12 +162,6 @@ struct ApiServer::Impl {
     }
     return EqualsIgnoreCase(name, "localhost") || name == "127.0.0.1" || name == "[::1]";
   }
-
-  static absl::Status Forbidden(const Principal& who) {
-    return absl::PermissionDeniedError(fmt::format("user {} ({}) may not do this; operators only", who.user,
-                                                    ToString(who.role)));
-  }
-
 
   HttpResponse Dispatch(const HttpRequest& req) {
     const auto start = std::chrono::steady_clock::now();
@@ -313,209 +256,6 @@ struct ApiServer::Impl {
                                                      hint == route->instead.end() ? "" : "; " + hint->second));
     }
     return who.value_or(Principal{"anonymous", Role::kMember, "", "", {}});
-  }
-
-  // --- handlers -------------------------------------------------------------------------
-
-  static const ResourceType* FindType(std::string_view plural) {
-    for (const ResourceType& t : ResourceTypes()) {
-      if (t.plural == plural) return &t;
-    }
-    return nullptr;
-  }
-
-  // Node agents read the fleet inventory, nothing of a project (Grant::kFleet).
-  static absl::Status FleetOnlyForAgents(const ResourceType& type, const Principal& who) {
-    if (who.role != Role::kAgent || !(type.namespaced || type.kind == model::Project::kKind)) {
-      return absl::OkStatus();
-    }
-    return absl::PermissionDeniedError(fmt::format(
-        "user {} is a node agent: it reads the fleet inventory only, not {}", who.user, type.plural));
-  }
-
-  static absl::Status UnknownResource(std::string_view plural) {
-    return absl::NotFoundError(fmt::format("the server has no resource type \"{}\" in gpuaas.io/v1", plural));
-  }
-  // A verb a resource type does not take (405, as kube-apiserver answers), or an unknown type (404).
-  static absl::Status NotServed(std::string_view plural, std::string_view verb) {
-    const ResourceType* t = FindType(plural);
-    if (t == nullptr) return UnknownResource(plural);
-    std::string verbs = "get, list, watch";
-    if (t->creatable) verbs += ", create";
-    if (t->deletable) verbs += ", delete";
-    return MethodNotAllowed(fmt::format("{} cannot be {} here; {} take: {}{}", plural, verb, plural, verbs,
-                                        t->namespaced ? "" : fmt::format(" (they are not in a project: /apis/gpuaas.io/v1/{})", plural)));
-  }
-
-  absl::StatusOr<Reply> List(const HttpRequest& req, const Params& p, const Principal& who) {
-    const ResourceType* type = FindType(p.at("plural"));
-    if (type == nullptr) return UnknownResource(p.at("plural"));
-    std::string_view ns = p.at("namespace");
-    if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
-    if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
-    RETURN_IF_ERROR(FleetOnlyForAgents(*type, who));
-    if (!who.operator_()) {
-      // Members list their own project's objects only; another project looks empty-handed.
-      if (!ns.empty() && !who.Sees(ns)) {
-        return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
-      }
-      if (type->namespaced) ns = who.project;
-    }
-    const bool only_own_project = !who.operator_() && type->kind == model::Project::kKind;
-    absl::StatusOr<std::optional<internal::TableRequest>> table =
-        internal::WantsTable(req.Header("Accept"), req.Param("includeObject"));
-    if (!table.ok()) return table.status();
-    absl::StatusOr<model::LabelSelector> selector =
-        model::LabelSelector::Parse(req.Param("labelSelector"));
-    if (!selector.ok()) return selector.status();
-    if (const std::string w = req.Param("watch"); !w.empty() && w != "0" && w != "false") {
-      if (w != "1" && w != "true") {
-        return absl::InvalidArgumentError(fmt::format("watch: \"{}\" is not true, false, 1 or 0", w));
-      }
-      internal::WatchRequest wr;
-      wr.kind = type->kind;
-      wr.ns = std::string(ns);
-      if (only_own_project) wr.only_name = who.project;
-      wr.selector = *selector;
-      if (req.HasParam("resourceVersion") && !req.Param("resourceVersion").empty()) {
-        std::optional<int64_t> rv = ParseInt(req.Param("resourceVersion"));
-        if (!rv || *rv < 0) {
-          return absl::InvalidArgumentError(
-              fmt::format("resourceVersion: \"{}\" is not a non-negative integer", req.Param("resourceVersion")));
-        }
-        wr.resource_version = *rv;
-      }
-      const std::string b = req.Param("allowWatchBookmarks");
-      wr.bookmarks = b == "true" || b == "1";
-      if (*table) {
-        // Each event's object is a Table of one row; the first carries the column definitions.
-        auto first = std::make_shared<bool>(true);
-        wr.render = [this, plural = type->plural, t = **table, first](const std::string& object) {
-          absl::StatusOr<std::string> one = internal::ObjectAsTable(plural, object, t, clock.Now(), *first);
-          *first = false;
-          return one.ok() ? *one : object;
-        };
-      }
-      if (req.HasParam("timeoutSeconds")) {
-        std::optional<int64_t> t = ParseInt(req.Param("timeoutSeconds"));
-        if (!t || *t <= 0 || *t > 86400) {
-          return absl::InvalidArgumentError(fmt::format(
-              "timeoutSeconds: \"{}\" is not a number of seconds from 1 to 86400", req.Param("timeoutSeconds")));
-        }
-        wr.timeout = std::chrono::seconds(*t);
-      }
-      return watches->Open(std::move(wr));
-    }
-    size_t limit = 0;
-    if (req.HasParam("limit")) {
-      std::optional<int64_t> l = ParseInt(req.Param("limit"));
-      if (!l || *l < 0) {
-        return absl::InvalidArgumentError(fmt::format(
-            "limit: \"{}\" is not a non-negative integer", req.Param("limit")));
-      }
-      limit = static_cast<size_t>(*l);
-    }
-    // Every page of one list reads the first page's snapshot.
-    std::shared_ptr<const store::KindSnapshot> snap;
-    std::optional<ContinueAt> at;
-    if (req.HasParam("continue") && !req.Param("continue").empty()) {
-      absl::StatusOr<ContinueAt> parsed = ParseContinue(type->plural, req.Param("continue"));
-      if (!parsed.ok()) return parsed.status();
-      at = *parsed;
-      snap = pages.Find(type->kind, at->revision, std::chrono::steady_clock::now());
-      if (snap == nullptr) {
-        return absl::OutOfRangeError(fmt::format(
-            "continue: the list at resourceVersion {} is no longer held (pages are kept {} s after the last "
-            "one was read); list again from the start",
-            at->revision, kPageTtl.count()));
-      }
-    } else {
-      snap = cache.Snapshot(type->kind);
-    }
-    const auto& items = snap->items;
-    size_t begin = 0;
-    if (at) {
-      begin = static_cast<size_t>(
-          std::upper_bound(items.begin(), items.end(), at->after,
-                           [](const std::pair<std::string, std::string>& key, const auto& obj) {
-                             return key < std::make_pair(obj->ns, obj->name);
-                           }) -
-          items.begin());
-    }
-    std::string body;
-    body.reserve(256 + (limit ? std::min(limit, items.size()) : items.size()) *
-                           (items.empty() ? 0 : items[0]->json.size() + 1));
-    body += fmt::format(R"({{"apiVersion":"gpuaas.io/v1","kind":"{}List","items":[)", type->kind);
-    size_t n = 0;
-    size_t i = begin;
-    auto selected = [&](size_t k) {
-      return (ns.empty() || items[k]->ns == ns) && (!only_own_project || items[k]->name == who.project) &&
-             (selector->Empty() || selector->Matches(items[k]->labels));
-    };
-    for (; i < items.size(); ++i) {
-      if (!selected(i)) continue;
-      if (limit && n == limit) break;
-      if (n++) body += ',';
-      body += items[i]->json;
-    }
-    body += fmt::format(R"(],"metadata":{{"resourceVersion":"{}")", snap->revision);
-    if (i < items.size()) {
-      // More may follow: hand out a token naming the last item returned.
-      size_t last = i;
-      while (last > begin) {
-        --last;
-        if (selected(last)) break;
-      }
-      body += fmt::format(R"(,"continue":"{}")",
-                          ContinueToken(type->plural, snap->revision, items[last]->ns, items[last]->name));
-      pages.Hold(type->kind, snap, std::chrono::steady_clock::now());
-      if (selector->Empty() && ns.empty() && !only_own_project) {
-        body += fmt::format(R"(,"remainingItemCount":{})", items.size() - i);
-      }
-    }
-    body += "}}";
-    if (*table) {
-      absl::StatusOr<std::string> t = internal::ListAsTable(type->plural, body, **table, clock.Now());
-      if (!t.ok()) return t.status();
-      body = std::move(*t);
-    }
-    return Reply{200, std::string(kJson), std::move(body), {}};
-  }
-
-  absl::StatusOr<Reply> GetOne(const HttpRequest& req, const Params& p, const Principal& who) {
-    const ResourceType* type = FindType(p.at("plural"));
-    if (type == nullptr) return UnknownResource(p.at("plural"));
-    const std::string_view ns = p.at("namespace");
-    if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
-    if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
-    RETURN_IF_ERROR(FleetOnlyForAgents(*type, who));
-    const bool hidden = (type->namespaced && !who.Sees(ns)) ||
-                        (type->kind == model::Project::kKind && !who.Sees(p.at("name")));
-    if (hidden) {
-      return absl::NotFoundError(fmt::format("{} \"{}\" not found", type->plural, p.at("name")));
-    }
-    if (ns.empty() && type->namespaced) {
-      return absl::NotFoundError(fmt::format("{} live in a project: GET /apis/gpuaas.io/v1/namespaces/PROJECT/{}/{}",
-                                    type->plural, type->plural, p.at("name")));
-    }
-    // GPUs (and their layouts) are named by the GPU UUID in lower case; a UUID as NVIDIA spells
-    // it (GPU-..., as every command prints it) names the same GPU.
-    const bool by_uuid = type->kind == model::GpuCapacity::kKind || type->kind == model::MigLayout::kKind;
-    const std::string name = by_uuid ? ToLower(p.at("name")) : std::string(p.at("name"));
-    std::shared_ptr<const store::CachedObject> obj = cache.Get(type->kind, ns, name);
-    if (!obj) {
-      return absl::NotFoundError(fmt::format("{} \"{}\" not found{}", type->plural, p.at("name"),
-                                    ns.empty() ? "" : fmt::format(" in project {}", ns)));
-    }
-    absl::StatusOr<std::optional<internal::TableRequest>> table =
-        internal::WantsTable(req.Header("Accept"), req.Param("includeObject"));
-    if (!table.ok()) return table.status();
-    if (*table) {
-      absl::StatusOr<std::string> t = internal::ObjectAsTable(type->plural, obj->json, **table, clock.Now());
-      if (!t.ok()) return t.status();
-      return Reply{200, std::string(kJson), std::move(*t), {}};
-    }
-    return Reply{200, std::string(kJson), obj->json, {}};
   }
 
   // --- writes ---------------------------------------------------------------------------
@@ -809,60 +549,6 @@ struct ApiServer::Impl {
     return Reply{200, std::string(kJson), R"({"revoked":true})", {}};
   }
 
-  // Discovery as kubectl reads it (client-go's discovery client): /api (no legacy core group
-  // here), /apis (one group), /apis/gpuaas.io and /apis/gpuaas.io/v1 (every resource, with its
-  // verbs, short names and the category "gpuaas", so `kubectl get gpuaas` lists them all).
-  absl::StatusOr<Reply> Discovery(const HttpRequest&, const Params&, const Principal&) {
-    nlohmann::json j = {{"kind", "APIResourceList"},
-                        {"apiVersion", "v1"},
-                        {"groupVersion", "gpuaas.io/v1"},
-                        {"resources", nlohmann::json::array()}};
-    static const std::map<std::string, std::vector<std::string>> kShortNames = {
-        {"clusters", {"gcl"}},       {"nodecapacities", {"nc", "nodecap"}}, {"gpucapacities", {"gc", "gpu"}},
-        {"specandcounts", {"sac"}},  {"projects", {"proj"}},                {"gpupools", {"gp", "pool"}},
-        {"miglayouts", {"ml"}},      {"workloads", {"wl"}},                 {"profiles", {"prof"}},
-        {"ratecards", {"rc"}},       {"usagerecords", {"ur"}},              {"invoices", {"inv"}},
-        {"creditnotes", {"cn"}}};
-    for (const ResourceType& t : ResourceTypes()) {
-      nlohmann::json verbs = {"get", "list", "watch"};
-      if (t.creatable) verbs.push_back("create");
-      if (t.deletable) verbs.push_back("delete");
-      auto sn = kShortNames.find(t.plural);
-      j["resources"].push_back({{"name", t.plural},
-                                {"singularName", ToLower(t.kind)},
-                                {"kind", t.kind},
-                                {"namespaced", t.namespaced},
-                                {"verbs", verbs},
-                                {"shortNames", sn == kShortNames.end() ? nlohmann::json::array() : nlohmann::json(sn->second)},
-                                {"categories", {"gpuaas"}}});
-    }
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  static nlohmann::json GroupJson() {
-    const nlohmann::json version = {{"groupVersion", "gpuaas.io/v1"}, {"version", "v1"}};
-    return {{"name", "gpuaas.io"}, {"versions", {version}}, {"preferredVersion", version}};
-  }
-
-  absl::StatusOr<Reply> LegacyVersions(const HttpRequest&, const Params&, const Principal&) {
-    // No core ("v1") group is served: kubectl then discovers the named groups only.
-    const nlohmann::json j = {{"kind", "APIVersions"}, {"versions", nlohmann::json::array()},
-                              {"serverAddressByClientCIDRs", nlohmann::json::array()}};
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> GroupList(const HttpRequest&, const Params&, const Principal&) {
-    const nlohmann::json j = {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", {GroupJson()}}};
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> Group(const HttpRequest&, const Params&, const Principal&) {
-    nlohmann::json j = GroupJson();
-    j["kind"] = "APIGroup";
-    j["apiVersion"] = "v1";
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
   std::shared_ptr<const model::FleetSummary> Summary() {
     std::shared_ptr<const internal::DecodedGpus::View> view = gpus.Get();
     std::shared_ptr<const store::KindSnapshot> pools_now = cache.Snapshot(std::string(model::GpuPool::kKind));
@@ -1001,13 +687,17 @@ struct ApiServer::Impl {
     // Prometheus scrapes without a token; the summary holds fleet-wide counts only.
     Add("/metrics", "GET", kPublic, [this](R r, P p, W w) { return Metrics(r, p, w); });
     Add("/api/v1/summary", "GET", kPublic, [this](R r, P p, W w) { return SummaryReply(r, p, w); });
-    Add("/api", "GET", kSignedIn, [this](R r, P p, W w) { return LegacyVersions(r, p, w); });
-    Add("/apis", "GET", kSignedIn, [this](R r, P p, W w) { return GroupList(r, p, w); });
-    Add("/apis/gpuaas.io", "GET", kSignedIn, [this](R r, P p, W w) { return Group(r, p, w); });
-    Add(std::string(kApiPrefix), "GET", kSignedIn, [this](R r, P p, W w) { return Discovery(r, p, w); });
-    Add(std::string(kApiPrefix) + "/{plural}", "GET", kResourceRead, [this](R r, P p, W w) { return List(r, p, w); });
-    Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", kResourceRead,
-        [this](R r, P p, W w) { return GetOne(r, p, w); });
+    Add("/api", "GET", kSignedIn, [](R, P, W) { return internal::ApiVersions(); });
+    Add("/apis", "GET", kSignedIn, [](R, P, W) { return internal::ApiGroupList(); });
+    Add("/apis/gpuaas.io", "GET", kSignedIn, [](R, P, W) { return internal::ApiGroup(); });
+    Add(std::string(kApiPrefix), "GET", kSignedIn, [](R, P, W) { return internal::ApiResourceList(); });
+    // The objects: every project's (or the fleet's), or one project's under namespaces/.
+    auto list = [this](R r, P p, W w) { return resources->List(r, p.at("plural"), p.at("namespace"), w); };
+    auto get = [this](R r, P p, W w) {
+      return resources->Get(r, p.at("plural"), p.at("namespace"), p.at("name"), w);
+    };
+    Add(std::string(kApiPrefix) + "/{plural}", "GET", kResourceRead, list);
+    Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", kResourceRead, get);
     Add(std::string(kApiPrefix) + "/projects", "POST", kOperatorOnly,
         [this](R r, P p, W w) { return CreateProject(r, p, w); });
     Add(std::string(kApiPrefix) + "/projects/{name}/budget", "PUT", kOperatorOnly,
@@ -1024,27 +714,27 @@ struct ApiServer::Impl {
     Add("/api/v1/billing/focus", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Focus(r); });
     Add("/api/v1/billing/summary", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Summary(r); });
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
-    Add(pools_path, "GET", kProjectWork, [this](R r, P p, W w) { return List(r, p, w); });
+    Add(pools_path, "GET", kProjectWork, list);
     Add(pools_path, "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") == model::Workload::kPlural) return CreateWorkload(r, p, w);
-      if (p.at("plural") != model::GpuPool::kPlural) return NotServed(p.at("plural"), "created");
+      if (p.at("plural") != model::GpuPool::kPlural) return internal::NotServed(p.at("plural"), "created");
       return CreatePool(r, p, w);
     });
     Add(pools_path + "/{name}", "DELETE", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") == model::GpuPool::kPlural) return DeletePool(r, p, w);
-      if (p.at("plural") != model::Workload::kPlural) return NotServed(p.at("plural"), "deleted");
+      if (p.at("plural") != model::Workload::kPlural) return internal::NotServed(p.at("plural"), "deleted");
       return DeleteWorkload(r, p, w);
     });
-    Add(pools_path + "/{name}", "GET", kProjectWork, [this](R r, P p, W w) { return GetOne(r, p, w); });
+    Add(pools_path + "/{name}", "GET", kProjectWork, get);
     Add(pools_path + "/{name}/approval", "PUT", kOperatorOnly, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
+      if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
       return Approval(r, p, w);
     });
     router.Instead(pools_path + "/{name}/approval", "PUT",
                    "a member may withdraw its own request that is not decided yet: gpuaas pool delete NAME -p "
                    "PROJECT (DELETE .../gpupools/NAME)");
     Add(pools_path + "/{name}/release", "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
+      if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
       return ReleasePool(r, p, w);
     });
     Add("/api/v1/audit", "GET", kOperatorOnly, [this](R r, P p, W w) { return AuditLog(r, p, w); });
@@ -1171,7 +861,7 @@ absl::Status ApiServer::Start() {
 int ApiServer::port() const { return impl_->http ? impl_->http->port() : 0; }
 
 void ApiServer::Stop() {
-  impl_->watches->CloseAll();  // watches end with their last chunk
+  impl_->resources->CloseWatches();  // watches end with their last chunk
   if (impl_->http) impl_->http->Stop();
 }
 
