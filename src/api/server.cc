@@ -18,6 +18,7 @@
 #include "api/internal/forward.h"
 #include "api/internal/http_server.h"
 #include "api/internal/objects.h"
+#include "api/internal/pools_api.h"
 #include "api/internal/rate_limit.h"
 #include "api/internal/resources.h"
 #include "api/internal/router.h"
@@ -75,11 +76,12 @@ Grant GrantFor(const Policy& p, const std::optional<Principal>& who) {
 
 struct ApiServer::Impl {
   Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
-      : options(std::move(o)), cache(c), pools(p), auth(a) {
+      : options(std::move(o)), cache(c), pool_service(p), auth(a) {
     if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, gpus, clock);
     billing = std::make_unique<internal::BillingApi>(cache, h, clock);
     if (telemetry) telemetry->AddAlerts([this] { return billing->BudgetAlertsJson(); });
     resources = std::make_unique<internal::ResourceApi>(cache, clock, options.watch_bookmark_interval);
+    pools = std::make_unique<internal::PoolsApi>(p, cache, *billing, options.read_your_write_timeout);
     fleet = std::make_unique<internal::FleetApi>(cache, gpus, h);
     if (!options.web_root.empty()) {
       absl::StatusOr<internal::WebAssets> w = internal::WebAssets::Load(options.web_root);
@@ -94,12 +96,13 @@ struct ApiServer::Impl {
   ServerOptions options;
   store::ObjectCache& cache;
   internal::DecodedGpus gpus{cache};  // the fleet decoded, shared by the routes
-  service::PoolService* pools;
+  service::PoolService* pool_service;  // the audit log's
   Authenticator* auth;  // null: no authentication, every caller is an operator
   RealClock clock;
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
   std::unique_ptr<internal::BillingApi> billing;
   std::unique_ptr<internal::ResourceApi> resources;  // the objects, their watches and pages
+  std::unique_ptr<internal::PoolsApi> pools;
   std::unique_ptr<internal::FleetApi> fleet;
   std::optional<internal::WebAssets> web;  // the dashboard, when options.web_root is set
   absl::Status web_error;                  // why it could not be read
@@ -258,146 +261,15 @@ struct ApiServer::Impl {
     return who.value_or(Principal{"anonymous", Role::kMember, "", "", {}});
   }
 
-  // --- writes ---------------------------------------------------------------------------
-
-  // The reply for a written object: waits until the cache shows it, so that the client's next
-  // GET reads its own write. When the cache lags longer, the write stands (it is committed) and
-  // the reply says so in a Warning header, as kube-apiserver warns: a read may not show it yet.
-  template <typename T>
-  absl::StatusOr<Reply> Written(const absl::StatusOr<T>& obj, int status) {
-    if (!obj.ok()) return obj.status();
-    Reply r{status, std::string(kJson), model::Encode(*obj), {}};
-    if (!cache.WaitFor(obj->metadata.resource_version, options.read_your_write_timeout)) {
-      r.headers.emplace_back(
-          "Warning", fmt::format("299 - \"the write is committed at resourceVersion {}, but this server's read cache "
-                                 "does not show it yet: a read may return the earlier state for a while\"",
-                                 obj->metadata.resource_version));
-    }
-    return r;
-  }
-
-  static absl::Status NoPools() { return absl::UnimplementedError("this server runs without pools"); }
-
-  absl::StatusOr<Reply> CreateProject(const HttpRequest& req, const Params&, const Principal& who) {  // operators
-    if (!pools) return NoPools();
-    RETURN_IF_ERROR(internal::NeedJson(req));
-    absl::StatusOr<model::Project> p = model::Decode<model::Project>(req.body);
-    if (!p.ok()) return p.status();
-    return Written(pools->CreateProject(std::move(*p), who.user), 201);
-  }
-
-  absl::StatusOr<Reply> CreateRateCard(const HttpRequest& req, const Params&, const Principal& who) {  // operators
-    if (!pools) return NoPools();
-    RETURN_IF_ERROR(internal::NeedJson(req));
-    absl::StatusOr<model::RateCard> c = model::Decode<model::RateCard>(req.body);
-    if (!c.ok()) return c.status();
-    return Written(pools->CreateRateCard(std::move(*c), who.user), 201);
-  }
-
-  // PUT .../projects/{name}/budget: {"amountMicros": N, "gpuHours": N, "allowOverrun": bool};
-  // all zero (or {}) removes the budget.
-  absl::StatusOr<Reply> SetBudget(const HttpRequest& req, const Params& params, const Principal& who) {  // operators
-    if (!pools) return NoPools();
-    ASSIGN_OR_RETURN(const internal::BudgetBody body, internal::ReadBody<internal::BudgetBody>(req));
-    std::optional<model::Project::Budget> budget;
-    if (body.amount_micros > 0 || body.gpu_hours > 0) {
-      budget = model::Project::Budget{body.amount_micros, body.gpu_hours, body.allow_overrun};
-    }
-    absl::StatusOr<model::Project> set = pools->SetBudget(std::string(params.at("name")), budget, who.user);
-    ASSIGN_OR_RETURN(Reply reply, Written(set, 200));
-    // Accepted (it is the operator's call), but not without a word when it is already passed.
-    if (const std::string w = billing->BudgetWarning(*set); !w.empty()) {
-      reply.headers.emplace_back("Warning", fmt::format("299 - \"{}\"", w));
-    }
-    return reply;
-  }
-
-  // POST /api/v1/projects/{project}/creditnotes: {"period": "YYYY-MM", "amountMicros": N, "reason": "..."}.
-  absl::StatusOr<Reply> IssueCreditNote(const HttpRequest& req, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    ASSIGN_OR_RETURN(const internal::CreditNoteBody body, internal::ReadBody<internal::CreditNoteBody>(req));
-    return Written(pools->IssueCreditNote(std::string(params.at("project")), body.period, body.amount_micros,
-                                          body.reason, who.user),
-                   201);
-  }
-
-  absl::StatusOr<Reply> CreatePool(const HttpRequest& req, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    const std::string ns(params.at("namespace"));
-    if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
-    RETURN_IF_ERROR(internal::NeedJson(req));
-    absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(req.body);
-    if (!p.ok()) return p.status();
-    if (!p->metadata.ns.empty() && p->metadata.ns != ns) {
-      return absl::InvalidArgumentError(fmt::format(
-          "metadata.namespace \"{}\" does not match the project in the path ({})", p->metadata.ns, ns));
-    }
-    p->metadata.ns = ns;
-    return Written(pools->CreatePool(std::move(*p), who.user), 201);
-  }
-
-  absl::StatusOr<Reply> CreateWorkload(const HttpRequest& req, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    const std::string ns(params.at("namespace"));
-    if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
-    RETURN_IF_ERROR(internal::NeedJson(req));
-    absl::StatusOr<model::Workload> w = model::Decode<model::Workload>(req.body);
-    if (!w.ok()) return w.status();
-    if (!w->metadata.ns.empty() && w->metadata.ns != ns) {
-      return absl::InvalidArgumentError("metadata.namespace does not match the project in the path");
-    }
-    w->metadata.ns = ns;
-    return Written(pools->CreateWorkload(std::move(*w), who.user), 201);
-  }
-
-  absl::StatusOr<Reply> DeleteWorkload(const HttpRequest&, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    if (!who.Sees(params.at("namespace"))) {
-      return absl::NotFoundError(fmt::format("workloads \"{}\" not found", params.at("name")));
-    }
-    return Written(pools->DeleteWorkload(std::string(params.at("namespace")), std::string(params.at("name")), who.user),
-                   200);
-  }
-
-  absl::StatusOr<Reply> DeletePool(const HttpRequest&, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    if (!who.Sees(params.at("namespace"))) {
-      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
-    }
-    return Written(pools->DeletePool(std::string(params.at("namespace")), std::string(params.at("name")), who.user),
-                   200);
-  }
-
-  absl::StatusOr<Reply> Approval(const HttpRequest& req, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    if (!who.Sees(params.at("namespace"))) {
-      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
-    }
-    ASSIGN_OR_RETURN(const internal::ApprovalBody body, internal::ReadBody<internal::ApprovalBody>(req));
-    return Written(pools->Approve(std::string(params.at("namespace")), std::string(params.at("name")),
-                                  body.approve, body.reason, who.user),
-                   200);
-  }
-
-  absl::StatusOr<Reply> ReleasePool(const HttpRequest&, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    if (!who.Sees(params.at("namespace"))) {
-      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
-    }
-    return Written(pools->Release(std::string(params.at("namespace")), std::string(params.at("name")),
-                                  who.user),
-                   200);
-  }
-
   absl::StatusOr<Reply> AuditLog(const HttpRequest& req, const Params&, const Principal&) {
-    if (!pools) return NoPools();
+    if (!pool_service) return internal::NoPools();
     int64_t after = 0;
     if (req.HasParam("after")) {
       std::optional<int64_t> a = ParseInt(req.Param("after"));
       if (!a || *a < 0) return absl::InvalidArgumentError("after: expected a revision");
       after = *a;
     }
-    auto events = pools->Audit(after, 1000);
+    auto events = pool_service->Audit(after, 1000);
     if (!events.ok()) return events.status();
     nlohmann::json items = nlohmann::json::array();
     for (const auto& [rev, e] : *events) {
@@ -699,43 +571,43 @@ struct ApiServer::Impl {
     Add(std::string(kApiPrefix) + "/{plural}", "GET", kResourceRead, list);
     Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", kResourceRead, get);
     Add(std::string(kApiPrefix) + "/projects", "POST", kOperatorOnly,
-        [this](R r, P p, W w) { return CreateProject(r, p, w); });
+        [this](R r, P, W w) { return pools->CreateProject(r, w); });
     Add(std::string(kApiPrefix) + "/projects/{name}/budget", "PUT", kOperatorOnly,
-        [this](R r, P p, W w) { return SetBudget(r, p, w); });
+        [this](R r, P p, W w) { return pools->SetBudget(r, p.at("name"), w); });
     Add(std::string(kApiPrefix) + "/ratecards", "POST", kOperatorOnly,
-        [this](R r, P p, W w) { return CreateRateCard(r, p, w); });
+        [this](R r, P, W w) { return pools->CreateRateCard(r, w); });
     Add("/api/v1/projects/{project}/invoices", "GET", kProjectWork,
         [this](R r, P p, W w) { return billing->Invoices(r, std::string(p.at("project")), w); });
     Add("/api/v1/projects/{project}/invoices/{period}", "GET", kProjectWork, [this](R r, P p, W w) {
       return billing->Invoice(r, std::string(p.at("project")), std::string(p.at("period")), w);
     });
     Add("/api/v1/projects/{project}/creditnotes", "POST", kOperatorOnly,
-        [this](R r, P p, W w) { return IssueCreditNote(r, p, w); });
+        [this](R r, P p, W w) { return pools->IssueCreditNote(r, p.at("project"), w); });
     Add("/api/v1/billing/focus", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Focus(r); });
     Add("/api/v1/billing/summary", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Summary(r); });
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
     Add(pools_path, "GET", kProjectWork, list);
     Add(pools_path, "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") == model::Workload::kPlural) return CreateWorkload(r, p, w);
+      if (p.at("plural") == model::Workload::kPlural) return pools->CreateWorkload(r, p.at("namespace"), w);
       if (p.at("plural") != model::GpuPool::kPlural) return internal::NotServed(p.at("plural"), "created");
-      return CreatePool(r, p, w);
+      return pools->CreatePool(r, p.at("namespace"), w);
     });
-    Add(pools_path + "/{name}", "DELETE", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") == model::GpuPool::kPlural) return DeletePool(r, p, w);
+    Add(pools_path + "/{name}", "DELETE", kProjectWork, [this](R, P p, W w) -> absl::StatusOr<Reply> {
+      if (p.at("plural") == model::GpuPool::kPlural) return pools->DeletePool(p.at("namespace"), p.at("name"), w);
       if (p.at("plural") != model::Workload::kPlural) return internal::NotServed(p.at("plural"), "deleted");
-      return DeleteWorkload(r, p, w);
+      return pools->DeleteWorkload(p.at("namespace"), p.at("name"), w);
     });
     Add(pools_path + "/{name}", "GET", kProjectWork, get);
     Add(pools_path + "/{name}/approval", "PUT", kOperatorOnly, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
-      return Approval(r, p, w);
+      return pools->Approve(r, p.at("namespace"), p.at("name"), w);
     });
     router.Instead(pools_path + "/{name}/approval", "PUT",
                    "a member may withdraw its own request that is not decided yet: gpuaas pool delete NAME -p "
                    "PROJECT (DELETE .../gpupools/NAME)");
-    Add(pools_path + "/{name}/release", "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
+    Add(pools_path + "/{name}/release", "POST", kProjectWork, [this](R, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
-      return ReleasePool(r, p, w);
+      return pools->Release(p.at("namespace"), p.at("name"), w);
     });
     Add("/api/v1/audit", "GET", kOperatorOnly, [this](R r, P p, W w) { return AuditLog(r, p, w); });
     Add("/api/v1/clusters", "GET", kOperatorOnly, [this](R r, P p, W w) { return ClusterList(r, p, w); });
