@@ -12,8 +12,8 @@
 
 #include "api/auth.h"
 #include "api/http.h"
+#include "api/internal/admin_api.h"
 #include "api/internal/billing_api.h"
-#include "api/internal/bodies.h"
 #include "api/internal/fleet_api.h"
 #include "api/internal/forward.h"
 #include "api/internal/http_server.h"
@@ -36,8 +36,6 @@
 #include "model/labels.h"
 #include "model/summary.h"
 #include "nlohmann/json.hpp"
-#include "service/clusters.h"
-#include "service/defrag.h"
 
 namespace gpuaas::api {
 namespace {
@@ -76,12 +74,13 @@ Grant GrantFor(const Policy& p, const std::optional<Principal>& who) {
 
 struct ApiServer::Impl {
   Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
-      : options(std::move(o)), cache(c), pool_service(p), auth(a) {
+      : options(std::move(o)), cache(c), auth(a) {
     if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, gpus, clock);
     billing = std::make_unique<internal::BillingApi>(cache, h, clock);
     if (telemetry) telemetry->AddAlerts([this] { return billing->BudgetAlertsJson(); });
     resources = std::make_unique<internal::ResourceApi>(cache, clock, options.watch_bookmark_interval);
     pools = std::make_unique<internal::PoolsApi>(p, cache, *billing, options.read_your_write_timeout);
+    admin = std::make_unique<internal::AdminApi>(p, a, options.defrag, options.clusters);
     fleet = std::make_unique<internal::FleetApi>(cache, gpus, h);
     if (!options.web_root.empty()) {
       absl::StatusOr<internal::WebAssets> w = internal::WebAssets::Load(options.web_root);
@@ -96,13 +95,13 @@ struct ApiServer::Impl {
   ServerOptions options;
   store::ObjectCache& cache;
   internal::DecodedGpus gpus{cache};  // the fleet decoded, shared by the routes
-  service::PoolService* pool_service;  // the audit log's
   Authenticator* auth;  // null: no authentication, every caller is an operator
   RealClock clock;
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
   std::unique_ptr<internal::BillingApi> billing;
   std::unique_ptr<internal::ResourceApi> resources;  // the objects, their watches and pages
   std::unique_ptr<internal::PoolsApi> pools;
+  std::unique_ptr<internal::AdminApi> admin;
   std::unique_ptr<internal::FleetApi> fleet;
   std::optional<internal::WebAssets> web;  // the dashboard, when options.web_root is set
   absl::Status web_error;                  // why it could not be read
@@ -259,166 +258,6 @@ struct ApiServer::Impl {
                                                      hint == route->instead.end() ? "" : "; " + hint->second));
     }
     return who.value_or(Principal{"anonymous", Role::kMember, "", "", {}});
-  }
-
-  absl::StatusOr<Reply> AuditLog(const HttpRequest& req, const Params&, const Principal&) {
-    if (!pool_service) return internal::NoPools();
-    int64_t after = 0;
-    if (req.HasParam("after")) {
-      std::optional<int64_t> a = ParseInt(req.Param("after"));
-      if (!a || *a < 0) return absl::InvalidArgumentError("after: expected a revision");
-      after = *a;
-    }
-    auto events = pool_service->Audit(after, 1000);
-    if (!events.ok()) return events.status();
-    nlohmann::json items = nlohmann::json::array();
-    for (const auto& [rev, e] : *events) {
-      items.push_back({{"revision", rev}, {"time", FormatTime(e.time)}, {"user", e.user},
-                       {"action", e.action}, {"object", e.object}, {"detail", e.detail}});
-    }
-    nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"}, {"kind", "AuditEventList"}, {"items", items}};
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  static absl::Status NoAuth() { return absl::UnimplementedError("this server runs without authentication"); }
-
-  static nlohmann::json TokenJson(const TokenInfo& t) {
-    nlohmann::json j = {{"id", t.id}, {"user", t.user}, {"role", ToString(t.role)}, {"project", t.project},
-                        {"createdBy", t.created_by}, {"created", FormatTime(t.created)}};
-    if (t.role == Role::kAgent) {
-      j["cluster"] = t.cluster;
-      j["nodes"] = t.nodes;
-    }
-    return j;
-  }
-
-  // MIG defragmentation: GET the plan for the fleet now; POST {"gpus": ["GPU-..."]} (every move
-  // when absent or empty) makes those moves.
-  static nlohmann::json MoveJson(const allocator::DefragMove& mv) {
-    return {{"gpu", mv.gpu_uuid},
-            {"cluster", mv.cluster},
-            {"node", mv.node},
-            {"model", mv.model == nullptr ? "" : std::string(mv.model->name)},
-            {"before", catalog::FormatLayout(mv.before)},
-            {"after", catalog::FormatLayout(mv.after)},
-            {"destroys", catalog::FormatLayout(mv.removed)},
-            {"largestBefore", mv.largest_before},
-            {"largestAfter", mv.largest_after},
-            {"moves", [&] {
-               nlohmann::json out = nlohmann::json::array();
-               for (const allocator::Relocation& r : mv.relocations) {
-                 out.push_back({{"pool", r.pool},
-                                {"profile", r.profile->name},
-                                {"from", {{"gpu", r.from_gpu}, {"start", r.from_start}}},
-                                {"to", {{"gpu", r.to_gpu}, {"node", r.to_node}, {"start", r.to_start}, {"instance", r.to_instance}}}});
-               }
-               return out;
-             }()}};
-  }
-  absl::StatusOr<Reply> DefragPlanReply(const HttpRequest&, const Params&, const Principal&) {
-    if (options.defrag == nullptr) return absl::UnimplementedError("this server does not plan defragmentation");
-    ASSIGN_OR_RETURN(allocator::DefragPlan plan, options.defrag->Plan());
-    nlohmann::json moves = nlohmann::json::array();
-    for (const allocator::DefragMove& mv : plan.moves) moves.push_back(MoveJson(mv));
-    nlohmann::json room = nlohmann::json::object();
-    for (const auto& [model, profiles] : plan.before) {
-      for (const auto& [profile, n] : profiles) {
-        const int after = plan.after[model][profile];
-        room[model][profile] = {{"now", n}, {"after", after}};
-      }
-    }
-    return Reply{200, std::string(kJson), nlohmann::json{{"moves", moves}, {"room", room}}.dump(), {}};
-  }
-  absl::StatusOr<Reply> DefragApply(const HttpRequest& req, const Params&, const Principal& who) {
-    if (options.defrag == nullptr) return absl::UnimplementedError("this server does not plan defragmentation");
-    internal::DefragBody body;  // an empty body: every move
-    if (!req.body.empty()) {
-      ASSIGN_OR_RETURN(body, internal::ReadBody<internal::DefragBody>(req));
-    }
-    ASSIGN_OR_RETURN(std::vector<allocator::DefragMove> made, options.defrag->Apply(body.gpus, who.user));
-    nlohmann::json applied = nlohmann::json::array();
-    for (const allocator::DefragMove& mv : made) applied.push_back(MoveJson(mv));
-    return Reply{200, std::string(kJson), nlohmann::json{{"applied", applied}}.dump(), {}};
-  }
-
-  // Clusters: GET lists every cluster (never a credential), POST registers a Kubernetes cluster
-  // {"name", "kubeconfig" (self-contained), "context", "displayName", "region"}, DELETE takes a
-  // registered one out.
-  static absl::Status NoClusters() {
-    return absl::UnimplementedError("this server does not register clusters at run time");
-  }
-  static nlohmann::json ClusterEntryJson(const service::ClusterEntry& e) {
-    nlohmann::json j = {{"name", e.name}, {"driver", e.driver}, {"source", e.source}, {"connected", e.connected}};
-    if (!e.server.empty()) j["server"] = e.server;
-    if (!e.context.empty()) j["context"] = e.context;
-    if (!e.registered_by.empty()) j["registeredBy"] = e.registered_by;
-    if (e.registered) j["registered"] = FormatTime(*e.registered);
-    if (e.cluster) {
-      j["nodes"] = e.cluster->status.nodes;
-      j["gpus"] = e.cluster->status.gpus;
-      if (!e.cluster->spec.display_name.empty()) j["displayName"] = e.cluster->spec.display_name;
-      if (!e.cluster->spec.region.empty()) j["region"] = e.cluster->spec.region;
-      const model::Condition* reachable = model::FindCondition(e.cluster->status.conditions, "Reachable");
-      j["reachable"] = reachable == nullptr || reachable->status == model::ConditionStatus::kTrue;
-      if (reachable != nullptr && reachable->status != model::ConditionStatus::kTrue) j["message"] = reachable->message;
-    } else if (!e.unreached.empty()) {
-      j["reachable"] = false;
-      j["message"] = e.unreached;
-    }
-    return j;
-  }
-  absl::StatusOr<Reply> ClusterList(const HttpRequest&, const Params&, const Principal&) {
-    if (options.clusters == nullptr) return NoClusters();
-    ASSIGN_OR_RETURN(std::vector<service::ClusterEntry> entries, options.clusters->List());
-    nlohmann::json items = nlohmann::json::array();
-    for (const service::ClusterEntry& e : entries) items.push_back(ClusterEntryJson(e));
-    return Reply{200, std::string(kJson), nlohmann::json{{"items", items}}.dump(), {}};
-  }
-  absl::StatusOr<Reply> RegisterCluster(const HttpRequest& req, const Params&, const Principal& who) {
-    if (options.clusters == nullptr) return NoClusters();
-    ASSIGN_OR_RETURN(internal::ClusterBody body, internal::ReadBody<internal::ClusterBody>(req));
-    model::ClusterRegistration r;
-    r.metadata.name = std::move(body.name);
-    r.spec.kubeconfig = std::move(body.kubeconfig);
-    r.spec.context = std::move(body.context);
-    r.spec.display_name = std::move(body.display_name);
-    r.spec.region = std::move(body.region);
-    ASSIGN_OR_RETURN(model::ClusterRegistration made, options.clusters->Register(std::move(r), who.user));
-    nlohmann::json out = {{"name", made.metadata.name}, {"driver", made.spec.driver}, {"source", "registered"},
-                          {"registeredBy", made.spec.registered_by}};
-    if (!made.spec.context.empty()) out["context"] = made.spec.context;
-    return Reply{201, std::string(kJson), out.dump(), {}};
-  }
-  absl::StatusOr<Reply> UnregisterCluster(const HttpRequest&, const Params& p, const Principal& who) {
-    if (options.clusters == nullptr) return NoClusters();
-    RETURN_IF_ERROR(options.clusters->Unregister(std::string(p.at("name")), who.user));
-    return Reply{200, std::string(kJson), nlohmann::json{{"removed", p.at("name")}}.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> Tokens(const HttpRequest&, const Params&, const Principal&) {
-    if (!auth) return NoAuth();
-    auto tokens = auth->List();
-    if (!tokens.ok()) return tokens.status();
-    nlohmann::json items = nlohmann::json::array();
-    for (const TokenInfo& t : *tokens) items.push_back(TokenJson(t));
-    return Reply{200, std::string(kJson), nlohmann::json{{"items", items}}.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> CreateToken(const HttpRequest& req, const Params&, const Principal& who) {
-    if (!auth) return NoAuth();
-    ASSIGN_OR_RETURN(const internal::TokenBody body, internal::ReadBody<internal::TokenBody>(req));
-    auto created = auth->Create(body.user, body.role, body.project, who.user, body.cluster, body.nodes);
-    if (!created.ok()) return created.status();
-    nlohmann::json out = TokenJson(created->second);
-    out["token"] = created->first;
-    return Reply{201, std::string(kJson), out.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> RevokeToken(const HttpRequest&, const Params& p, const Principal&) {
-    if (!auth) return NoAuth();
-    absl::Status s = auth->Revoke(std::string(p.at("id")));
-    if (!s.ok()) return s;
-    return Reply{200, std::string(kJson), R"({"revoked":true})", {}};
   }
 
   std::shared_ptr<const model::FleetSummary> Summary() {
@@ -609,16 +448,16 @@ struct ApiServer::Impl {
       if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
       return pools->Release(p.at("namespace"), p.at("name"), w);
     });
-    Add("/api/v1/audit", "GET", kOperatorOnly, [this](R r, P p, W w) { return AuditLog(r, p, w); });
-    Add("/api/v1/clusters", "GET", kOperatorOnly, [this](R r, P p, W w) { return ClusterList(r, p, w); });
-    Add("/api/v1/clusters", "POST", kOperatorOnly, [this](R r, P p, W w) { return RegisterCluster(r, p, w); });
+    Add("/api/v1/audit", "GET", kOperatorOnly, [this](R r, P, W) { return admin->Audit(r); });
+    Add("/api/v1/clusters", "GET", kOperatorOnly, [this](R, P, W) { return admin->Clusters(); });
+    Add("/api/v1/clusters", "POST", kOperatorOnly, [this](R r, P, W w) { return admin->RegisterCluster(r, w); });
     Add("/api/v1/clusters/{name}", "DELETE", kOperatorOnly,
-        [this](R r, P p, W w) { return UnregisterCluster(r, p, w); });
-    Add("/api/v1/defrag", "GET", kOperatorOnly, [this](R r, P p, W w) { return DefragPlanReply(r, p, w); });
-    Add("/api/v1/defrag", "POST", kOperatorOnly, [this](R r, P p, W w) { return DefragApply(r, p, w); });
-    Add("/api/v1/tokens", "GET", kOperatorOnly, [this](R r, P p, W w) { return Tokens(r, p, w); });
-    Add("/api/v1/tokens", "POST", kOperatorOnly, [this](R r, P p, W w) { return CreateToken(r, p, w); });
-    Add("/api/v1/tokens/{id}", "DELETE", kOperatorOnly, [this](R r, P p, W w) { return RevokeToken(r, p, w); });
+        [this](R, P p, W w) { return admin->UnregisterCluster(p.at("name"), w); });
+    Add("/api/v1/defrag", "GET", kOperatorOnly, [this](R, P, W) { return admin->DefragPlan(); });
+    Add("/api/v1/defrag", "POST", kOperatorOnly, [this](R r, P, W w) { return admin->DefragApply(r, w); });
+    Add("/api/v1/tokens", "GET", kOperatorOnly, [this](R, P, W) { return admin->Tokens(); });
+    Add("/api/v1/tokens", "POST", kOperatorOnly, [this](R r, P, W w) { return admin->CreateToken(r, w); });
+    Add("/api/v1/tokens/{id}", "DELETE", kOperatorOnly, [this](R, P p, W) { return admin->RevokeToken(p.at("id")); });
     if (telemetry) {
       // Telemetry lives on the leader (it runs the health controller): the others forward.
       Add("/api/v1/telemetry", "POST", kTelemetryPush, [this](R r, P, W w) -> absl::StatusOr<Reply> {
