@@ -22,6 +22,7 @@
 #include "api/internal/rate_limit.h"
 #include "api/internal/resources.h"
 #include "api/internal/router.h"
+#include "api/internal/summary_api.h"
 #include "api/internal/telemetry_api.h"
 #include "api/internal/web.h"
 #include "api/metrics.h"
@@ -34,7 +35,6 @@
 #include "model/codec.h"
 #include "model/fleet.h"
 #include "model/labels.h"
-#include "model/summary.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuaas::api {
@@ -82,6 +82,7 @@ struct ApiServer::Impl {
     pools = std::make_unique<internal::PoolsApi>(p, cache, *billing, options.read_your_write_timeout);
     admin = std::make_unique<internal::AdminApi>(p, a, options.defrag, options.clusters);
     fleet = std::make_unique<internal::FleetApi>(cache, gpus, h);
+    summary = std::make_unique<internal::SummaryApi>(cache, gpus);
     if (!options.web_root.empty()) {
       absl::StatusOr<internal::WebAssets> w = internal::WebAssets::Load(options.web_root);
       if (w.ok()) {
@@ -103,6 +104,7 @@ struct ApiServer::Impl {
   std::unique_ptr<internal::PoolsApi> pools;
   std::unique_ptr<internal::AdminApi> admin;
   std::unique_ptr<internal::FleetApi> fleet;
+  std::unique_ptr<internal::SummaryApi> summary;
   std::optional<internal::WebAssets> web;  // the dashboard, when options.web_root is set
   absl::Status web_error;                  // why it could not be read
   // One limiter per role (operator, member, agent), keyed by the token's user.
@@ -122,13 +124,6 @@ struct ApiServer::Impl {
   std::atomic<bool> ready{false};
   internal::Router router;  // written once, by Routes(), before the server starts
   std::unique_ptr<RequestMetrics> metrics;  // created once the routes are known
-
-  // The summary is derived from the GpuCapacity and GpuPool snapshots (pools hold devices);
-  // recomputed only when one of them changes.
-  std::mutex summary_mu;
-  std::shared_ptr<const store::KindSnapshot> summary_of;     // guarded by summary_mu
-  std::shared_ptr<const store::KindSnapshot> summary_pools;  // guarded by summary_mu
-  std::shared_ptr<const model::FleetSummary> summary;     // guarded by summary_mu
 
   void Add(std::string pattern, std::string method, Policy policy, internal::Handler h) {
     router.Add(std::move(pattern), std::move(method), policy, std::move(h));
@@ -260,123 +255,30 @@ struct ApiServer::Impl {
     return who.value_or(Principal{"anonymous", Role::kMember, "", "", {}});
   }
 
-  std::shared_ptr<const model::FleetSummary> Summary() {
-    std::shared_ptr<const internal::DecodedGpus::View> view = gpus.Get();
-    std::shared_ptr<const store::KindSnapshot> pools_now = cache.Snapshot(std::string(model::GpuPool::kKind));
-    std::lock_guard<std::mutex> lock(summary_mu);
-    if (summary && summary_of == view->snapshot && summary_pools == pools_now) return summary;
-    const model::HeldDevices held = model::HeldByPools(internal::DecodeAll<model::GpuPool>(cache));
-    summary = std::make_shared<model::FleetSummary>(model::Summarize(view->in_order, held));
-    summary_of = view->snapshot;
-    summary_pools = pools_now;
-    return summary;
-  }
-
-  absl::StatusOr<Reply> SummaryReply(const HttpRequest&, const Params&, const Principal&) {
-    std::shared_ptr<const model::FleetSummary> s = Summary();
-    auto count = [](const model::FleetSummary::ModelCount& c) {
-      return nlohmann::json{{"gpus", c.gpus}, {"migEnabled", c.mig_enabled}, {"full", c.full},
-                            {"unhealthy", c.unhealthy}, {"nodes", c.nodes}};
-    };
-    nlohmann::json by_model = nlohmann::json::array();
-    for (const auto& [m, c] : s->by_model) {
-      nlohmann::json e = count(c);
-      e["model"] = m;
-      by_model.push_back(std::move(e));
-    }
-    nlohmann::json by_cluster = nlohmann::json::array();
-    for (const auto& [c, n] : s->by_cluster) {
-      nlohmann::json e = count(n);
-      e["cluster"] = c;
-      by_cluster.push_back(std::move(e));
-    }
-    nlohmann::json logical = nlohmann::json::array();
-    for (const auto& [key, d] : s->logical) {
-      logical.push_back({{"model", key.first}, {"profile", key.second}, {"count", d.count},
-                         {"allocated", d.allocated}, {"free", d.free()}, {"available", d.available}});
-    }
-    nlohmann::json physical = count(s->physical);
-    physical["byModel"] = std::move(by_model);
-    physical["byCluster"] = std::move(by_cluster);
-    nlohmann::json j = {
-        {"apiVersion", "gpuaas.io/v1"},
-        {"kind", "FleetSummary"},
-        {"clusters", cache.Snapshot(model::Cluster::kKind.data())->items.size()},
-        {"nodes", cache.Snapshot(model::NodeCapacity::kKind.data())->items.size()},
-        {"physical", std::move(physical)},
-        {"logical", {{"count", s->logical_total.count},
-                     {"allocated", s->logical_total.allocated},
-                     {"free", s->logical_total.free()},
-                     {"available", s->logical_total.available},
-                     {"byProfile", std::move(logical)}}},
-    };
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> Metrics(const HttpRequest&, const Params&, const Principal&) {
+  // /metrics: the requests', the fleet's, the telemetry hub's and the controllers' families,
+  // each written by its own MetricsText, then the store's revision.
+  Reply Metrics() {
     std::string out;
     metrics->Render(out);
-    std::shared_ptr<const model::FleetSummary> s = Summary();
-    MetricsText w(out);
-    w.Family("gpuaas_fleet_gpus", "gauge", "Physical GPUs known to gpuaas, by model and MIG mode.");
-    for (const auto& [m, c] : s->by_model) {
-      w.Sample("gpuaas_fleet_gpus", {{"model", m}, {"mig", "enabled"}}, c.mig_enabled);
-      w.Sample("gpuaas_fleet_gpus", {{"model", m}, {"mig", "disabled"}}, c.full);
-    }
-    w.Family("gpuaas_fleet_devices", "gauge", "Logical devices (full GPUs, MIG instances) by state.");
-    for (const auto& [key, d] : s->logical) {
-      w.Sample("gpuaas_fleet_devices", {{"model", key.first}, {"profile", key.second}, {"state", "allocated"}},
-               d.allocated);
-      w.Sample("gpuaas_fleet_devices", {{"model", key.first}, {"profile", key.second}, {"state", "free"}}, d.free());
-    }
-    w.Family("gpuaas_fleet_gpu_health", "gauge",
-             "Physical GPUs by model and health (unhealthy ones are out of allocation).");
-    for (const auto& [m, c] : s->by_model) {
-      w.Sample("gpuaas_fleet_gpu_health", {{"model", m}, {"health", "healthy"}}, c.gpus - c.unhealthy);
-      w.Sample("gpuaas_fleet_gpu_health", {{"model", m}, {"health", "unhealthy"}}, c.unhealthy);
-    }
-    w.Family("gpuaas_fleet_logical_devices", "gauge", "Logical devices over all models and profiles, by state.");
-    w.Sample("gpuaas_fleet_logical_devices", {{"state", "allocated"}}, s->logical_total.allocated);
-    w.Sample("gpuaas_fleet_logical_devices", {{"state", "free"}}, s->logical_total.free());
-    // The telemetry hub's and the controllers' families, each written by its own MetricsText.
+    summary->AppendMetrics(out);
     if (telemetry) telemetry->AppendMetrics(out);
     if (options.more_metrics) options.more_metrics(out);
+    MetricsText w(out);
     w.Family("gpuaas_store_revision", "gauge", "Last store revision applied to the read cache.");
     w.Sample("gpuaas_store_revision", {}, cache.Revision());
     return Reply{200, "text/plain; version=0.0.4; charset=utf-8", std::move(out), {}};
   }
 
-  // The dashboard: its pages' paths all answer the app (it routes in the browser); assets/ files
-  // by name. Public, as a login page is: the data it shows comes from the API with the user's token.
-  static Reply DashboardFile(const HttpRequest& req, const internal::WebFile& f, bool immutable) {
-    Reply r{200, f.content_type, f.body, internal::WebAssets::Headers(immutable), nullptr};
-    if (!f.gzip.empty() && internal::AcceptsGzip(req.Header("Accept-Encoding"))) {
-      r.body = f.gzip;
-      r.headers.emplace_back("Content-Encoding", "gzip");
-    }
-    return r;
-  }
-  absl::StatusOr<Reply> DashboardPage(const HttpRequest& req) const {
-    if (!web) {
-      return absl::NotFoundError(
-          "this server runs without the dashboard: build it (make web) and start the server with --web web/dist");
-    }
-    return DashboardFile(req, web->index(), false);
-  }
-  absl::StatusOr<Reply> DashboardAsset(const HttpRequest& req, std::string_view name) const {
-    const internal::WebFile* f = web ? web->Asset(name) : nullptr;
-    if (f == nullptr) return absl::NotFoundError(fmt::format("no dashboard asset \"{}\"", name));
-    return DashboardFile(req, *f, true);
-  }
+  const internal::WebAssets* Web() const { return web ? &*web : nullptr; }
 
   void Routes() {
     using R = const HttpRequest&;
     using P = const Params&;
     using W = const Principal&;
     for (const char* page : {"/", "/fleet", "/fleet/gpus/{uuid}", "/pools", "/monitoring", "/billing"}) {
-      Add(page, "GET", kPublic, [this](R r, P, W) { return DashboardPage(r); });
+      Add(page, "GET", kPublic, [this](R r, P, W) { return internal::DashboardPage(Web(), r); });
     }
-    Add("/assets/{file}", "GET", kPublic, [this](R r, P p, W) { return DashboardAsset(r, p.at("file")); });
+    Add("/assets/{file}", "GET", kPublic, [this](R r, P p, W) { return internal::DashboardAsset(Web(), r, p.at("file")); });
     Add("/api/v1/fleet/gpus", "GET", kSignedIn, [this](R r, P, W w) -> absl::StatusOr<Reply> {
       // Live utilization and health verdicts are the leader's.
       if (std::optional<std::string> to = ForwardTarget(r); to && telemetry != nullptr) {
@@ -396,8 +298,8 @@ struct ApiServer::Impl {
       return Reply{200, std::string(kJson), j.dump(), {}};
     });
     // Prometheus scrapes without a token; the summary holds fleet-wide counts only.
-    Add("/metrics", "GET", kPublic, [this](R r, P p, W w) { return Metrics(r, p, w); });
-    Add("/api/v1/summary", "GET", kPublic, [this](R r, P p, W w) { return SummaryReply(r, p, w); });
+    Add("/metrics", "GET", kPublic, [this](R, P, W) { return Metrics(); });
+    Add("/api/v1/summary", "GET", kPublic, [this](R, P, W) { return summary->Summary(); });
     Add("/api", "GET", kSignedIn, [](R, P, W) { return internal::ApiVersions(); });
     Add("/apis", "GET", kSignedIn, [](R, P, W) { return internal::ApiGroupList(); });
     Add("/apis/gpuaas.io", "GET", kSignedIn, [](R, P, W) { return internal::ApiGroup(); });
@@ -583,7 +485,7 @@ absl::Status ApiServer::ReloadTls() {
 
 void ApiServer::SetReady(bool ready) {
   // Decode the fleet before the first reader needs it (about 0.5 s for 10,000 GPUs).
-  if (ready) (void)impl_->Summary();
+  if (ready) (void)impl_->summary->Get();
   impl_->ready = ready;
 }
 
