@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <atomic>
-#include <functional>
-#include <map>
-#include <set>
-#include <thread>
+#include <optional>
+#include <tuple>
 
 #include "api/auth.h"
 #include "api/http.h"
@@ -27,27 +26,22 @@
 #include "api/internal/web.h"
 #include "api/metrics.h"
 #include "api/problem.h"
-#include "common/log.h"
 #include "common/metrics_text.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
-#include "model/codec.h"
-#include "model/fleet.h"
-#include "model/labels.h"
+#include "model/pool.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuaas::api {
 namespace {
 
-constexpr std::string_view kJson = "application/json";
-constexpr std::string_view kApiPrefix = "/apis/gpuaas.io/v1";
-
-using Reply = HttpResponse;
-
-
 using internal::Params;
 using internal::Route;
+using Reply = HttpResponse;
+
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kApiPrefix = "/apis/gpuaas.io/v1";
 
 // Who may call a route: anyone, any authenticated caller (handlers then scope members to their
 // project), or operators only.
@@ -70,8 +64,37 @@ Grant GrantFor(const Policy& p, const std::optional<Principal>& who) {
   return Grant::kNo;
 }
 
+// "localhost", "127.0.0.1" or "[::1]", with or without a port (or no Host: HTTP/1.0 clients).
+bool LoopbackHost(std::string_view host) {
+  if (host.empty()) return true;
+  std::string_view name = host;
+  if (name.front() == '[') {
+    name = name.substr(0, name.find(']') + 1);
+  } else if (const size_t colon = name.rfind(':'); colon != std::string_view::npos) {
+    name = name.substr(0, colon);
+  }
+  return EqualsIgnoreCase(name, "localhost") || name == "127.0.0.1" || name == "[::1]";
+}
+
+// kubectl (it asks for Tables) reads errors as Kubernetes Status objects.
+ErrorBody ErrorBodyFor(const HttpRequest& req) {
+  return req.Header("Accept").find("g=meta.k8s.io") != std::string::npos ? ErrorBody::kKubernetesStatus
+                                                                         : ErrorBody::kProblem;
+}
+
+Reply Refusal(const absl::Status& status, const std::string& allow, ErrorBody body = ErrorBody::kProblem) {
+  Reply reply = ErrorResponse(status, body);
+  if (reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
+  if (reply.status == 405) reply.headers.emplace_back("Allow", allow);
+  if (reply.status == 429 || reply.status == 503) reply.headers.emplace_back("Retry-After", "1");
+  return reply;
+}
+
 }  // namespace
 
+// The server's parts, each serving its routes (api/internal/*_api.h, resources.h), and what
+// stands before every handler: the route table, authentication, the callers' rates and the
+// routes' policies.
 struct ApiServer::Impl {
   Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
       : options(std::move(o)), cache(c), auth(a) {
@@ -125,10 +148,6 @@ struct ApiServer::Impl {
   internal::Router router;  // written once, by Routes(), before the server starts
   std::unique_ptr<RequestMetrics> metrics;  // created once the routes are known
 
-  void Add(std::string pattern, std::string method, Policy policy, internal::Handler h) {
-    router.Add(std::move(pattern), std::move(method), policy, std::move(h));
-  }
-
   // The caller: from the bearer token, or everyone is an operator when the server runs without
   // authentication (tests, --insecure-no-auth).
   std::optional<Principal> Identify(const HttpRequest& req) const {
@@ -146,18 +165,6 @@ struct ApiServer::Impl {
     const std::string h = req.Header("Authorization");
     if (h.size() < 8 || !StartsWithIgnoreCase(h, "Bearer ")) return std::nullopt;
     return auth->Authenticate(Trim(std::string_view(h).substr(7)));
-  }
-
-  // "localhost", "127.0.0.1" or "[::1]", with or without a port (or no Host: HTTP/1.0 clients).
-  static bool LoopbackHost(std::string_view host) {
-    if (host.empty()) return true;
-    std::string_view name = host;
-    if (name.front() == '[') {
-      name = name.substr(0, name.find(']') + 1);
-    } else if (const size_t colon = name.rfind(':'); colon != std::string_view::npos) {
-      name = name.substr(0, colon);
-    }
-    return EqualsIgnoreCase(name, "localhost") || name == "127.0.0.1" || name == "[::1]";
   }
 
   HttpResponse Dispatch(const HttpRequest& req) {
@@ -185,20 +192,6 @@ struct ApiServer::Impl {
     if (who.ok()) return std::nullopt;
     Reply reply = Refusal(who.status(), allow);
     metrics->Observe(router.IndexOf(route), RequestMetrics::MethodIndex(head.method), reply.status, {});
-    return reply;
-  }
-
-  // kubectl (it asks for Tables) reads errors as Kubernetes Status objects.
-  static ErrorBody ErrorBodyFor(const HttpRequest& req) {
-    return req.Header("Accept").find("g=meta.k8s.io") != std::string::npos ? ErrorBody::kKubernetesStatus
-                                                                           : ErrorBody::kProblem;
-  }
-
-  static Reply Refusal(const absl::Status& status, const std::string& allow, ErrorBody body = ErrorBody::kProblem) {
-    Reply reply = ErrorResponse(status, body);
-    if (reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
-    if (reply.status == 405) reply.headers.emplace_back("Allow", allow);
-    if (reply.status == 429 || reply.status == 503) reply.headers.emplace_back("Retry-After", "1");
     return reply;
   }
 
@@ -271,10 +264,16 @@ struct ApiServer::Impl {
 
   const internal::WebAssets* Web() const { return web ? &*web : nullptr; }
 
+  void Add(std::string pattern, std::string method, Policy policy, internal::Handler h) {
+    router.Add(std::move(pattern), std::move(method), policy, std::move(h));
+  }
+
+  // Every route, with who may call it.
   void Routes() {
     using R = const HttpRequest&;
     using P = const Params&;
     using W = const Principal&;
+    // The dashboard's pages all answer the app (it routes in the browser).
     for (const char* page : {"/", "/fleet", "/fleet/gpus/{uuid}", "/pools", "/monitoring", "/billing"}) {
       Add(page, "GET", kPublic, [this](R r, P, W) { return internal::DashboardPage(Web(), r); });
     }
@@ -388,7 +387,6 @@ struct ApiServer::Impl {
       return Reply{200, std::string(kJson), j.dump(), {}};
     });
   }
-
 };
 
 absl::Status RoleRates::Set(std::string_view role_equals_rate) {
