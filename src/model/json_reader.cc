@@ -133,7 +133,8 @@ void JsonIn::Each(std::string_view key, absl::FunctionRef<void(const JsonIn&)> f
   const json* v = Find(key);
   if (v == nullptr) return;
   if (!v->is_array()) FailAt(Path(key), "expected an array");
-  for (size_t i = 0; i < v->size(); ++i) f(JsonIn((*v)[i], Element(Path(key), i), nulls_));
+  const std::string path = Path(key);
+  for (size_t i = 0; i < v->size(); ++i) f(JsonIn((*v)[i], Element(path, i), nulls_));
 }
 
 std::optional<Time> JsonIn::TimeField(std::string_view key) const {
