@@ -246,7 +246,7 @@ TEST_F(LimitsTest, ABodyIsReadOnlyFromACallerWhoMaySendIt) {
                        std::string(2000, ' ') + "[", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
-  EXPECT_NE(r->body.find("body must be"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("body is not valid JSON"), std::string::npos) << r->body;
   server.Stop();
 }
 

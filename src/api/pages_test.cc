@@ -1,5 +1,6 @@
 #include "api/internal/pages.h"
 
+#include "common/strings.h"
 #include "gtest/gtest.h"
 
 namespace gpuaas::api::internal {
@@ -33,6 +34,19 @@ TEST(PageSnapshots, HeldUntilUnusedForTheTtlOrPushedOut) {
   EXPECT_NE(pages.Find("GpuCapacity", 1, t0 + seconds(4)), nullptr);
   EXPECT_EQ(pages.Find("GpuCapacity", 2, t0 + seconds(4)), nullptr);
   EXPECT_NE(pages.Find("GpuCapacity", 3, t0 + seconds(4)), nullptr);
+}
+
+TEST(ContinueToken, NamesTheRevisionAndTheLastItemOfItsList) {
+  absl::StatusOr<ContinueAt> at = ParseContinue("gpupools", ContinueToken("gpupools", 42, "vision", "train"));
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(at->revision, 42);
+  EXPECT_EQ(at->after, std::make_pair(std::string("vision"), std::string("train")));
+  // Another list's token, or one that is not a token, is refused; an earlier format's is gone.
+  EXPECT_EQ(ParseContinue("workloads", ContinueToken("gpupools", 42, "vision", "train")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseContinue("gpupools", "not-a-token").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseContinue("gpupools", Base64UrlEncode("v1\x1fgpupools\x1fvision\x1ftrain")).status().code(),
+            absl::StatusCode::kOutOfRange);
 }
 
 }  // namespace

@@ -2,65 +2,46 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <atomic>
-#include <functional>
-#include <map>
-#include <set>
-#include <thread>
+#include <optional>
+#include <tuple>
 
 #include "api/auth.h"
 #include "api/http.h"
+#include "api/internal/admin_api.h"
 #include "api/internal/billing_api.h"
 #include "api/internal/fleet_api.h"
 #include "api/internal/forward.h"
 #include "api/internal/http_server.h"
 #include "api/internal/objects.h"
-#include "api/internal/pages.h"
+#include "api/internal/pools_api.h"
 #include "api/internal/rate_limit.h"
+#include "api/internal/resources.h"
+#include "api/internal/router.h"
+#include "api/internal/summary_api.h"
 #include "api/internal/telemetry_api.h"
-#include "api/internal/tables.h"
-#include "api/internal/watch.h"
 #include "api/internal/web.h"
 #include "api/metrics.h"
 #include "api/problem.h"
-#include "common/log.h"
 #include "common/metrics_text.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
-#include "model/codec.h"
-#include "model/fleet.h"
-#include "model/labels.h"
-#include "model/summary.h"
+#include "model/pool.h"
 #include "nlohmann/json.hpp"
-#include "service/clusters.h"
-#include "service/defrag.h"
 
 namespace gpuaas::api {
 namespace {
 
-constexpr std::string_view kJson = "application/json";
-constexpr std::string_view kApiPrefix = "/apis/gpuaas.io/v1";
-// How long the snapshot of a paged list is held after its last page was read.
-constexpr std::chrono::seconds kPageTtl = std::chrono::minutes(5);
-
+using internal::Params;
+using internal::Route;
 using Reply = HttpResponse;
 
-
-// Path parameters of a matched route, as views into the request path.
-struct Params {
-  std::array<std::pair<std::string_view, std::string_view>, 4> kv;
-  size_t n = 0;
-  std::string_view at(std::string_view key) const {
-    for (size_t i = 0; i < n; ++i) {
-      if (kv[i].first == key) return kv[i].second;
-    }
-    return {};
-  }
-};
-using Handler = std::function<absl::StatusOr<Reply>(const HttpRequest&, const Params&, const Principal&)>;
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kApiPrefix = "/apis/gpuaas.io/v1";
 
 // Who may call a route: anyone, any authenticated caller (handlers then scope members to their
 // project), or operators only.
@@ -83,92 +64,48 @@ Grant GrantFor(const Policy& p, const std::optional<Principal>& who) {
   return Grant::kNo;
 }
 
-struct Route {
-  std::string pattern;  // "/apis/gpuaas.io/v1/{plural}/{name}"
-  std::vector<std::string> segments;
-  std::map<std::string, std::pair<Handler, Policy>> methods;
-};
-
-std::vector<std::string> SplitPath(std::string_view path) {
-  std::vector<std::string> out;
-  for (std::string_view s : SplitAny(path, "/")) out.emplace_back(s);
-  return out;
+// "localhost", "127.0.0.1" or "[::1]", with or without a port (or no Host: HTTP/1.0 clients).
+bool LoopbackHost(std::string_view host) {
+  if (host.empty()) return true;
+  std::string_view name = host;
+  if (name.front() == '[') {
+    name = name.substr(0, name.find(']') + 1);
+  } else if (const size_t colon = name.rfind(':'); colon != std::string_view::npos) {
+    name = name.substr(0, colon);
+  }
+  return EqualsIgnoreCase(name, "localhost") || name == "127.0.0.1" || name == "[::1]";
 }
 
-// Splits a path into at most kMax segments without allocating; false when there are more.
-constexpr size_t kMaxSegments = 8;
-bool PathSegments(std::string_view path, std::array<std::string_view, kMaxSegments>& out,
-                  size_t& n) {
-  n = 0;
-  size_t i = 0;
-  while (i < path.size()) {
-    while (i < path.size() && path[i] == '/') ++i;
-    if (i == path.size()) break;
-    size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    if (n == kMaxSegments) return false;
-    out[n++] = path.substr(i, j - i);
-    i = j;
-  }
-  return true;
+// kubectl (it asks for Tables) reads errors as Kubernetes Status objects.
+ErrorBody ErrorBodyFor(const HttpRequest& req) {
+  return req.Header("Accept").find("g=meta.k8s.io") != std::string::npos ? ErrorBody::kKubernetesStatus
+                                                                         : ErrorBody::kProblem;
 }
 
-// Where the next page of a list starts: after (ns, name) of the list read at `revision`.
-struct ContinueAt {
-  int64_t revision = 0;
-  std::pair<std::string, std::string> after;
-};
-
-std::string ContinueToken(std::string_view plural, int64_t revision, std::string_view ns, std::string_view name) {
-  return Base64UrlEncode(fmt::format("v2\x1f{}\x1f{}\x1f{}\x1f{}", plural, revision, ns, name));
-}
-
-// A token of ContinueToken, or InvalidArgument; OutOfRange (410) for a token of an earlier
-// format, whose list cannot be continued consistently.
-absl::StatusOr<ContinueAt> ParseContinue(std::string_view plural, std::string_view token) {
-  std::optional<std::string> raw = Base64UrlDecode(token);
-  std::vector<std::string_view> parts;
-  if (raw) parts = Split(*raw, '\x1f');
-  if (parts.size() == 4 && parts[0] == "v1" && parts[1] == plural) {
-    return absl::OutOfRangeError("continue: the token is too old to continue the list consistently; list again");
-  }
-  std::optional<int64_t> rev = parts.size() == 5 ? ParseInt(parts[2]) : std::nullopt;
-  if (parts.size() != 5 || parts[0] != "v2" || parts[1] != plural || !rev || *rev < 0) {
-    return absl::InvalidArgumentError(
-        "continue: invalid token; pass the metadata.continue value of the previous page unchanged");
-  }
-  return ContinueAt{*rev, {std::string(parts[3]), std::string(parts[4])}};
+Reply Refusal(const absl::Status& status, const std::string& allow, ErrorBody body = ErrorBody::kProblem) {
+  Reply reply = ErrorResponse(status, body);
+  if (reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
+  if (reply.status == 405) reply.headers.emplace_back("Allow", allow);
+  if (reply.status == 429 || reply.status == 503) reply.headers.emplace_back("Retry-After", "1");
+  return reply;
 }
 
 }  // namespace
 
-const std::vector<ResourceType>& ResourceTypes() {
-  static const std::vector<ResourceType> kTypes = {
-      {std::string(model::Cluster::kPlural), std::string(model::Cluster::kKind), false},
-      {std::string(model::NodeCapacity::kPlural), std::string(model::NodeCapacity::kKind), false},
-      {std::string(model::GpuCapacity::kPlural), std::string(model::GpuCapacity::kKind), false},
-      {std::string(model::SpecAndCount::kPlural), std::string(model::SpecAndCount::kKind), false},
-      {std::string(model::Project::kPlural), std::string(model::Project::kKind), false, true},
-      {std::string(model::GpuPool::kPlural), std::string(model::GpuPool::kKind), true, true, true},
-      {std::string(model::MigLayout::kPlural), std::string(model::MigLayout::kKind), false},
-      {std::string(model::Workload::kPlural), std::string(model::Workload::kKind), true, true, true},
-      {std::string(model::Profile::kPlural), std::string(model::Profile::kKind), true},
-      {std::string(model::RateCard::kPlural), std::string(model::RateCard::kKind), false, true},
-      {std::string(model::UsageRecord::kPlural), std::string(model::UsageRecord::kKind), true},
-      {"invoices", std::string(model::kInvoiceKind), true},  // closed months' invoices, as kept
-      {std::string(model::CreditNote::kPlural), std::string(model::CreditNote::kKind), true},
-  };
-  return kTypes;
-}
-
+// The server's parts, each serving its routes (api/internal/*_api.h, resources.h), and what
+// stands before every handler: the route table, authentication, the callers' rates and the
+// routes' policies.
 struct ApiServer::Impl {
   Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
-      : options(std::move(o)), cache(c), pools(p), auth(a) {
+      : options(std::move(o)), cache(c), auth(a) {
     if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, gpus, clock);
     billing = std::make_unique<internal::BillingApi>(cache, h, clock);
     if (telemetry) telemetry->AddAlerts([this] { return billing->BudgetAlertsJson(); });
-    watches = std::make_unique<internal::WatchHub>(cache, options.watch_bookmark_interval);
+    resources = std::make_unique<internal::ResourceApi>(cache, clock, options.watch_bookmark_interval);
+    pools = std::make_unique<internal::PoolsApi>(p, cache, *billing, options.read_your_write_timeout);
+    admin = std::make_unique<internal::AdminApi>(p, a, options.defrag, options.clusters);
     fleet = std::make_unique<internal::FleetApi>(cache, gpus, h);
+    summary = std::make_unique<internal::SummaryApi>(cache, gpus);
     if (!options.web_root.empty()) {
       absl::StatusOr<internal::WebAssets> w = internal::WebAssets::Load(options.web_root);
       if (w.ok()) {
@@ -182,16 +119,17 @@ struct ApiServer::Impl {
   ServerOptions options;
   store::ObjectCache& cache;
   internal::DecodedGpus gpus{cache};  // the fleet decoded, shared by the routes
-  service::PoolService* pools;
   Authenticator* auth;  // null: no authentication, every caller is an operator
   RealClock clock;
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
   std::unique_ptr<internal::BillingApi> billing;
-  std::unique_ptr<internal::WatchHub> watches;
+  std::unique_ptr<internal::ResourceApi> resources;  // the objects, their watches and pages
+  std::unique_ptr<internal::PoolsApi> pools;
+  std::unique_ptr<internal::AdminApi> admin;
   std::unique_ptr<internal::FleetApi> fleet;
+  std::unique_ptr<internal::SummaryApi> summary;
   std::optional<internal::WebAssets> web;  // the dashboard, when options.web_root is set
   absl::Status web_error;                  // why it could not be read
-  internal::PageSnapshots pages{64, kPageTtl};
   // One limiter per role (operator, member, agent), keyed by the token's user.
   std::array<internal::RateLimiter, 3> limiters{internal::RateLimiter(options.requests_per_second_per_token.operator_),
                                                 internal::RateLimiter(options.requests_per_second_per_token.member),
@@ -207,69 +145,8 @@ struct ApiServer::Impl {
                             static_cast<double>(options.max_body_bytes))};
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
-  std::vector<Route> routes;
+  internal::Router router;  // written once, by Routes(), before the server starts
   std::unique_ptr<RequestMetrics> metrics;  // created once the routes are known
-  // What a caller whom a route refuses may do instead, by "METHOD pattern" (written once, by
-  // Routes(), before the server starts).
-  std::map<std::string, std::string> instead;
-
-  // The summary is derived from the GpuCapacity and GpuPool snapshots (pools hold devices);
-  // recomputed only when one of them changes.
-  std::mutex summary_mu;
-  std::shared_ptr<const store::KindSnapshot> summary_of;     // guarded by summary_mu
-  std::shared_ptr<const store::KindSnapshot> summary_pools;  // guarded by summary_mu
-  std::shared_ptr<const model::FleetSummary> summary;     // guarded by summary_mu
-
-  void Add(std::string pattern, std::string method, Policy policy, Handler h) {
-    for (Route& r : routes) {
-      if (r.pattern == pattern) {
-        r.methods[method] = {std::move(h), policy};
-        return;
-      }
-    }
-    Route r{pattern, SplitPath(pattern), {}};
-    r.methods[method] = {std::move(h), policy};
-    routes.push_back(std::move(r));
-  }
-
-  // The route for `method` on `path`: among the routes whose pattern matches, the one with the
-  // method and the most literal segments. Null with `allow` filled when the path matches but no
-  // route takes the method; null with `allow` empty when nothing matches.
-  const Route* Match(std::string_view path, std::string_view method, Params& params,
-                     std::string& allow) const {
-    std::array<std::string_view, kMaxSegments> segs;
-    size_t n = 0;
-    if (!PathSegments(path, segs, n)) return nullptr;
-    const Route* best = nullptr;
-    int best_literals = -1;
-    std::set<std::string> methods;
-    for (const Route& r : routes) {
-      if (r.segments.size() != n) continue;
-      Params p;
-      bool ok = true;
-      int literals = 0;
-      for (size_t i = 0; i < n && ok; ++i) {
-        const std::string& want = r.segments[i];
-        if (want.size() > 2 && want.front() == '{' && want.back() == '}' && p.n < p.kv.size()) {
-          p.kv[p.n++] = {std::string_view(want).substr(1, want.size() - 2), segs[i]};
-        } else {
-          ok = want == segs[i];
-          ++literals;
-        }
-      }
-      if (!ok) continue;
-      for (const auto& [m, h] : r.methods) methods.insert(m);
-      if (r.methods.count(std::string(method)) && literals > best_literals) {
-        best = &r;
-        best_literals = literals;
-        params = p;
-      }
-    }
-    if (best == nullptr) {
-      for (const std::string& m : methods) allow += (allow.empty() ? "" : ", ") + m;
-    }
-    return best;
-  }
 
   // The caller: from the bearer token, or everyone is an operator when the server runs without
   // authentication (tests, --insecure-no-auth).
@@ -290,34 +167,15 @@ struct ApiServer::Impl {
     return auth->Authenticate(Trim(std::string_view(h).substr(7)));
   }
 
-  // "localhost", "127.0.0.1" or "[::1]", with or without a port (or no Host: HTTP/1.0 clients).
-  static bool LoopbackHost(std::string_view host) {
-    if (host.empty()) return true;
-    std::string_view name = host;
-    if (name.front() == '[') {
-      name = name.substr(0, name.find(']') + 1);
-    } else if (const size_t colon = name.rfind(':'); colon != std::string_view::npos) {
-      name = name.substr(0, colon);
-    }
-    return EqualsIgnoreCase(name, "localhost") || name == "127.0.0.1" || name == "[::1]";
-  }
-
-  static absl::Status Forbidden(const Principal& who) {
-    return absl::PermissionDeniedError(fmt::format("user {} ({}) may not do this; operators only", who.user,
-                                                    ToString(who.role)));
-  }
-
-
   HttpResponse Dispatch(const HttpRequest& req) {
     const auto start = std::chrono::steady_clock::now();
     Params params;
     std::string allow;
     const std::string method = req.method == "HEAD" ? "GET" : req.method;
-    const Route* route = Match(req.path, method, params, allow);
-    const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
+    const Route* route = router.Match(req.path, method, params, allow);
     absl::StatusOr<Reply> result = Serve(req, route, method, params, allow);
     Reply reply = result.ok() ? *std::move(result) : Refusal(result.status(), allow, ErrorBodyFor(req));
-    metrics->Observe(route_index, RequestMetrics::MethodIndex(req.method), reply.status,
+    metrics->Observe(router.IndexOf(route), RequestMetrics::MethodIndex(req.method), reply.status,
                      std::chrono::steady_clock::now() - start);
     return reply;
   }
@@ -329,26 +187,11 @@ struct ApiServer::Impl {
     Params params;
     std::string allow;
     const std::string method = head.method == "HEAD" ? "GET" : head.method;
-    const Route* route = Match(head.path, method, params, allow);
+    const Route* route = router.Match(head.path, method, params, allow);
     absl::StatusOr<Principal> who = Admit(head, route, method, allow, /*count=*/false);
     if (who.ok()) return std::nullopt;
     Reply reply = Refusal(who.status(), allow);
-    const size_t route_index = route ? static_cast<size_t>(route - routes.data()) : routes.size();
-    metrics->Observe(route_index, RequestMetrics::MethodIndex(head.method), reply.status, {});
-    return reply;
-  }
-
-  // kubectl (it asks for Tables) reads errors as Kubernetes Status objects.
-  static ErrorBody ErrorBodyFor(const HttpRequest& req) {
-    return req.Header("Accept").find("g=meta.k8s.io") != std::string::npos ? ErrorBody::kKubernetesStatus
-                                                                           : ErrorBody::kProblem;
-  }
-
-  static Reply Refusal(const absl::Status& status, const std::string& allow, ErrorBody body = ErrorBody::kProblem) {
-    Reply reply = ErrorResponse(status, body);
-    if (reply.status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpuaas\"");
-    if (reply.status == 405) reply.headers.emplace_back("Allow", allow);
-    if (reply.status == 429 || reply.status == 503) reply.headers.emplace_back("Retry-After", "1");
+    metrics->Observe(router.IndexOf(route), RequestMetrics::MethodIndex(head.method), reply.status, {});
     return reply;
   }
 
@@ -396,756 +239,45 @@ struct ApiServer::Impl {
       if (policy.operator_ != Grant::kNo) may.emplace_back("operators");
       if (policy.member != Grant::kNo) may.emplace_back("members");
       if (policy.agent != Grant::kNo) may.emplace_back("node agents");
-      auto hint = instead.find(method + " " + route->pattern);
+      auto hint = route->instead.find(method);
       return absl::PermissionDeniedError(fmt::format("user {} ({}) may not {} {}; {} only{}", who->user,
                                                      ToString(who->role), req.method, route->pattern,
                                                      fmt::join(may, " and "),
-                                                     hint == instead.end() ? "" : "; " + hint->second));
+                                                     hint == route->instead.end() ? "" : "; " + hint->second));
     }
     return who.value_or(Principal{"anonymous", Role::kMember, "", "", {}});
   }
 
-  // --- handlers -------------------------------------------------------------------------
-
-  static const ResourceType* FindType(std::string_view plural) {
-    for (const ResourceType& t : ResourceTypes()) {
-      if (t.plural == plural) return &t;
-    }
-    return nullptr;
-  }
-
-  // Node agents read the fleet inventory, nothing of a project (Grant::kFleet).
-  static absl::Status FleetOnlyForAgents(const ResourceType& type, const Principal& who) {
-    if (who.role != Role::kAgent || !(type.namespaced || type.kind == model::Project::kKind)) {
-      return absl::OkStatus();
-    }
-    return absl::PermissionDeniedError(fmt::format(
-        "user {} is a node agent: it reads the fleet inventory only, not {}", who.user, type.plural));
-  }
-
-  static absl::Status UnknownResource(std::string_view plural) {
-    return absl::NotFoundError(fmt::format("the server has no resource type \"{}\" in gpuaas.io/v1", plural));
-  }
-  // A verb a resource type does not take (405, as kube-apiserver answers), or an unknown type (404).
-  static absl::Status NotServed(std::string_view plural, std::string_view verb) {
-    const ResourceType* t = FindType(plural);
-    if (t == nullptr) return UnknownResource(plural);
-    std::string verbs = "get, list, watch";
-    if (t->creatable) verbs += ", create";
-    if (t->deletable) verbs += ", delete";
-    return MethodNotAllowed(fmt::format("{} cannot be {} here; {} take: {}{}", plural, verb, plural, verbs,
-                                        t->namespaced ? "" : fmt::format(" (they are not in a project: /apis/gpuaas.io/v1/{})", plural)));
-  }
-
-  absl::StatusOr<Reply> List(const HttpRequest& req, const Params& p, const Principal& who) {
-    const ResourceType* type = FindType(p.at("plural"));
-    if (type == nullptr) return UnknownResource(p.at("plural"));
-    std::string_view ns = p.at("namespace");
-    if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
-    if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
-    RETURN_IF_ERROR(FleetOnlyForAgents(*type, who));
-    if (!who.operator_()) {
-      // Members list their own project's objects only; another project looks empty-handed.
-      if (!ns.empty() && !who.Sees(ns)) {
-        return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
-      }
-      if (type->namespaced) ns = who.project;
-    }
-    const bool only_own_project = !who.operator_() && type->kind == model::Project::kKind;
-    absl::StatusOr<std::optional<internal::TableRequest>> table =
-        internal::WantsTable(req.Header("Accept"), req.Param("includeObject"));
-    if (!table.ok()) return table.status();
-    absl::StatusOr<model::LabelSelector> selector =
-        model::LabelSelector::Parse(req.Param("labelSelector"));
-    if (!selector.ok()) return selector.status();
-    if (const std::string w = req.Param("watch"); !w.empty() && w != "0" && w != "false") {
-      if (w != "1" && w != "true") {
-        return absl::InvalidArgumentError(fmt::format("watch: \"{}\" is not true, false, 1 or 0", w));
-      }
-      internal::WatchRequest wr;
-      wr.kind = type->kind;
-      wr.ns = std::string(ns);
-      if (only_own_project) wr.only_name = who.project;
-      wr.selector = *selector;
-      if (req.HasParam("resourceVersion") && !req.Param("resourceVersion").empty()) {
-        std::optional<int64_t> rv = ParseInt(req.Param("resourceVersion"));
-        if (!rv || *rv < 0) {
-          return absl::InvalidArgumentError(
-              fmt::format("resourceVersion: \"{}\" is not a non-negative integer", req.Param("resourceVersion")));
-        }
-        wr.resource_version = *rv;
-      }
-      const std::string b = req.Param("allowWatchBookmarks");
-      wr.bookmarks = b == "true" || b == "1";
-      if (*table) {
-        // Each event's object is a Table of one row; the first carries the column definitions.
-        auto first = std::make_shared<bool>(true);
-        wr.render = [this, plural = type->plural, t = **table, first](const std::string& object) {
-          absl::StatusOr<std::string> one = internal::ObjectAsTable(plural, object, t, clock.Now(), *first);
-          *first = false;
-          return one.ok() ? *one : object;
-        };
-      }
-      if (req.HasParam("timeoutSeconds")) {
-        std::optional<int64_t> t = ParseInt(req.Param("timeoutSeconds"));
-        if (!t || *t <= 0 || *t > 86400) {
-          return absl::InvalidArgumentError(fmt::format(
-              "timeoutSeconds: \"{}\" is not a number of seconds from 1 to 86400", req.Param("timeoutSeconds")));
-        }
-        wr.timeout = std::chrono::seconds(*t);
-      }
-      return watches->Open(std::move(wr));
-    }
-    size_t limit = 0;
-    if (req.HasParam("limit")) {
-      std::optional<int64_t> l = ParseInt(req.Param("limit"));
-      if (!l || *l < 0) {
-        return absl::InvalidArgumentError(fmt::format(
-            "limit: \"{}\" is not a non-negative integer", req.Param("limit")));
-      }
-      limit = static_cast<size_t>(*l);
-    }
-    // Every page of one list reads the first page's snapshot.
-    std::shared_ptr<const store::KindSnapshot> snap;
-    std::optional<ContinueAt> at;
-    if (req.HasParam("continue") && !req.Param("continue").empty()) {
-      absl::StatusOr<ContinueAt> parsed = ParseContinue(type->plural, req.Param("continue"));
-      if (!parsed.ok()) return parsed.status();
-      at = *parsed;
-      snap = pages.Find(type->kind, at->revision, std::chrono::steady_clock::now());
-      if (snap == nullptr) {
-        return absl::OutOfRangeError(fmt::format(
-            "continue: the list at resourceVersion {} is no longer held (pages are kept {} s after the last "
-            "one was read); list again from the start",
-            at->revision, kPageTtl.count()));
-      }
-    } else {
-      snap = cache.Snapshot(type->kind);
-    }
-    const auto& items = snap->items;
-    size_t begin = 0;
-    if (at) {
-      begin = static_cast<size_t>(
-          std::upper_bound(items.begin(), items.end(), at->after,
-                           [](const std::pair<std::string, std::string>& key, const auto& obj) {
-                             return key < std::make_pair(obj->ns, obj->name);
-                           }) -
-          items.begin());
-    }
-    std::string body;
-    body.reserve(256 + (limit ? std::min(limit, items.size()) : items.size()) *
-                           (items.empty() ? 0 : items[0]->json.size() + 1));
-    body += fmt::format(R"({{"apiVersion":"gpuaas.io/v1","kind":"{}List","items":[)", type->kind);
-    size_t n = 0;
-    size_t i = begin;
-    auto selected = [&](size_t k) {
-      return (ns.empty() || items[k]->ns == ns) && (!only_own_project || items[k]->name == who.project) &&
-             (selector->Empty() || selector->Matches(items[k]->labels));
-    };
-    for (; i < items.size(); ++i) {
-      if (!selected(i)) continue;
-      if (limit && n == limit) break;
-      if (n++) body += ',';
-      body += items[i]->json;
-    }
-    body += fmt::format(R"(],"metadata":{{"resourceVersion":"{}")", snap->revision);
-    if (i < items.size()) {
-      // More may follow: hand out a token naming the last item returned.
-      size_t last = i;
-      while (last > begin) {
-        --last;
-        if (selected(last)) break;
-      }
-      body += fmt::format(R"(,"continue":"{}")",
-                          ContinueToken(type->plural, snap->revision, items[last]->ns, items[last]->name));
-      pages.Hold(type->kind, snap, std::chrono::steady_clock::now());
-      if (selector->Empty() && ns.empty() && !only_own_project) {
-        body += fmt::format(R"(,"remainingItemCount":{})", items.size() - i);
-      }
-    }
-    body += "}}";
-    if (*table) {
-      absl::StatusOr<std::string> t = internal::ListAsTable(type->plural, body, **table, clock.Now());
-      if (!t.ok()) return t.status();
-      body = std::move(*t);
-    }
-    return Reply{200, std::string(kJson), std::move(body), {}};
-  }
-
-  absl::StatusOr<Reply> GetOne(const HttpRequest& req, const Params& p, const Principal& who) {
-    const ResourceType* type = FindType(p.at("plural"));
-    if (type == nullptr) return UnknownResource(p.at("plural"));
-    const std::string_view ns = p.at("namespace");
-    if (!ns.empty() && !type->namespaced) return UnknownResource(p.at("plural"));
-    if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
-    RETURN_IF_ERROR(FleetOnlyForAgents(*type, who));
-    const bool hidden = (type->namespaced && !who.Sees(ns)) ||
-                        (type->kind == model::Project::kKind && !who.Sees(p.at("name")));
-    if (hidden) {
-      return absl::NotFoundError(fmt::format("{} \"{}\" not found", type->plural, p.at("name")));
-    }
-    if (ns.empty() && type->namespaced) {
-      return absl::NotFoundError(fmt::format("{} live in a project: GET /apis/gpuaas.io/v1/namespaces/PROJECT/{}/{}",
-                                    type->plural, type->plural, p.at("name")));
-    }
-    // GPUs (and their layouts) are named by the GPU UUID in lower case; a UUID as NVIDIA spells
-    // it (GPU-..., as every command prints it) names the same GPU.
-    const bool by_uuid = type->kind == model::GpuCapacity::kKind || type->kind == model::MigLayout::kKind;
-    const std::string name = by_uuid ? ToLower(p.at("name")) : std::string(p.at("name"));
-    std::shared_ptr<const store::CachedObject> obj = cache.Get(type->kind, ns, name);
-    if (!obj) {
-      return absl::NotFoundError(fmt::format("{} \"{}\" not found{}", type->plural, p.at("name"),
-                                    ns.empty() ? "" : fmt::format(" in project {}", ns)));
-    }
-    absl::StatusOr<std::optional<internal::TableRequest>> table =
-        internal::WantsTable(req.Header("Accept"), req.Param("includeObject"));
-    if (!table.ok()) return table.status();
-    if (*table) {
-      absl::StatusOr<std::string> t = internal::ObjectAsTable(type->plural, obj->json, **table, clock.Now());
-      if (!t.ok()) return t.status();
-      return Reply{200, std::string(kJson), std::move(*t), {}};
-    }
-    return Reply{200, std::string(kJson), obj->json, {}};
-  }
-
-  // --- writes ---------------------------------------------------------------------------
-
-  // The reply for a written object: waits until the cache shows it, so that the client's next
-  // GET reads its own write. When the cache lags longer, the write stands (it is committed) and
-  // the reply says so in a Warning header, as kube-apiserver warns: a read may not show it yet.
-  template <typename T>
-  absl::StatusOr<Reply> Written(const absl::StatusOr<T>& obj, int status) {
-    if (!obj.ok()) return obj.status();
-    Reply r{status, std::string(kJson), model::Encode(*obj), {}};
-    if (!cache.WaitFor(obj->metadata.resource_version, options.read_your_write_timeout)) {
-      r.headers.emplace_back(
-          "Warning", fmt::format("299 - \"the write is committed at resourceVersion {}, but this server's read cache "
-                                 "does not show it yet: a read may return the earlier state for a while\"",
-                                 obj->metadata.resource_version));
-    }
-    return r;
-  }
-
-  static absl::Status NeedJson(const HttpRequest& req) {
-    const std::string ct = req.Header("Content-Type");
-    // "application/json", optionally with parameters ("; charset=utf-8"); not "application/jsonx".
-    const std::string_view type = Trim(std::string_view(ct).substr(0, ct.find(';')));
-    if (!EqualsIgnoreCase(type, "application/json")) {
-      return UnsupportedMediaType(fmt::format("Content-Type must be application/json, not \"{}\"", ct));
-    }
-    if (!IsValidUtf8(req.body)) return absl::InvalidArgumentError("the body is not valid UTF-8 (JSON text is UTF-8)");
-    return absl::OkStatus();
-  }
-
-  static absl::Status NoPools() { return absl::UnimplementedError("this server runs without pools"); }
-
-  absl::StatusOr<Reply> CreateProject(const HttpRequest& req, const Params&, const Principal& who) {  // operators
-    if (!pools) return NoPools();
-    RETURN_IF_ERROR(NeedJson(req));
-    absl::StatusOr<model::Project> p = model::Decode<model::Project>(req.body);
-    if (!p.ok()) return p.status();
-    return Written(pools->CreateProject(std::move(*p), who.user), 201);
-  }
-
-  absl::StatusOr<Reply> CreateRateCard(const HttpRequest& req, const Params&, const Principal& who) {  // operators
-    if (!pools) return NoPools();
-    RETURN_IF_ERROR(NeedJson(req));
-    absl::StatusOr<model::RateCard> c = model::Decode<model::RateCard>(req.body);
-    if (!c.ok()) return c.status();
-    return Written(pools->CreateRateCard(std::move(*c), who.user), 201);
-  }
-
-  // PUT .../projects/{name}/budget: {"amountMicros": N, "gpuHours": N, "allowOverrun": bool};
-  // all zero (or {}) removes the budget.
-  absl::StatusOr<Reply> SetBudget(const HttpRequest& req, const Params& params, const Principal& who) {  // operators
-    if (!pools) return NoPools();
-    RETURN_IF_ERROR(NeedJson(req));
-    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    auto count = [&](const char* key) -> absl::StatusOr<int64_t> {
-      if (!j.contains(key) || j[key].is_null()) return 0;
-      if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0) {
-        return absl::InvalidArgumentError(fmt::format("{}: must be a non-negative integer", key));
-      }
-      return j[key].get<int64_t>();
-    };
-    if (!j.is_object()) {
-      return absl::InvalidArgumentError(
-          "body must be {\"amountMicros\": N, \"gpuHours\": N, \"allowOverrun\": true|false} (0 or absent: no limit)");
-    }
-    ASSIGN_OR_RETURN(const int64_t amount, count("amountMicros"));
-    ASSIGN_OR_RETURN(const int64_t hours, count("gpuHours"));
-    if (j.contains("allowOverrun") && !j["allowOverrun"].is_boolean()) {
-      return absl::InvalidArgumentError("allowOverrun: must be true or false");
-    }
-    std::optional<model::Project::Budget> budget;
-    if (amount > 0 || hours > 0) budget = model::Project::Budget{amount, hours, j.value("allowOverrun", false)};
-    absl::StatusOr<model::Project> set = pools->SetBudget(std::string(params.at("name")), budget, who.user);
-    ASSIGN_OR_RETURN(Reply reply, Written(set, 200));
-    // Accepted (it is the operator's call), but not without a word when it is already passed.
-    if (const std::string w = billing->BudgetWarning(*set); !w.empty()) {
-      reply.headers.emplace_back("Warning", fmt::format("299 - \"{}\"", w));
-    }
-    return reply;
-  }
-
-  // POST /api/v1/projects/{project}/creditnotes: {"period": "YYYY-MM", "amountMicros": N, "reason": "..."}.
-  absl::StatusOr<Reply> IssueCreditNote(const HttpRequest& req, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    RETURN_IF_ERROR(NeedJson(req));
-    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    if (!j.is_object() || !j.contains("period") || !j["period"].is_string() || !j.contains("amountMicros") ||
-        !j["amountMicros"].is_number_integer() || !j.contains("reason") || !j["reason"].is_string()) {
-      return absl::InvalidArgumentError(
-          "body must be {\"period\": \"YYYY-MM\", \"amountMicros\": N, \"reason\": \"...\"}");
-    }
-    return Written(pools->IssueCreditNote(std::string(params.at("project")), j["period"].get<std::string>(),
-                                          j["amountMicros"].get<int64_t>(), j["reason"].get<std::string>(), who.user),
-                   201);
-  }
-
-  absl::StatusOr<Reply> CreatePool(const HttpRequest& req, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    const std::string ns(params.at("namespace"));
-    if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
-    RETURN_IF_ERROR(NeedJson(req));
-    absl::StatusOr<model::GpuPool> p = model::Decode<model::GpuPool>(req.body);
-    if (!p.ok()) return p.status();
-    if (!p->metadata.ns.empty() && p->metadata.ns != ns) {
-      return absl::InvalidArgumentError(fmt::format(
-          "metadata.namespace \"{}\" does not match the project in the path ({})", p->metadata.ns, ns));
-    }
-    p->metadata.ns = ns;
-    return Written(pools->CreatePool(std::move(*p), who.user), 201);
-  }
-
-  absl::StatusOr<Reply> CreateWorkload(const HttpRequest& req, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    const std::string ns(params.at("namespace"));
-    if (!who.Sees(ns)) return absl::NotFoundError(fmt::format("projects \"{}\" not found", ns));
-    RETURN_IF_ERROR(NeedJson(req));
-    absl::StatusOr<model::Workload> w = model::Decode<model::Workload>(req.body);
-    if (!w.ok()) return w.status();
-    if (!w->metadata.ns.empty() && w->metadata.ns != ns) {
-      return absl::InvalidArgumentError("metadata.namespace does not match the project in the path");
-    }
-    w->metadata.ns = ns;
-    return Written(pools->CreateWorkload(std::move(*w), who.user), 201);
-  }
-
-  absl::StatusOr<Reply> DeleteWorkload(const HttpRequest&, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    if (!who.Sees(params.at("namespace"))) {
-      return absl::NotFoundError(fmt::format("workloads \"{}\" not found", params.at("name")));
-    }
-    return Written(pools->DeleteWorkload(std::string(params.at("namespace")), std::string(params.at("name")), who.user),
-                   200);
-  }
-
-  absl::StatusOr<Reply> DeletePool(const HttpRequest&, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    if (!who.Sees(params.at("namespace"))) {
-      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
-    }
-    return Written(pools->DeletePool(std::string(params.at("namespace")), std::string(params.at("name")), who.user),
-                   200);
-  }
-
-  absl::StatusOr<Reply> Approval(const HttpRequest& req, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    if (!who.Sees(params.at("namespace"))) {
-      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
-    }
-    RETURN_IF_ERROR(NeedJson(req));
-    nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    if (!j.is_object() || !j.contains("approve") || !j["approve"].is_boolean()) {
-      return absl::InvalidArgumentError(
-          "body must be {\"approve\": true|false, \"reason\": \"...\"}");
-    }
-    if (j.contains("reason") && !j["reason"].is_string()) {
-      return absl::InvalidArgumentError("reason: expected a string");
-    }
-    const bool approve = j["approve"].get<bool>();
-    const std::string reason = j.value("reason", "");
-    if (!approve && reason.empty()) {
-      return absl::InvalidArgumentError("a rejection needs a reason");
-    }
-    return Written(pools->Approve(std::string(params.at("namespace")), std::string(params.at("name")),
-                                  approve, reason, who.user),
-                   200);
-  }
-
-  absl::StatusOr<Reply> ReleasePool(const HttpRequest&, const Params& params, const Principal& who) {
-    if (!pools) return NoPools();
-    if (!who.Sees(params.at("namespace"))) {
-      return absl::NotFoundError(fmt::format("gpupools \"{}\" not found", params.at("name")));
-    }
-    return Written(pools->Release(std::string(params.at("namespace")), std::string(params.at("name")),
-                                  who.user),
-                   200);
-  }
-
-  absl::StatusOr<Reply> AuditLog(const HttpRequest& req, const Params&, const Principal&) {
-    if (!pools) return NoPools();
-    int64_t after = 0;
-    if (req.HasParam("after")) {
-      std::optional<int64_t> a = ParseInt(req.Param("after"));
-      if (!a || *a < 0) return absl::InvalidArgumentError("after: expected a revision");
-      after = *a;
-    }
-    auto events = pools->Audit(after, 1000);
-    if (!events.ok()) return events.status();
-    nlohmann::json items = nlohmann::json::array();
-    for (const auto& [rev, e] : *events) {
-      items.push_back({{"revision", rev}, {"time", FormatTime(e.time)}, {"user", e.user},
-                       {"action", e.action}, {"object", e.object}, {"detail", e.detail}});
-    }
-    nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"}, {"kind", "AuditEventList"}, {"items", items}};
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  static absl::Status NoAuth() { return absl::UnimplementedError("this server runs without authentication"); }
-
-  static nlohmann::json TokenJson(const TokenInfo& t) {
-    nlohmann::json j = {{"id", t.id}, {"user", t.user}, {"role", ToString(t.role)}, {"project", t.project},
-                        {"createdBy", t.created_by}, {"created", FormatTime(t.created)}};
-    if (t.role == Role::kAgent) {
-      j["cluster"] = t.cluster;
-      j["nodes"] = t.nodes;
-    }
-    return j;
-  }
-
-  // MIG defragmentation: GET the plan for the fleet now; POST {"gpus": ["GPU-..."]} (every move
-  // when absent or empty) makes those moves.
-  static nlohmann::json MoveJson(const allocator::DefragMove& mv) {
-    return {{"gpu", mv.gpu_uuid},
-            {"cluster", mv.cluster},
-            {"node", mv.node},
-            {"model", mv.model == nullptr ? "" : std::string(mv.model->name)},
-            {"before", catalog::FormatLayout(mv.before)},
-            {"after", catalog::FormatLayout(mv.after)},
-            {"destroys", catalog::FormatLayout(mv.removed)},
-            {"largestBefore", mv.largest_before},
-            {"largestAfter", mv.largest_after},
-            {"moves", [&] {
-               nlohmann::json out = nlohmann::json::array();
-               for (const allocator::Relocation& r : mv.relocations) {
-                 out.push_back({{"pool", r.pool},
-                                {"profile", r.profile->name},
-                                {"from", {{"gpu", r.from_gpu}, {"start", r.from_start}}},
-                                {"to", {{"gpu", r.to_gpu}, {"node", r.to_node}, {"start", r.to_start}, {"instance", r.to_instance}}}});
-               }
-               return out;
-             }()}};
-  }
-  absl::StatusOr<Reply> DefragPlanReply(const HttpRequest&, const Params&, const Principal&) {
-    if (options.defrag == nullptr) return absl::UnimplementedError("this server does not plan defragmentation");
-    ASSIGN_OR_RETURN(allocator::DefragPlan plan, options.defrag->Plan());
-    nlohmann::json moves = nlohmann::json::array();
-    for (const allocator::DefragMove& mv : plan.moves) moves.push_back(MoveJson(mv));
-    nlohmann::json room = nlohmann::json::object();
-    for (const auto& [model, profiles] : plan.before) {
-      for (const auto& [profile, n] : profiles) {
-        const int after = plan.after[model][profile];
-        room[model][profile] = {{"now", n}, {"after", after}};
-      }
-    }
-    return Reply{200, std::string(kJson), nlohmann::json{{"moves", moves}, {"room", room}}.dump(), {}};
-  }
-  absl::StatusOr<Reply> DefragApply(const HttpRequest& req, const Params&, const Principal& who) {
-    if (options.defrag == nullptr) return absl::UnimplementedError("this server does not plan defragmentation");
-    std::vector<std::string> wanted;
-    if (!req.body.empty()) {
-      RETURN_IF_ERROR(NeedJson(req));
-      const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-      bool ok = j.is_object() && (!j.contains("gpus") || j["gpus"].is_array());
-      if (ok && j.contains("gpus")) {
-        for (const nlohmann::json& g : j["gpus"]) {
-          ok = ok && g.is_string();
-          if (g.is_string()) wanted.push_back(g.get<std::string>());
-        }
-      }
-      if (!ok) return absl::InvalidArgumentError("body must be {\"gpus\": [\"GPU-...\", ...]} (every move when absent)");
-    }
-    ASSIGN_OR_RETURN(std::vector<allocator::DefragMove> made, options.defrag->Apply(wanted, who.user));
-    nlohmann::json applied = nlohmann::json::array();
-    for (const allocator::DefragMove& mv : made) applied.push_back(MoveJson(mv));
-    return Reply{200, std::string(kJson), nlohmann::json{{"applied", applied}}.dump(), {}};
-  }
-
-  // Clusters: GET lists every cluster (never a credential), POST registers a Kubernetes cluster
-  // {"name", "kubeconfig" (self-contained), "context", "displayName", "region"}, DELETE takes a
-  // registered one out.
-  static absl::Status NoClusters() {
-    return absl::UnimplementedError("this server does not register clusters at run time");
-  }
-  static nlohmann::json ClusterEntryJson(const service::ClusterEntry& e) {
-    nlohmann::json j = {{"name", e.name}, {"driver", e.driver}, {"source", e.source}, {"connected", e.connected}};
-    if (!e.server.empty()) j["server"] = e.server;
-    if (!e.context.empty()) j["context"] = e.context;
-    if (!e.registered_by.empty()) j["registeredBy"] = e.registered_by;
-    if (e.registered) j["registered"] = FormatTime(*e.registered);
-    if (e.cluster) {
-      j["nodes"] = e.cluster->status.nodes;
-      j["gpus"] = e.cluster->status.gpus;
-      if (!e.cluster->spec.display_name.empty()) j["displayName"] = e.cluster->spec.display_name;
-      if (!e.cluster->spec.region.empty()) j["region"] = e.cluster->spec.region;
-      const model::Condition* reachable = model::FindCondition(e.cluster->status.conditions, "Reachable");
-      j["reachable"] = reachable == nullptr || reachable->status == model::ConditionStatus::kTrue;
-      if (reachable != nullptr && reachable->status != model::ConditionStatus::kTrue) j["message"] = reachable->message;
-    } else if (!e.unreached.empty()) {
-      j["reachable"] = false;
-      j["message"] = e.unreached;
-    }
-    return j;
-  }
-  absl::StatusOr<Reply> ClusterList(const HttpRequest&, const Params&, const Principal&) {
-    if (options.clusters == nullptr) return NoClusters();
-    ASSIGN_OR_RETURN(std::vector<service::ClusterEntry> entries, options.clusters->List());
-    nlohmann::json items = nlohmann::json::array();
-    for (const service::ClusterEntry& e : entries) items.push_back(ClusterEntryJson(e));
-    return Reply{200, std::string(kJson), nlohmann::json{{"items", items}}.dump(), {}};
-  }
-  absl::StatusOr<Reply> RegisterCluster(const HttpRequest& req, const Params&, const Principal& who) {
-    if (options.clusters == nullptr) return NoClusters();
-    RETURN_IF_ERROR(NeedJson(req));
-    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    auto text = [&](const char* key) { return !j.contains(key) || j[key].is_string(); };
-    if (!j.is_object() || !j.contains("name") || !j.contains("kubeconfig") || !text("name") || !text("kubeconfig") ||
-        !text("context") || !text("displayName") || !text("region")) {
-      return absl::InvalidArgumentError(
-          "body must be {\"name\": \"...\", \"kubeconfig\": \"<kubeconfig YAML, self-contained>\", \"context\": \"...\", "
-          "\"displayName\": \"...\", \"region\": \"...\"} (the last three optional)");
-    }
-    model::ClusterRegistration r;
-    r.metadata.name = j["name"].get<std::string>();
-    r.spec.kubeconfig = j["kubeconfig"].get<std::string>();
-    r.spec.context = j.value("context", "");
-    r.spec.display_name = j.value("displayName", "");
-    r.spec.region = j.value("region", "");
-    ASSIGN_OR_RETURN(model::ClusterRegistration made, options.clusters->Register(std::move(r), who.user));
-    nlohmann::json out = {{"name", made.metadata.name}, {"driver", made.spec.driver}, {"source", "registered"},
-                          {"registeredBy", made.spec.registered_by}};
-    if (!made.spec.context.empty()) out["context"] = made.spec.context;
-    return Reply{201, std::string(kJson), out.dump(), {}};
-  }
-  absl::StatusOr<Reply> UnregisterCluster(const HttpRequest&, const Params& p, const Principal& who) {
-    if (options.clusters == nullptr) return NoClusters();
-    RETURN_IF_ERROR(options.clusters->Unregister(std::string(p.at("name")), who.user));
-    return Reply{200, std::string(kJson), nlohmann::json{{"removed", p.at("name")}}.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> Tokens(const HttpRequest&, const Params&, const Principal&) {
-    if (!auth) return NoAuth();
-    auto tokens = auth->List();
-    if (!tokens.ok()) return tokens.status();
-    nlohmann::json items = nlohmann::json::array();
-    for (const TokenInfo& t : *tokens) items.push_back(TokenJson(t));
-    return Reply{200, std::string(kJson), nlohmann::json{{"items", items}}.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> CreateToken(const HttpRequest& req, const Params&, const Principal& who) {
-    if (!auth) return NoAuth();
-    RETURN_IF_ERROR(NeedJson(req));
-    nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
-    auto is_string_list = [](const nlohmann::json& v) {
-      return v.is_array() && std::all_of(v.begin(), v.end(), [](const nlohmann::json& e) { return e.is_string(); });
-    };
-    if (!j.is_object() || !j.contains("user") || !j["user"].is_string() || !j.contains("role") ||
-        !j["role"].is_string() || (j.contains("project") && !j["project"].is_string()) ||
-        (j.contains("cluster") && !j["cluster"].is_string()) || (j.contains("nodes") && !is_string_list(j["nodes"]))) {
-      return absl::InvalidArgumentError(
-          "body must be {\"user\": \"...\", \"role\": \"operator|member|agent\", \"project\": \"...\" (members), "
-          "\"cluster\": \"...\", \"nodes\": [\"...\"] (agents)}");
-    }
-    std::optional<Role> role = ParseRole(j["role"].get<std::string>());
-    if (!role) return absl::InvalidArgumentError("role: must be operator, member or agent");
-    const std::vector<std::string> nodes = j.value("nodes", std::vector<std::string>{});
-    auto created = auth->Create(j["user"], *role, j.value("project", ""), who.user, j.value("cluster", ""), nodes);
-    if (!created.ok()) return created.status();
-    nlohmann::json out = TokenJson(created->second);
-    out["token"] = created->first;
-    return Reply{201, std::string(kJson), out.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> RevokeToken(const HttpRequest&, const Params& p, const Principal&) {
-    if (!auth) return NoAuth();
-    absl::Status s = auth->Revoke(std::string(p.at("id")));
-    if (!s.ok()) return s;
-    return Reply{200, std::string(kJson), R"({"revoked":true})", {}};
-  }
-
-  // Discovery as kubectl reads it (client-go's discovery client): /api (no legacy core group
-  // here), /apis (one group), /apis/gpuaas.io and /apis/gpuaas.io/v1 (every resource, with its
-  // verbs, short names and the category "gpuaas", so `kubectl get gpuaas` lists them all).
-  absl::StatusOr<Reply> Discovery(const HttpRequest&, const Params&, const Principal&) {
-    nlohmann::json j = {{"kind", "APIResourceList"},
-                        {"apiVersion", "v1"},
-                        {"groupVersion", "gpuaas.io/v1"},
-                        {"resources", nlohmann::json::array()}};
-    static const std::map<std::string, std::vector<std::string>> kShortNames = {
-        {"clusters", {"gcl"}},       {"nodecapacities", {"nc", "nodecap"}}, {"gpucapacities", {"gc", "gpu"}},
-        {"specandcounts", {"sac"}},  {"projects", {"proj"}},                {"gpupools", {"gp", "pool"}},
-        {"miglayouts", {"ml"}},      {"workloads", {"wl"}},                 {"profiles", {"prof"}},
-        {"ratecards", {"rc"}},       {"usagerecords", {"ur"}},              {"invoices", {"inv"}},
-        {"creditnotes", {"cn"}}};
-    for (const ResourceType& t : ResourceTypes()) {
-      nlohmann::json verbs = {"get", "list", "watch"};
-      if (t.creatable) verbs.push_back("create");
-      if (t.deletable) verbs.push_back("delete");
-      auto sn = kShortNames.find(t.plural);
-      j["resources"].push_back({{"name", t.plural},
-                                {"singularName", ToLower(t.kind)},
-                                {"kind", t.kind},
-                                {"namespaced", t.namespaced},
-                                {"verbs", verbs},
-                                {"shortNames", sn == kShortNames.end() ? nlohmann::json::array() : nlohmann::json(sn->second)},
-                                {"categories", {"gpuaas"}}});
-    }
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  static nlohmann::json GroupJson() {
-    const nlohmann::json version = {{"groupVersion", "gpuaas.io/v1"}, {"version", "v1"}};
-    return {{"name", "gpuaas.io"}, {"versions", {version}}, {"preferredVersion", version}};
-  }
-
-  absl::StatusOr<Reply> LegacyVersions(const HttpRequest&, const Params&, const Principal&) {
-    // No core ("v1") group is served: kubectl then discovers the named groups only.
-    const nlohmann::json j = {{"kind", "APIVersions"}, {"versions", nlohmann::json::array()},
-                              {"serverAddressByClientCIDRs", nlohmann::json::array()}};
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> GroupList(const HttpRequest&, const Params&, const Principal&) {
-    const nlohmann::json j = {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", {GroupJson()}}};
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> Group(const HttpRequest&, const Params&, const Principal&) {
-    nlohmann::json j = GroupJson();
-    j["kind"] = "APIGroup";
-    j["apiVersion"] = "v1";
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  std::shared_ptr<const model::FleetSummary> Summary() {
-    std::shared_ptr<const internal::DecodedGpus::View> view = gpus.Get();
-    std::shared_ptr<const store::KindSnapshot> pools_now = cache.Snapshot(std::string(model::GpuPool::kKind));
-    std::lock_guard<std::mutex> lock(summary_mu);
-    if (summary && summary_of == view->snapshot && summary_pools == pools_now) return summary;
-    const model::HeldDevices held = model::HeldByPools(internal::DecodeAll<model::GpuPool>(cache));
-    summary = std::make_shared<model::FleetSummary>(model::Summarize(view->in_order, held));
-    summary_of = view->snapshot;
-    summary_pools = pools_now;
-    return summary;
-  }
-
-  absl::StatusOr<Reply> SummaryReply(const HttpRequest&, const Params&, const Principal&) {
-    std::shared_ptr<const model::FleetSummary> s = Summary();
-    auto count = [](const model::FleetSummary::ModelCount& c) {
-      return nlohmann::json{{"gpus", c.gpus}, {"migEnabled", c.mig_enabled}, {"full", c.full},
-                            {"unhealthy", c.unhealthy}, {"nodes", c.nodes}};
-    };
-    nlohmann::json by_model = nlohmann::json::array();
-    for (const auto& [m, c] : s->by_model) {
-      nlohmann::json e = count(c);
-      e["model"] = m;
-      by_model.push_back(std::move(e));
-    }
-    nlohmann::json by_cluster = nlohmann::json::array();
-    for (const auto& [c, n] : s->by_cluster) {
-      nlohmann::json e = count(n);
-      e["cluster"] = c;
-      by_cluster.push_back(std::move(e));
-    }
-    nlohmann::json logical = nlohmann::json::array();
-    for (const auto& [key, d] : s->logical) {
-      logical.push_back({{"model", key.first}, {"profile", key.second}, {"count", d.count},
-                         {"allocated", d.allocated}, {"free", d.free()}, {"available", d.available}});
-    }
-    nlohmann::json physical = count(s->physical);
-    physical["byModel"] = std::move(by_model);
-    physical["byCluster"] = std::move(by_cluster);
-    nlohmann::json j = {
-        {"apiVersion", "gpuaas.io/v1"},
-        {"kind", "FleetSummary"},
-        {"clusters", cache.Snapshot(model::Cluster::kKind.data())->items.size()},
-        {"nodes", cache.Snapshot(model::NodeCapacity::kKind.data())->items.size()},
-        {"physical", std::move(physical)},
-        {"logical", {{"count", s->logical_total.count},
-                     {"allocated", s->logical_total.allocated},
-                     {"free", s->logical_total.free()},
-                     {"available", s->logical_total.available},
-                     {"byProfile", std::move(logical)}}},
-    };
-    return Reply{200, std::string(kJson), j.dump(), {}};
-  }
-
-  absl::StatusOr<Reply> Metrics(const HttpRequest&, const Params&, const Principal&) {
+  // /metrics: the requests', the fleet's, the telemetry hub's and the controllers' families,
+  // each written by its own MetricsText, then the store's revision.
+  Reply Metrics() {
     std::string out;
     metrics->Render(out);
-    std::shared_ptr<const model::FleetSummary> s = Summary();
-    MetricsText w(out);
-    w.Family("gpuaas_fleet_gpus", "gauge", "Physical GPUs known to gpuaas, by model and MIG mode.");
-    for (const auto& [m, c] : s->by_model) {
-      w.Sample("gpuaas_fleet_gpus", {{"model", m}, {"mig", "enabled"}}, c.mig_enabled);
-      w.Sample("gpuaas_fleet_gpus", {{"model", m}, {"mig", "disabled"}}, c.full);
-    }
-    w.Family("gpuaas_fleet_devices", "gauge", "Logical devices (full GPUs, MIG instances) by state.");
-    for (const auto& [key, d] : s->logical) {
-      w.Sample("gpuaas_fleet_devices", {{"model", key.first}, {"profile", key.second}, {"state", "allocated"}},
-               d.allocated);
-      w.Sample("gpuaas_fleet_devices", {{"model", key.first}, {"profile", key.second}, {"state", "free"}}, d.free());
-    }
-    w.Family("gpuaas_fleet_gpu_health", "gauge",
-             "Physical GPUs by model and health (unhealthy ones are out of allocation).");
-    for (const auto& [m, c] : s->by_model) {
-      w.Sample("gpuaas_fleet_gpu_health", {{"model", m}, {"health", "healthy"}}, c.gpus - c.unhealthy);
-      w.Sample("gpuaas_fleet_gpu_health", {{"model", m}, {"health", "unhealthy"}}, c.unhealthy);
-    }
-    w.Family("gpuaas_fleet_logical_devices", "gauge", "Logical devices over all models and profiles, by state.");
-    w.Sample("gpuaas_fleet_logical_devices", {{"state", "allocated"}}, s->logical_total.allocated);
-    w.Sample("gpuaas_fleet_logical_devices", {{"state", "free"}}, s->logical_total.free());
-    // The telemetry hub's and the controllers' families, each written by its own MetricsText.
+    summary->AppendMetrics(out);
     if (telemetry) telemetry->AppendMetrics(out);
     if (options.more_metrics) options.more_metrics(out);
+    MetricsText w(out);
     w.Family("gpuaas_store_revision", "gauge", "Last store revision applied to the read cache.");
     w.Sample("gpuaas_store_revision", {}, cache.Revision());
     return Reply{200, "text/plain; version=0.0.4; charset=utf-8", std::move(out), {}};
   }
 
-  // The dashboard: its pages' paths all answer the app (it routes in the browser); assets/ files
-  // by name. Public, as a login page is: the data it shows comes from the API with the user's token.
-  static Reply DashboardFile(const HttpRequest& req, const internal::WebFile& f, bool immutable) {
-    Reply r{200, f.content_type, f.body, internal::WebAssets::Headers(immutable), nullptr};
-    if (!f.gzip.empty() && internal::AcceptsGzip(req.Header("Accept-Encoding"))) {
-      r.body = f.gzip;
-      r.headers.emplace_back("Content-Encoding", "gzip");
-    }
-    return r;
-  }
-  absl::StatusOr<Reply> DashboardPage(const HttpRequest& req) const {
-    if (!web) {
-      return absl::NotFoundError(
-          "this server runs without the dashboard: build it (make web) and start the server with --web web/dist");
-    }
-    return DashboardFile(req, web->index(), false);
-  }
-  absl::StatusOr<Reply> DashboardAsset(const HttpRequest& req, std::string_view name) const {
-    const internal::WebFile* f = web ? web->Asset(name) : nullptr;
-    if (f == nullptr) return absl::NotFoundError(fmt::format("no dashboard asset \"{}\"", name));
-    return DashboardFile(req, *f, true);
+  const internal::WebAssets* Web() const { return web ? &*web : nullptr; }
+
+  void Add(std::string pattern, std::string method, Policy policy, internal::Handler h) {
+    router.Add(std::move(pattern), std::move(method), policy, std::move(h));
   }
 
+  // Every route, with who may call it.
   void Routes() {
     using R = const HttpRequest&;
     using P = const Params&;
     using W = const Principal&;
+    // The dashboard's pages all answer the app (it routes in the browser).
     for (const char* page : {"/", "/fleet", "/fleet/gpus/{uuid}", "/pools", "/monitoring", "/billing"}) {
-      Add(page, "GET", kPublic, [this](R r, P, W) { return DashboardPage(r); });
+      Add(page, "GET", kPublic, [this](R r, P, W) { return internal::DashboardPage(Web(), r); });
     }
-    Add("/assets/{file}", "GET", kPublic, [this](R r, P p, W) { return DashboardAsset(r, p.at("file")); });
+    Add("/assets/{file}", "GET", kPublic, [this](R r, P p, W) { return internal::DashboardAsset(Web(), r, p.at("file")); });
     Add("/api/v1/fleet/gpus", "GET", kSignedIn, [this](R r, P, W w) -> absl::StatusOr<Reply> {
       // Live utilization and health verdicts are the leader's.
       if (std::optional<std::string> to = ForwardTarget(r); to && telemetry != nullptr) {
@@ -1165,64 +297,68 @@ struct ApiServer::Impl {
       return Reply{200, std::string(kJson), j.dump(), {}};
     });
     // Prometheus scrapes without a token; the summary holds fleet-wide counts only.
-    Add("/metrics", "GET", kPublic, [this](R r, P p, W w) { return Metrics(r, p, w); });
-    Add("/api/v1/summary", "GET", kPublic, [this](R r, P p, W w) { return SummaryReply(r, p, w); });
-    Add("/api", "GET", kSignedIn, [this](R r, P p, W w) { return LegacyVersions(r, p, w); });
-    Add("/apis", "GET", kSignedIn, [this](R r, P p, W w) { return GroupList(r, p, w); });
-    Add("/apis/gpuaas.io", "GET", kSignedIn, [this](R r, P p, W w) { return Group(r, p, w); });
-    Add(std::string(kApiPrefix), "GET", kSignedIn, [this](R r, P p, W w) { return Discovery(r, p, w); });
-    Add(std::string(kApiPrefix) + "/{plural}", "GET", kResourceRead, [this](R r, P p, W w) { return List(r, p, w); });
-    Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", kResourceRead,
-        [this](R r, P p, W w) { return GetOne(r, p, w); });
+    Add("/metrics", "GET", kPublic, [this](R, P, W) { return Metrics(); });
+    Add("/api/v1/summary", "GET", kPublic, [this](R, P, W) { return summary->Summary(); });
+    Add("/api", "GET", kSignedIn, [](R, P, W) { return internal::ApiVersions(); });
+    Add("/apis", "GET", kSignedIn, [](R, P, W) { return internal::ApiGroupList(); });
+    Add("/apis/gpuaas.io", "GET", kSignedIn, [](R, P, W) { return internal::ApiGroup(); });
+    Add(std::string(kApiPrefix), "GET", kSignedIn, [](R, P, W) { return internal::ApiResourceList(); });
+    // The objects: every project's (or the fleet's), or one project's under namespaces/.
+    auto list = [this](R r, P p, W w) { return resources->List(r, p.at("plural"), p.at("namespace"), w); };
+    auto get = [this](R r, P p, W w) {
+      return resources->Get(r, p.at("plural"), p.at("namespace"), p.at("name"), w);
+    };
+    Add(std::string(kApiPrefix) + "/{plural}", "GET", kResourceRead, list);
+    Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", kResourceRead, get);
     Add(std::string(kApiPrefix) + "/projects", "POST", kOperatorOnly,
-        [this](R r, P p, W w) { return CreateProject(r, p, w); });
+        [this](R r, P, W w) { return pools->CreateProject(r, w); });
     Add(std::string(kApiPrefix) + "/projects/{name}/budget", "PUT", kOperatorOnly,
-        [this](R r, P p, W w) { return SetBudget(r, p, w); });
+        [this](R r, P p, W w) { return pools->SetBudget(r, p.at("name"), w); });
     Add(std::string(kApiPrefix) + "/ratecards", "POST", kOperatorOnly,
-        [this](R r, P p, W w) { return CreateRateCard(r, p, w); });
+        [this](R r, P, W w) { return pools->CreateRateCard(r, w); });
     Add("/api/v1/projects/{project}/invoices", "GET", kProjectWork,
         [this](R r, P p, W w) { return billing->Invoices(r, std::string(p.at("project")), w); });
     Add("/api/v1/projects/{project}/invoices/{period}", "GET", kProjectWork, [this](R r, P p, W w) {
       return billing->Invoice(r, std::string(p.at("project")), std::string(p.at("period")), w);
     });
     Add("/api/v1/projects/{project}/creditnotes", "POST", kOperatorOnly,
-        [this](R r, P p, W w) { return IssueCreditNote(r, p, w); });
+        [this](R r, P p, W w) { return pools->IssueCreditNote(r, p.at("project"), w); });
     Add("/api/v1/billing/focus", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Focus(r); });
     Add("/api/v1/billing/summary", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Summary(r); });
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
-    Add(pools_path, "GET", kProjectWork, [this](R r, P p, W w) { return List(r, p, w); });
+    Add(pools_path, "GET", kProjectWork, list);
     Add(pools_path, "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") == model::Workload::kPlural) return CreateWorkload(r, p, w);
-      if (p.at("plural") != model::GpuPool::kPlural) return NotServed(p.at("plural"), "created");
-      return CreatePool(r, p, w);
+      if (p.at("plural") == model::Workload::kPlural) return pools->CreateWorkload(r, p.at("namespace"), w);
+      if (p.at("plural") != model::GpuPool::kPlural) return internal::NotServed(p.at("plural"), "created");
+      return pools->CreatePool(r, p.at("namespace"), w);
     });
-    Add(pools_path + "/{name}", "DELETE", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") == model::GpuPool::kPlural) return DeletePool(r, p, w);
-      if (p.at("plural") != model::Workload::kPlural) return NotServed(p.at("plural"), "deleted");
-      return DeleteWorkload(r, p, w);
+    Add(pools_path + "/{name}", "DELETE", kProjectWork, [this](R, P p, W w) -> absl::StatusOr<Reply> {
+      if (p.at("plural") == model::GpuPool::kPlural) return pools->DeletePool(p.at("namespace"), p.at("name"), w);
+      if (p.at("plural") != model::Workload::kPlural) return internal::NotServed(p.at("plural"), "deleted");
+      return pools->DeleteWorkload(p.at("namespace"), p.at("name"), w);
     });
-    Add(pools_path + "/{name}", "GET", kProjectWork, [this](R r, P p, W w) { return GetOne(r, p, w); });
+    Add(pools_path + "/{name}", "GET", kProjectWork, get);
     Add(pools_path + "/{name}/approval", "PUT", kOperatorOnly, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
-      return Approval(r, p, w);
+      if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
+      return pools->Approve(r, p.at("namespace"), p.at("name"), w);
     });
-    instead["PUT " + pools_path + "/{name}/approval"] =
-        "a member may withdraw its own request that is not decided yet: gpuaas pool delete NAME -p PROJECT "
-        "(DELETE .../gpupools/NAME)";
-    Add(pools_path + "/{name}/release", "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") != model::GpuPool::kPlural) return UnknownResource(p.at("plural"));
-      return ReleasePool(r, p, w);
+    router.Instead(pools_path + "/{name}/approval", "PUT",
+                   "a member may withdraw its own request that is not decided yet: gpuaas pool delete NAME -p "
+                   "PROJECT (DELETE .../gpupools/NAME)");
+    Add(pools_path + "/{name}/release", "POST", kProjectWork, [this](R, P p, W w) -> absl::StatusOr<Reply> {
+      if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
+      return pools->Release(p.at("namespace"), p.at("name"), w);
     });
-    Add("/api/v1/audit", "GET", kOperatorOnly, [this](R r, P p, W w) { return AuditLog(r, p, w); });
-    Add("/api/v1/clusters", "GET", kOperatorOnly, [this](R r, P p, W w) { return ClusterList(r, p, w); });
-    Add("/api/v1/clusters", "POST", kOperatorOnly, [this](R r, P p, W w) { return RegisterCluster(r, p, w); });
+    Add("/api/v1/audit", "GET", kOperatorOnly, [this](R r, P, W) { return admin->Audit(r); });
+    Add("/api/v1/clusters", "GET", kOperatorOnly, [this](R, P, W) { return admin->Clusters(); });
+    Add("/api/v1/clusters", "POST", kOperatorOnly, [this](R r, P, W w) { return admin->RegisterCluster(r, w); });
     Add("/api/v1/clusters/{name}", "DELETE", kOperatorOnly,
-        [this](R r, P p, W w) { return UnregisterCluster(r, p, w); });
-    Add("/api/v1/defrag", "GET", kOperatorOnly, [this](R r, P p, W w) { return DefragPlanReply(r, p, w); });
-    Add("/api/v1/defrag", "POST", kOperatorOnly, [this](R r, P p, W w) { return DefragApply(r, p, w); });
-    Add("/api/v1/tokens", "GET", kOperatorOnly, [this](R r, P p, W w) { return Tokens(r, p, w); });
-    Add("/api/v1/tokens", "POST", kOperatorOnly, [this](R r, P p, W w) { return CreateToken(r, p, w); });
-    Add("/api/v1/tokens/{id}", "DELETE", kOperatorOnly, [this](R r, P p, W w) { return RevokeToken(r, p, w); });
+        [this](R, P p, W w) { return admin->UnregisterCluster(p.at("name"), w); });
+    Add("/api/v1/defrag", "GET", kOperatorOnly, [this](R, P, W) { return admin->DefragPlan(); });
+    Add("/api/v1/defrag", "POST", kOperatorOnly, [this](R r, P, W w) { return admin->DefragApply(r, w); });
+    Add("/api/v1/tokens", "GET", kOperatorOnly, [this](R, P, W) { return admin->Tokens(); });
+    Add("/api/v1/tokens", "POST", kOperatorOnly, [this](R r, P, W w) { return admin->CreateToken(r, w); });
+    Add("/api/v1/tokens/{id}", "DELETE", kOperatorOnly, [this](R, P p, W) { return admin->RevokeToken(p.at("id")); });
     if (telemetry) {
       // Telemetry lives on the leader (it runs the health controller): the others forward.
       Add("/api/v1/telemetry", "POST", kTelemetryPush, [this](R r, P, W w) -> absl::StatusOr<Reply> {
@@ -1251,7 +387,6 @@ struct ApiServer::Impl {
       return Reply{200, std::string(kJson), j.dump(), {}};
     });
   }
-
 };
 
 absl::Status RoleRates::Set(std::string_view role_equals_rate) {
@@ -1285,7 +420,7 @@ ApiServer::ApiServer(ServerOptions options, store::ObjectCache& cache, service::
     : impl_(std::make_unique<Impl>(std::move(options), cache, pools, auth, telemetry)) {
   impl_->Routes();
   std::vector<std::string> patterns;
-  for (const Route& r : impl_->routes) patterns.push_back(r.pattern);
+  for (const Route& r : impl_->router.routes()) patterns.push_back(r.pattern);
   impl_->metrics = std::make_unique<RequestMetrics>(std::move(patterns));
 }
 
@@ -1295,7 +430,7 @@ HttpResponse ApiServer::Handle(const HttpRequest& req) { return impl_->Dispatch(
 
 std::vector<RouteInfo> ApiServer::Routes() const {
   std::vector<RouteInfo> out;
-  for (const Route& r : impl_->routes) {
+  for (const Route& r : impl_->router.routes()) {
     for (const auto& [method, hp] : r.methods) out.push_back({method, r.pattern, hp.second});
   }
   std::sort(out.begin(), out.end(), [](const RouteInfo& a, const RouteInfo& b) {
@@ -1337,7 +472,7 @@ absl::Status ApiServer::Start() {
 int ApiServer::port() const { return impl_->http ? impl_->http->port() : 0; }
 
 void ApiServer::Stop() {
-  impl_->watches->CloseAll();  // watches end with their last chunk
+  impl_->resources->CloseWatches();  // watches end with their last chunk
   if (impl_->http) impl_->http->Stop();
 }
 
@@ -1348,7 +483,7 @@ absl::Status ApiServer::ReloadTls() {
 
 void ApiServer::SetReady(bool ready) {
   // Decode the fleet before the first reader needs it (about 0.5 s for 10,000 GPUs).
-  if (ready) (void)impl_->Summary();
+  if (ready) (void)impl_->summary->Get();
   impl_->ready = ready;
 }
 

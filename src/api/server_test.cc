@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <set>
+#include <tuple>
 
 #include "api/problem.h"
 #include "cluster/simulated/fleet.h"
@@ -548,6 +549,21 @@ TEST_F(PoolApiTest, BadWritesAreRefusedAndChangeNothing) {
               R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"vision"}})"),
          409, "AlreadyExists");
   expect(Send("PUT", std::string(kV1) + "/namespaces/vision/gpupools", "{}"), 405, "MethodNotAllowed");
+  // A refused body names the field that is wrong.
+  for (const auto& [method, path, body, detail] : std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
+           {"PUT", pools + "/missing/approval", R"({"approve":false})",
+            "reason: required when approve is false (a rejection needs a reason)"},
+           {"PUT", pools + "/missing/approval", R"({"approve":true,"reason":null})", "reason: expected a string"},
+           {"PUT", std::string(kV1) + "/projects/vision/budget", R"({"amountMicros":1,"gpuHours":-1})",
+            "gpuHours: must be at least 0"},
+           {"POST", "/api/v1/projects/vision/creditnotes", R"({"period":"2026-01","reason":"x"})",
+            "amountMicros: required"},
+       }) {
+    httplib::Result r = Send(method, path, body);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 400) << body << ": " << r->body;
+    EXPECT_EQ(json::parse(r->body)["detail"], detail) << body;
+  }
   EXPECT_EQ(store_->Revision(), rev);
 }
 

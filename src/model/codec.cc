@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "fmt/format.h"
-#include "fmt/ranges.h"
 #include "model/billing.h"
+#include "model/json_reader.h"
 #include "model/pool.h"
 #include "nlohmann/json.hpp"
 
@@ -13,137 +13,6 @@ namespace gpuaas::model {
 namespace {
 
 using nlohmann::json;
-
-// Thrown inside this file only; Decode turns it into InvalidArgument.
-struct DecodeError {
-  std::string message;
-};
-
-[[noreturn]] void Fail(const std::string& path, const std::string& what) {
-  throw DecodeError{fmt::format("{}: {}", path, what)};
-}
-
-std::string Join(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
-}
-
-// A cursor over one JSON object that remembers where it is, for error messages.
-class In {
- public:
-  In(const json& j, std::string path) : j_(j), path_(std::move(path)) {
-    if (!j_.is_object()) Fail(path_.empty() ? "(root)" : path_, "expected an object");
-  }
-
-  bool Has(std::string_view key) const {
-    auto it = j_.find(key);
-    return it != j_.end() && !it->is_null();
-  }
-  const json* Find(std::string_view key) const {
-    auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-  const json& Need(std::string_view key) const {
-    const json* v = Find(key);
-    if (v == nullptr) Fail(Join(path_, key), "required");
-    return *v;
-  }
-  In Obj(std::string_view key) const { return In(Need(key), Join(path_, key)); }
-  std::string Path(std::string_view key) const { return Join(path_, key); }
-
-  std::string Str(std::string_view key, bool required = false) const {
-    const json* v = required ? &Need(key) : Find(key);
-    if (v == nullptr) return "";
-    if (!v->is_string()) Fail(Join(path_, key), "expected a string");
-    return v->get<std::string>();
-  }
-  int64_t Int(std::string_view key, bool required = false, int64_t min = 0) const {
-    const json* v = required ? &Need(key) : Find(key);
-    if (v == nullptr) return 0;
-    if (!v->is_number_integer()) Fail(Join(path_, key), "expected an integer");
-    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX}) {
-      Fail(Join(path_, key), "out of range");
-    }
-    const int64_t x = v->get<int64_t>();
-    if (x < min) Fail(Join(path_, key), fmt::format("must be at least {}", min));
-    return x;
-  }
-  bool Bool(std::string_view key, bool dflt) const {
-    const json* v = Find(key);
-    if (v == nullptr) return dflt;
-    if (!v->is_boolean()) Fail(Join(path_, key), "expected true or false");
-    return v->get<bool>();
-  }
-  template <typename E, size_t N>
-  E Enum(std::string_view key, const std::array<std::pair<std::string_view, E>, N>& table,
-         E dflt) const {
-    const json* v = Find(key);
-    if (v == nullptr) return dflt;
-    if (!v->is_string()) Fail(Join(path_, key), "expected a string");
-    const std::string s = v->get<std::string>();
-    for (const auto& [name, value] : table) {
-      if (name == s) return value;
-    }
-    std::vector<std::string_view> names;
-    for (const auto& e : table) names.push_back(e.first);
-    Fail(Join(path_, key),
-         fmt::format("unknown value \"{}\"; expected one of {}", s, fmt::join(names, ", ")));
-  }
-  std::map<std::string, std::string> StrMap(std::string_view key) const {
-    std::map<std::string, std::string> out;
-    const json* v = Find(key);
-    if (v == nullptr) return out;
-    if (!v->is_object()) Fail(Join(path_, key), "expected an object of strings");
-    for (auto it = v->begin(); it != v->end(); ++it) {
-      if (!it.value().is_string()) Fail(Join(Join(path_, key), it.key()), "expected a string");
-      out[it.key()] = it.value().get<std::string>();
-    }
-    return out;
-  }
-  std::vector<std::string> StrList(std::string_view key) const {
-    std::vector<std::string> out;
-    const json* v = Find(key);
-    if (v == nullptr) return out;
-    if (!v->is_array()) Fail(Join(path_, key), "expected an array of strings");
-    for (size_t i = 0; i < v->size(); ++i) {
-      if (!(*v)[i].is_string()) Fail(fmt::format("{}[{}]", Join(path_, key), i), "expected a string");
-      out.push_back((*v)[i].get<std::string>());
-    }
-    return out;
-  }
-  ResourceList Resources(std::string_view key) const {
-    ResourceList out;
-    const json* v = Find(key);
-    if (v == nullptr) return out;
-    if (!v->is_object()) Fail(Join(path_, key), "expected an object of integers");
-    for (auto it = v->begin(); it != v->end(); ++it) {
-      if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0) {
-        Fail(Join(Join(path_, key), it.key()), "expected a non-negative integer");
-      }
-      out[it.key()] = it.value().get<int64_t>();
-    }
-    return out;
-  }
-  template <typename F>
-  void Each(std::string_view key, F&& f) const {
-    const json* v = Find(key);
-    if (v == nullptr) return;
-    if (!v->is_array()) Fail(Join(path_, key), "expected an array");
-    for (size_t i = 0; i < v->size(); ++i) {
-      f(In((*v)[i], fmt::format("{}[{}]", Join(path_, key), i)));
-    }
-  }
-  std::optional<Time> TimeField(std::string_view key) const {
-    std::string s = Str(key);
-    if (s.empty()) return std::nullopt;
-    std::optional<Time> t = ParseTime(s);
-    if (!t) Fail(Join(path_, key), fmt::format("\"{}\" is not an RFC 3339 UTC time", s));
-    return t;
-  }
-
- private:
-  const json& j_;
-  std::string path_;
-};
 
 constexpr std::array<std::pair<std::string_view, ConditionStatus>, 3> kConditionStatus = {{
     {"True", ConditionStatus::kTrue},
@@ -183,20 +52,20 @@ json EncodeMeta(const ObjectMeta& m) {
   return j;
 }
 
-ObjectMeta DecodeMetaObj(const In& in) {
+ObjectMeta DecodeMetaObj(const JsonIn& in) {
   ObjectMeta m;
   m.name = in.Str("name", /*required=*/true);
   m.ns = in.Str("namespace");
   m.uid = in.Str("uid");
   // Kubernetes sends resourceVersion as an opaque string; gpuaas's are decimal revisions.
   if (const json* rv = in.Find("resourceVersion")) {
-    if (!rv->is_string()) Fail(in.Path("resourceVersion"), "expected a string");
+    if (!rv->is_string()) FailAt(in.Path("resourceVersion"), "expected a string");
     const std::string s = rv->get<std::string>();
     if (!s.empty()) {
       char* end = nullptr;
       long long v = std::strtoll(s.c_str(), &end, 10);
       if (*end != '\0' || v < 0 || s.size() > 18) {
-        Fail(in.Path("resourceVersion"), fmt::format("\"{}\" is not a resource version", s));
+        FailAt(in.Path("resourceVersion"), fmt::format("\"{}\" is not a resource version", s));
       }
       m.resource_version = v;
     }
@@ -221,13 +90,12 @@ json EncodeConditions(const std::vector<Condition>& conds) {
   return a;
 }
 
-std::vector<Condition> DecodeConditions(const In& in) {
+std::vector<Condition> DecodeConditions(const JsonIn& in) {
   std::vector<Condition> out;
-  in.Each("conditions", [&](const In& c) {
+  in.Each("conditions", [&](const JsonIn& c) {
     Condition cond;
     cond.type = c.Str("type", true);
-    if (!c.Has("status")) Fail(c.Path("status"), "required");
-    cond.status = c.Enum("status", kConditionStatus, ConditionStatus::kUnknown);
+    cond.status = c.Enum("status", kConditionStatus);
     cond.reason = c.Str("reason");
     cond.message = c.Str("message");
     cond.last_transition_time = c.TimeField("lastTransitionTime").value_or(Time{});
@@ -241,29 +109,14 @@ json Envelope(std::string_view kind, const ObjectMeta& meta) {
   return {{"apiVersion", kApiVersion}, {"kind", kind}, {"metadata", EncodeMeta(meta)}};
 }
 
-// Parses `text` and checks apiVersion and kind; returns the root.
-json ParseRoot(std::string_view text, std::string_view kind) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw DecodeError{"body is not valid JSON"};
-  In in(j, "");
-  const std::string api = in.Str("apiVersion", true);
+// Checks a document's apiVersion and kind.
+void CheckKind(const JsonIn& root, std::string_view kind) {
+  const std::string api = root.Str("apiVersion", true);
   if (api != kApiVersion) {
-    Fail("apiVersion", fmt::format("\"{}\" is not supported; expected {}", api, kApiVersion));
+    FailAt("apiVersion", fmt::format("\"{}\" is not supported; expected {}", api, kApiVersion));
   }
-  const std::string k = in.Str("kind", true);
-  if (k != kind) Fail("kind", fmt::format("\"{}\" does not match; expected {}", k, kind));
-  return j;
-}
-
-template <typename F>
-auto Guard(F&& f) -> absl::StatusOr<decltype(f())> {
-  try {
-    return f();
-  } catch (const DecodeError& e) {
-    return absl::InvalidArgumentError(e.message);
-  } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(fmt::format("invalid JSON value: {}", e.what()));
-  }
+  const std::string k = root.Str("kind", true);
+  if (k != kind) FailAt("kind", fmt::format("\"{}\" does not match; expected {}", k, kind));
 }
 
 }  // namespace
@@ -285,19 +138,18 @@ std::string Encode(const Cluster& c) {
 
 template <>
 absl::StatusOr<Cluster> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, Cluster::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, Cluster::kKind);
     Cluster c;
     c.metadata = DecodeMetaObj(root.Obj("metadata"));
     if (root.Has("spec")) {
-      In s = root.Obj("spec");
+      JsonIn s = root.Obj("spec");
       c.spec.display_name = s.Str("displayName");
       c.spec.driver = s.Str("driver");
       c.spec.region = s.Str("region");
     }
     if (root.Has("status")) {
-      In s = root.Obj("status");
+      JsonIn s = root.Obj("status");
       c.status.nodes = s.Int("nodes");
       c.status.gpus = s.Int("gpus");
       c.status.conditions = DecodeConditions(s);
@@ -322,14 +174,13 @@ std::string Encode(const ClusterRegistration& c) {
 
 template <>
 absl::StatusOr<ClusterRegistration> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, ClusterRegistration::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, ClusterRegistration::kKind);
     ClusterRegistration c;
     c.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     c.spec.driver = s.Str("driver", true);
-    if (c.spec.driver != "kubernetes") Fail("spec.driver", fmt::format("\"{}\" is not supported; expected kubernetes", c.spec.driver));
+    if (c.spec.driver != "kubernetes") FailAt("spec.driver", fmt::format("\"{}\" is not supported; expected kubernetes", c.spec.driver));
     c.spec.kubeconfig = s.Str("kubeconfig", true);
     c.spec.context = s.Str("context");
     c.spec.display_name = s.Str("displayName");
@@ -363,12 +214,11 @@ std::string Encode(const NodeCapacity& n) {
 
 template <>
 absl::StatusOr<NodeCapacity> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, NodeCapacity::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, NodeCapacity::kKind);
     NodeCapacity n;
     n.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     n.spec.cluster = s.Str("cluster", true);
     n.spec.node_name = s.Str("nodeName", true);
     n.spec.gpu_model = s.Str("gpuModel");
@@ -378,17 +228,17 @@ absl::StatusOr<NodeCapacity> Decode(std::string_view text) {
     n.spec.memory_bytes = s.Int("memoryBytes");
     n.spec.schedulable = s.Bool("schedulable", true);
     if (root.Has("status")) {
-      In st = root.Obj("status");
+      JsonIn st = root.Obj("status");
       if (st.Has("physical")) {
-        In p = st.Obj("physical");
+        JsonIn p = st.Obj("physical");
         n.status.physical_gpus = p.Int("gpus");
         n.status.physical_gpu_memory_mib = p.Int("gpuMemoryMiB");
         n.status.mig_enabled_gpus = p.Int("migEnabledGpus");
       }
-      n.status.allocatable = st.Resources("allocatable");
-      n.status.allocated = st.Resources("allocated");
+      n.status.allocatable = st.Counts("allocatable");
+      n.status.allocated = st.Counts("allocated");
       if (st.Has("podRequests")) {
-        In r = st.Obj("podRequests");
+        JsonIn r = st.Obj("podRequests");
         n.status.pod_cpu_milli = r.Int("cpuMilli");
         n.status.pod_memory_bytes = r.Int("memoryBytes");
       }
@@ -429,12 +279,11 @@ std::string Encode(const GpuCapacity& g) {
 
 template <>
 absl::StatusOr<GpuCapacity> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, GpuCapacity::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, GpuCapacity::kKind);
     GpuCapacity g;
     g.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     g.spec.cluster = s.Str("cluster", true);
     g.spec.node = s.Str("node", true);
     g.spec.uuid = s.Str("uuid", true);
@@ -444,15 +293,15 @@ absl::StatusOr<GpuCapacity> Decode(std::string_view text) {
     g.spec.memory_mib = s.Int("memoryMiB");
     g.spec.mig_capable = s.Bool("migCapable", false);
     if (root.Has("status")) {
-      In st = root.Obj("status");
+      JsonIn st = root.Obj("status");
       g.status.mig_mode = st.Enum("migMode", kMigMode, MigMode::kDisabled);
       g.status.health = st.Enum("health", kHealth, Health::kUnknown);
       g.status.allocated = st.Bool("allocated", false);
       g.status.pods = st.StrList("pods");
-      st.Each("migInstances", [&](const In& m) {
+      st.Each("migInstances", [&](const JsonIn& m) {
         MigInstance inst;
         inst.profile = m.Str("profile", true);
-        In p = m.Obj("placement");
+        JsonIn p = m.Obj("placement");
         inst.start = p.Int("start", true);
         inst.size = p.Int("size", true, 1);
         inst.uuid = m.Str("uuid");
@@ -480,24 +329,23 @@ std::string Encode(const SpecAndCount& s) {
 
 template <>
 absl::StatusOr<SpecAndCount> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, SpecAndCount::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, SpecAndCount::kKind);
     SpecAndCount s;
     s.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In sp = root.Obj("spec");
+    JsonIn sp = root.Obj("spec");
     s.spec.cluster = sp.Str("cluster", true);
     s.spec.node = sp.Str("node", true);
     s.spec.model = sp.Str("model", true);
     s.spec.profile = sp.Str("profile", true);
     s.spec.resource_name = sp.Str("resourceName");
     if (root.Has("status")) {
-      In st = root.Obj("status");
+      JsonIn st = root.Obj("status");
       s.status.count = st.Int("count");
       s.status.allocated = st.Int("allocated");
       s.status.free = st.Int("free");
       if (s.status.allocated + s.status.free != s.status.count) {
-        Fail("status", fmt::format("allocated ({}) + free ({}) must equal count ({})",
+        FailAt("status", fmt::format("allocated ({}) + free ({}) must equal count ({})",
                                    s.status.allocated, s.status.free, s.status.count));
       }
     }
@@ -545,23 +393,22 @@ std::string Encode(const Project& p) {
 
 template <>
 absl::StatusOr<Project> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, Project::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, Project::kKind);
     Project p;
     p.metadata = DecodeMetaObj(root.Obj("metadata"));
     if (root.Has("spec")) {
-      In s = root.Obj("spec");
+      JsonIn s = root.Obj("spec");
       p.spec.display_name = s.Str("displayName");
       if (s.Has("quota")) {
-        In q = s.Obj("quota");
+        JsonIn q = s.Obj("quota");
         Project::Quota quota;
-        for (auto& [k, v] : q.Resources("fullGpus")) quota.full_gpus[k] = v;
-        for (auto& [k, v] : q.Resources("migComputeSlices")) quota.mig_compute_slices[k] = v;
+        for (auto& [k, v] : q.Counts("fullGpus")) quota.full_gpus[k] = v;
+        for (auto& [k, v] : q.Counts("migComputeSlices")) quota.mig_compute_slices[k] = v;
         p.spec.quota = std::move(quota);
       }
       if (s.Has("budget")) {
-        In b = s.Obj("budget");
+        JsonIn b = s.Obj("budget");
         p.spec.budget = Project::Budget{b.Int("amountMicros"), b.Int("gpuHours"), b.Bool("allowOverrun", false)};
       }
     }
@@ -614,31 +461,30 @@ std::string Encode(const GpuPool& p) {
 
 template <>
 absl::StatusOr<GpuPool> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, GpuPool::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, GpuPool::kKind);
     GpuPool p;
     p.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     p.spec.cluster = s.Str("cluster");
-    s.Each("items", [&](const In& i) {
+    s.Each("items", [&](const JsonIn& i) {
       p.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true, 1)});
     });
     p.spec.workload_type = s.Enum("workloadType", kWorkloadType, WorkloadType::kTraining);
     if (s.Has("sharing")) {
-      In sh = s.Obj("sharing");
+      JsonIn sh = s.Obj("sharing");
       if (sh.Has("timeSlicing")) p.spec.time_slicing_replicas = sh.Obj("timeSlicing").Int("replicas", true, 1);
     }
     p.spec.move_idle_instances = s.Bool("moveIdleInstances", false);
     if (s.Has("releaseRequested")) {
-      In r = s.Obj("releaseRequested");
+      JsonIn r = s.Obj("releaseRequested");
       r.Str("time", true);
       p.spec.release_requested = GpuPool::Spec::ReleaseRequest{r.Str("user"), *r.TimeField("time")};
     }
     if (root.Has("status")) {
-      In st = root.Obj("status");
+      JsonIn st = root.Obj("status");
       if (st.Has("approval")) {
-        In a = st.Obj("approval");
+        JsonIn a = st.Obj("approval");
         GpuPool::Approval ap;
         ap.approved = a.Bool("approved", false);
         ap.reason = a.Str("reason");
@@ -646,7 +492,7 @@ absl::StatusOr<GpuPool> Decode(std::string_view text) {
         ap.time = a.TimeField("time").value_or(Time{});
         p.status.approval = ap;
       }
-      st.Each("allocation", [&](const In& d) {
+      st.Each("allocation", [&](const JsonIn& d) {
         AllocatedDevice dev;
         dev.cluster = d.Str("cluster", true);
         dev.node = d.Str("node", true);
@@ -695,9 +541,9 @@ json EncodeDevices(const std::vector<WorkloadDevice>& ds) {
   return a;
 }
 
-std::vector<WorkloadDevice> DecodeDevices(const In& in, std::string_view key) {
+std::vector<WorkloadDevice> DecodeDevices(const JsonIn& in, std::string_view key) {
   std::vector<WorkloadDevice> out;
-  in.Each(key, [&](const In& d) { out.push_back({d.Str("gpuUUID", true), d.Str("instanceUUID")}); });
+  in.Each(key, [&](const JsonIn& d) { out.push_back({d.Str("gpuUUID", true), d.Str("instanceUUID")}); });
   return out;
 }
 }  // namespace
@@ -723,20 +569,19 @@ std::string Encode(const Workload& w) {
 
 template <>
 absl::StatusOr<Workload> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, Workload::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, Workload::kKind);
     Workload w;
     w.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     w.spec.pool = s.Str("pool", true);
-    ResourceList res = s.Resources("resources");
-    if (res.size() != 1) Fail("spec.resources", "name exactly one GPU resource, e.g. {\"nvidia.com/gpu\": 1}");
+    ResourceList res = s.Counts("resources");
+    if (res.size() != 1) FailAt("spec.resources", "name exactly one GPU resource, e.g. {\"nvidia.com/gpu\": 1}");
     w.spec.resource = res.begin()->first;
     w.spec.count = res.begin()->second;
     w.spec.priority = s.Enum("priorityClassName", kPriority, PriorityClass::kBatch);
     if (root.Has("status")) {
-      In st = root.Obj("status");
+      JsonIn st = root.Obj("status");
       w.status.phase = st.Enum("phase", kPhase, WorkloadPhase::kPending);
       w.status.reason = st.Str("reason");
       w.status.message = st.Str("message");
@@ -760,12 +605,11 @@ std::string Encode(const Profile& p) {
 
 template <>
 absl::StatusOr<Profile> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, Profile::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, Profile::kKind);
     Profile p;
     p.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     p.spec.pod = s.Str("pod", true);
     p.spec.pool = s.Str("pool", true);
     p.spec.project = s.Str("project", true);
@@ -807,21 +651,20 @@ std::string Encode(const MigLayout& m) {
 
 template <>
 absl::StatusOr<MigLayout> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, MigLayout::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, MigLayout::kKind);
     MigLayout m;
     m.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     m.spec.cluster = s.Str("cluster", true);
     m.spec.node = s.Str("node", true);
     m.spec.gpu_uuid = s.Str("gpuUUID", true);
     m.spec.mig_enabled = s.Bool("migEnabled", true);
-    s.Each("instances", [&](const In& i) {
+    s.Each("instances", [&](const JsonIn& i) {
       m.spec.instances.push_back({i.Str("profile", true), i.Int("start", true)});
     });
     if (root.Has("status")) {
-      In st = root.Obj("status");
+      JsonIn st = root.Obj("status");
       m.status.state = st.Enum("state", kLayoutState, MigLayout::State::kPending);
       m.status.message = st.Str("message");
       m.status.attempts = st.Int("attempts");
@@ -917,18 +760,17 @@ std::string Encode(const RateCard& c) {
 
 template <>
 absl::StatusOr<RateCard> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, RateCard::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, RateCard::kKind);
     RateCard c;
     c.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     c.spec.currency = s.Str("currency", true);
-    if (!s.Has("effectiveFrom")) Fail(s.Path("effectiveFrom"), "required");
+    if (!s.Has("effectiveFrom")) FailAt(s.Path("effectiveFrom"), "required");
     c.spec.effective_from = *s.TimeField("effectiveFrom");
     c.spec.mig_pricing = s.Enum("migPricing", kMigPricing, RateCard::MigPricing::kCompute);
-    if (!s.Has("prices")) Fail(s.Path("prices"), "required");
-    s.Each("prices", [&](const In& p) {
+    if (!s.Has("prices")) FailAt(s.Path("prices"), "required");
+    s.Each("prices", [&](const JsonIn& p) {
       c.spec.prices.push_back({p.Str("model", true), p.Str("profile", true), p.Int("pricePerHourMicros", true)});
     });
     return c;
@@ -951,12 +793,11 @@ std::string Encode(const CreditNote& n) {
 
 template <>
 absl::StatusOr<CreditNote> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, CreditNote::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, CreditNote::kKind);
     CreditNote n;
     n.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     n.spec.period = s.Str("period", true);
     n.spec.amount_micros = s.Int("amountMicros", true);
     n.spec.reason = s.Str("reason", true);
@@ -1001,40 +842,39 @@ std::string Encode(const UsageRecord& u) {
 
 template <>
 absl::StatusOr<UsageRecord> Decode(std::string_view text) {
-  return Guard([&] {
-    json j = ParseRoot(text, UsageRecord::kKind);
-    In root(j, "");
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, UsageRecord::kKind);
     UsageRecord u;
     u.metadata = DecodeMetaObj(root.Obj("metadata"));
-    In s = root.Obj("spec");
+    JsonIn s = root.Obj("spec");
     u.spec.pool = s.Str("pool", true);
     u.spec.pool_uid = s.Str("poolUID");
     u.spec.cluster = s.Str("cluster");
-    s.Each("items", [&](const In& i) { u.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true)}); });
-    if (!s.Has("start")) Fail(s.Path("start"), "required");
+    s.Each("items", [&](const JsonIn& i) { u.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true)}); });
+    if (!s.Has("start")) FailAt(s.Path("start"), "required");
     u.spec.start = *s.TimeField("start");
     u.spec.end = s.TimeField("end");
-    s.Each("credits", [&](const In& c) {
+    s.Each("credits", [&](const JsonIn& c) {
       UsageRecord::Credit credit;
       credit.gpu_uuid = c.Str("gpuUUID", true);
       credit.model = c.Str("model", true);
       credit.profile = c.Str("profile", true);
       credit.reason = c.Str("reason");
-      if (!c.Has("start")) Fail(c.Path("start"), "required");
+      if (!c.Has("start")) FailAt(c.Path("start"), "required");
       credit.start = *c.TimeField("start");
       credit.end = c.TimeField("end");
       u.spec.credits.push_back(std::move(credit));
     });
     if (s.Find("held") != nullptr) {
       u.spec.held.emplace();
-      s.Each("held", [&](const In& h) {
+      s.Each("held", [&](const JsonIn& h) {
         UsageRecord::Held held{h.Str("model", true), h.Str("profile", true), h.Int("count", true, 1), {}};
-        if (!h.Has("since")) Fail(h.Path("since"), "required");
+        if (!h.Has("since")) FailAt(h.Path("since"), "required");
         held.since = *h.TimeField("since");
         if (const json* d = h.Find("devices")) {
-          if (!d->is_array()) Fail(h.Path("devices"), "expected an array");
+          if (!d->is_array()) FailAt(h.Path("devices"), "expected an array");
           for (const json& key : *d) {
-            if (!key.is_string()) Fail(h.Path("devices"), "expected strings");
+            if (!key.is_string()) FailAt(h.Path("devices"), "expected strings");
             held.devices.push_back(key.get<std::string>());
           }
         }
@@ -1047,19 +887,11 @@ absl::StatusOr<UsageRecord> Decode(std::string_view text) {
 
 absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view text) {
   if (std::string_view meta = TopLevelMember(text, "metadata"); !meta.empty()) {
-    absl::StatusOr<ObjectMeta> m = Guard([&] {
-      json j = json::parse(meta.begin(), meta.end(), nullptr, false);
-      if (j.is_discarded()) throw DecodeError{"metadata is not valid JSON"};
-      return DecodeMetaObj(In(j, "metadata"));
-    });
+    absl::StatusOr<ObjectMeta> m =
+        ReadJson(meta, {.path = "metadata"}, [](const JsonIn& in) { return DecodeMetaObj(in); });
     if (m.ok()) return m;
   }
-  return Guard([&] {
-    json j = json::parse(text.begin(), text.end(), nullptr, false);
-    if (j.is_discarded()) throw DecodeError{"body is not valid JSON"};
-    In root(j, "");
-    return DecodeMetaObj(root.Obj("metadata"));
-  });
+  return ReadJson(text, [](const JsonIn& root) { return DecodeMetaObj(root.Obj("metadata")); });
 }
 
 std::string_view ToString(MigMode m) { return Name(kMigMode, m); }

@@ -1,9 +1,10 @@
 // Consistent paging of lists: every page of one list is read at the first page's revision, as
 // Kubernetes does. The first page's snapshot of the kind is held here (snapshots share their
 // objects with the cache, so one costs a vector of pointers and the objects changed since), the
-// continue token names its revision, and a later page reads the same snapshot. A snapshot not
-// asked for within `ttl`, or pushed out by `max_held` newer ones, is let go: its tokens then get
-// 410 Expired, and the client starts the list again. Thread-safe.
+// continue token (ContinueToken) names its revision and the last item returned, and a later page
+// reads the same snapshot after that item. A snapshot not asked for within `ttl`, or pushed out
+// by `max_held` newer ones, is let go: its tokens then get 410 Expired, and the client starts the
+// list again. Thread-safe.
 #ifndef GPUAAS_API_INTERNAL_PAGES_H_
 #define GPUAAS_API_INTERNAL_PAGES_H_
 
@@ -13,11 +14,28 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "store/cache.h"
 
 namespace gpuaas::api::internal {
+
+// Where the next page of a list starts: after (namespace, name) of the list read at `revision`.
+struct ContinueAt {
+  int64_t revision = 0;
+  std::pair<std::string, std::string> after;
+};
+
+// The metadata.continue of a page of `plural` read at `revision` whose last item is ns/name
+// (base64url, opaque to clients).
+std::string ContinueToken(std::string_view plural, int64_t revision, std::string_view ns, std::string_view name);
+
+// Where the list of `plural` that a ContinueToken `token` came from goes on; InvalidArgument for
+// anything else, OutOfRange (410) for a token of an earlier format, whose list cannot be
+// continued consistently.
+absl::StatusOr<ContinueAt> ParseContinue(std::string_view plural, std::string_view token);
 
 class PageSnapshots {
  public:

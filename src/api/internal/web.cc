@@ -142,4 +142,31 @@ std::vector<std::pair<std::string, std::string>> WebAssets::Headers(bool immutab
           {"Vary", "Accept-Encoding"}};
 }
 
+namespace {
+
+HttpResponse DashboardFile(const HttpRequest& req, const WebFile& f, bool immutable) {
+  HttpResponse r{200, f.content_type, f.body, WebAssets::Headers(immutable), nullptr};
+  if (!f.gzip.empty() && AcceptsGzip(req.Header("Accept-Encoding"))) {
+    r.body = f.gzip;
+    r.headers.emplace_back("Content-Encoding", "gzip");
+  }
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<HttpResponse> DashboardPage(const WebAssets* web, const HttpRequest& req) {
+  if (web == nullptr) {
+    return absl::NotFoundError(
+        "this server runs without the dashboard: build it (make web) and start the server with --web web/dist");
+  }
+  return DashboardFile(req, web->index(), false);
+}
+
+absl::StatusOr<HttpResponse> DashboardAsset(const WebAssets* web, const HttpRequest& req, std::string_view name) {
+  const WebFile* f = web ? web->Asset(name) : nullptr;
+  if (f == nullptr) return absl::NotFoundError(fmt::format("no dashboard asset \"{}\"", name));
+  return DashboardFile(req, *f, true);
+}
+
 }  // namespace gpuaas::api::internal

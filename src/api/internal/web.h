@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/http.h"
 
 namespace gpuaas::api::internal {
 
@@ -45,6 +46,14 @@ class WebAssets {
   WebFile index_;
   std::map<std::string, WebFile, std::less<>> assets_;
 };
+
+// The answers of the dashboard's routes. Every page's path answers the app (index.html: it
+// routes in the browser); assets/ files are served by name. Public, as a login page is: what
+// the dashboard shows comes from the API with the user's token. `web` null: the server runs
+// without the dashboard, and the pages answer NotFound saying how to build it. The body is the
+// gzipped one when the request accepts gzip.
+absl::StatusOr<HttpResponse> DashboardPage(const WebAssets* web, const HttpRequest& req);
+absl::StatusOr<HttpResponse> DashboardAsset(const WebAssets* web, const HttpRequest& req, std::string_view name);
 
 // The content type of a file by its extension ("application/octet-stream" when unknown).
 std::string_view ContentTypeOf(std::string_view name);

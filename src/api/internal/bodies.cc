@@ -1,0 +1,105 @@
+#include "api/internal/bodies.h"
+
+#include <limits>
+#include <optional>
+
+#include "common/problem.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "model/json_reader.h"
+
+namespace gpuaas::api::internal {
+namespace {
+
+using model::FailAt;
+using model::JsonIn;
+
+// Request bodies refuse nulls: {"reason": null} is not a reason.
+constexpr model::JsonDocument kBody{.path = "", .nulls = model::JsonNulls::kRefused};
+
+}  // namespace
+
+template <>
+absl::StatusOr<BudgetBody> DecodeBody(std::string_view json) {
+  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+    // A null count sets no limit, as an absent one does.
+    auto count = [&](std::string_view key) -> int64_t { return in.IsNull(key) ? 0 : in.Int(key, false, 0); };
+    BudgetBody b;
+    b.amount_micros = count("amountMicros");
+    b.gpu_hours = count("gpuHours");
+    b.allow_overrun = in.Bool("allowOverrun", false);
+    return b;
+  });
+}
+
+template <>
+absl::StatusOr<CreditNoteBody> DecodeBody(std::string_view json) {
+  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+    CreditNoteBody n;
+    n.period = in.Str("period", /*required=*/true);
+    n.amount_micros = in.Int("amountMicros", /*required=*/true, std::numeric_limits<int64_t>::min());
+    n.reason = in.Str("reason", /*required=*/true);
+    return n;
+  });
+}
+
+template <>
+absl::StatusOr<ApprovalBody> DecodeBody(std::string_view json) {
+  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+    ApprovalBody a;
+    a.approve = in.Bool("approve");
+    a.reason = in.Str("reason");
+    if (!a.approve && a.reason.empty()) {
+      FailAt(in.Path("reason"), "required when approve is false (a rejection needs a reason)");
+    }
+    return a;
+  });
+}
+
+template <>
+absl::StatusOr<DefragBody> DecodeBody(std::string_view json) {
+  return model::ReadJson(json, kBody, [](const JsonIn& in) { return DefragBody{in.StrList("gpus")}; });
+}
+
+template <>
+absl::StatusOr<ClusterBody> DecodeBody(std::string_view json) {
+  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+    ClusterBody c;
+    c.name = in.Str("name", /*required=*/true);
+    c.kubeconfig = in.Str("kubeconfig", /*required=*/true);
+    c.context = in.Str("context");
+    c.display_name = in.Str("displayName");
+    c.region = in.Str("region");
+    return c;
+  });
+}
+
+template <>
+absl::StatusOr<TokenBody> DecodeBody(std::string_view json) {
+  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+    TokenBody t;
+    t.user = in.Str("user", /*required=*/true);
+    // ParseRole holds the roles' spellings (the static token file reads them too).
+    const std::string role = in.Str("role", /*required=*/true);
+    const std::optional<Role> parsed = ParseRole(role);
+    if (!parsed) FailAt(in.Path("role"), fmt::format("\"{}\" is not operator, member or agent", role));
+    t.role = *parsed;
+    t.project = in.Str("project");
+    t.cluster = in.Str("cluster");
+    t.nodes = in.StrList("nodes");
+    return t;
+  });
+}
+
+absl::Status NeedJson(const HttpRequest& req) {
+  const std::string ct = req.Header("Content-Type");
+  // "application/json", optionally with parameters ("; charset=utf-8"); not "application/jsonx".
+  const std::string_view type = Trim(std::string_view(ct).substr(0, ct.find(';')));
+  if (!EqualsIgnoreCase(type, "application/json")) {
+    return UnsupportedMediaType(fmt::format("Content-Type must be application/json, not \"{}\"", ct));
+  }
+  if (!IsValidUtf8(req.body)) return absl::InvalidArgumentError("the body is not valid UTF-8 (JSON text is UTF-8)");
+  return absl::OkStatus();
+}
+
+}  // namespace gpuaas::api::internal

@@ -1,0 +1,71 @@
+// The writes of the pool service (service/pools.h) over HTTP, each answered with the object as
+// written once the read cache shows it (read-your-writes):
+//   POST   /apis/gpuaas.io/v1/projects                                      a project (operators)
+//   PUT    /apis/gpuaas.io/v1/projects/{name}/budget                        its budget (operators)
+//   POST   /apis/gpuaas.io/v1/ratecards                                     a rate card (operators)
+//   POST   /api/v1/projects/{project}/creditnotes                           a credit note (operators)
+//   POST   /apis/gpuaas.io/v1/namespaces/{namespace}/gpupools|workloads     a pool or workload
+//   DELETE /apis/gpuaas.io/v1/namespaces/{namespace}/gpupools|workloads/{name}
+//   PUT    .../gpupools/{name}/approval                                     approve or reject (operators)
+//   POST   .../gpupools/{name}/release                                      ask for its release
+// Objects decode with model/codec.h, the other bodies with bodies.h. Members write in their own
+// project only (another project's answer 404). Without a pool service every route answers 501.
+// Thread-safe.
+#ifndef GPUAAS_API_INTERNAL_POOLS_API_H_
+#define GPUAAS_API_INTERNAL_POOLS_API_H_
+
+#include <chrono>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "api/auth.h"
+#include "api/http.h"
+#include "api/internal/billing_api.h"
+#include "service/pools.h"
+#include "store/cache.h"
+
+namespace gpuaas::api::internal {
+
+// What the routes of the pool service answer on a server without one (501).
+absl::Status NoPools();
+
+class PoolsApi {
+ public:
+  // `pools` may be null (every route answers NoPools); not owned. A write's reply waits up to
+  // `read_your_write_timeout` for the cache to show it, then says in a Warning header that a
+  // read may not show it yet.
+  PoolsApi(service::PoolService* pools, store::ObjectCache& cache, BillingApi& billing,
+           std::chrono::milliseconds read_your_write_timeout)
+      : pools_(pools), cache_(cache), billing_(billing), read_your_write_timeout_(read_your_write_timeout) {}
+
+  absl::StatusOr<HttpResponse> CreateProject(const HttpRequest& req, const Principal& who);
+  absl::StatusOr<HttpResponse> CreateRateCard(const HttpRequest& req, const Principal& who);
+  // BudgetBody; no limit at all removes the budget. A budget the project's pools already pass
+  // is set, with a Warning header saying so.
+  absl::StatusOr<HttpResponse> SetBudget(const HttpRequest& req, std::string_view project, const Principal& who);
+  absl::StatusOr<HttpResponse> IssueCreditNote(const HttpRequest& req, std::string_view project,
+                                               const Principal& who);
+  absl::StatusOr<HttpResponse> CreatePool(const HttpRequest& req, std::string_view ns, const Principal& who);
+  absl::StatusOr<HttpResponse> CreateWorkload(const HttpRequest& req, std::string_view ns, const Principal& who);
+  absl::StatusOr<HttpResponse> DeletePool(std::string_view ns, std::string_view name, const Principal& who);
+  absl::StatusOr<HttpResponse> DeleteWorkload(std::string_view ns, std::string_view name, const Principal& who);
+  // ApprovalBody.
+  absl::StatusOr<HttpResponse> Approve(const HttpRequest& req, std::string_view ns, std::string_view name,
+                                       const Principal& who);
+  absl::StatusOr<HttpResponse> Release(std::string_view ns, std::string_view name, const Principal& who);
+
+ private:
+  // The reply for a written object (or the write's error).
+  template <typename T>
+  absl::StatusOr<HttpResponse> Written(const absl::StatusOr<T>& obj, int status);
+
+  service::PoolService* pools_;
+  store::ObjectCache& cache_;
+  BillingApi& billing_;
+  const std::chrono::milliseconds read_your_write_timeout_;
+};
+
+}  // namespace gpuaas::api::internal
+
+#endif  // GPUAAS_API_INTERNAL_POOLS_API_H_

@@ -1,0 +1,164 @@
+#include "model/json_reader.h"
+
+#include <limits>
+
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuaas::model {
+namespace {
+
+using nlohmann::json;
+
+std::string Join(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+}
+
+std::string Element(const std::string& path, size_t i) { return fmt::format("{}[{}]", path, i); }
+
+}  // namespace
+
+void FailAt(std::string_view path, std::string_view what) { throw JsonError{fmt::format("{}: {}", path, what)}; }
+
+JsonIn::JsonIn(const json& j, std::string path, JsonNulls nulls) : j_(j), path_(std::move(path)), nulls_(nulls) {
+  if (!j_.is_object()) FailAt(path_.empty() ? "(root)" : path_, "expected an object");
+}
+
+const json* JsonIn::Find(std::string_view key) const {
+  auto it = j_.find(key);
+  if (it == j_.end() || (it->is_null() && nulls_ == JsonNulls::kAbsent)) return nullptr;
+  return &*it;
+}
+
+bool JsonIn::Has(std::string_view key) const { return Find(key) != nullptr; }
+
+bool JsonIn::IsNull(std::string_view key) const {
+  auto it = j_.find(key);
+  return it != j_.end() && it->is_null();
+}
+
+const json& JsonIn::Need(std::string_view key) const {
+  const json* v = Find(key);
+  if (v == nullptr) FailAt(Path(key), "required");
+  return *v;
+}
+
+std::string JsonIn::Path(std::string_view key) const { return Join(path_, key); }
+
+JsonIn JsonIn::Obj(std::string_view key) const { return JsonIn(Need(key), Path(key), nulls_); }
+
+std::string JsonIn::Str(std::string_view key, bool required) const {
+  const json* v = required ? &Need(key) : Find(key);
+  if (v == nullptr) return "";
+  if (!v->is_string()) FailAt(Path(key), "expected a string");
+  return v->get<std::string>();
+}
+
+int64_t JsonIn::Int(std::string_view key, bool required, int64_t min) const {
+  const json* v = required ? &Need(key) : Find(key);
+  if (v == nullptr) return 0;
+  if (!v->is_number_integer()) FailAt(Path(key), "expected an integer");
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
+    FailAt(Path(key), "out of range");
+  }
+  const int64_t x = v->get<int64_t>();
+  if (x < min) FailAt(Path(key), fmt::format("must be at least {}", min));
+  return x;
+}
+
+bool JsonIn::Bool(std::string_view key, bool dflt) const {
+  const json* v = Find(key);
+  if (v == nullptr) return dflt;
+  if (!v->is_boolean()) FailAt(Path(key), "expected true or false");
+  return v->get<bool>();
+}
+
+bool JsonIn::Bool(std::string_view key) const {
+  Need(key);
+  return Bool(key, false);
+}
+
+std::optional<size_t> JsonIn::OneOf(std::string_view key, std::span<const std::string_view> names,
+                                    bool required) const {
+  const json* v = required ? &Need(key) : Find(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) FailAt(Path(key), "expected a string");
+  const std::string s = v->get<std::string>();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == s) return i;
+  }
+  FailAt(Path(key), fmt::format("unknown value \"{}\"; expected one of {}", s, fmt::join(names, ", ")));
+}
+
+std::map<std::string, std::string> JsonIn::StrMap(std::string_view key) const {
+  std::map<std::string, std::string> out;
+  const json* v = Find(key);
+  if (v == nullptr) return out;
+  if (!v->is_object()) FailAt(Path(key), "expected an object of strings");
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    if (!it.value().is_string()) FailAt(Join(Path(key), it.key()), "expected a string");
+    out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+std::vector<std::string> JsonIn::StrList(std::string_view key) const {
+  std::vector<std::string> out;
+  const json* v = Find(key);
+  if (v == nullptr) return out;
+  if (!v->is_array()) FailAt(Path(key), "expected an array of strings");
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string()) FailAt(Element(Path(key), i), "expected a string");
+    out.push_back((*v)[i].get<std::string>());
+  }
+  return out;
+}
+
+std::map<std::string, int64_t> JsonIn::Counts(std::string_view key) const {
+  std::map<std::string, int64_t> out;
+  const json* v = Find(key);
+  if (v == nullptr) return out;
+  if (!v->is_object()) FailAt(Path(key), "expected an object of integers");
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0) {
+      FailAt(Join(Path(key), it.key()), "expected a non-negative integer");
+    }
+    out[it.key()] = it.value().get<int64_t>();
+  }
+  return out;
+}
+
+void JsonIn::Each(std::string_view key, absl::FunctionRef<void(const JsonIn&)> f) const {
+  const json* v = Find(key);
+  if (v == nullptr) return;
+  if (!v->is_array()) FailAt(Path(key), "expected an array");
+  const std::string path = Path(key);
+  for (size_t i = 0; i < v->size(); ++i) f(JsonIn((*v)[i], Element(path, i), nulls_));
+}
+
+std::optional<Time> JsonIn::TimeField(std::string_view key) const {
+  const std::string s = Str(key);
+  if (s.empty()) return std::nullopt;
+  std::optional<Time> t = ParseTime(s);
+  if (!t) FailAt(Path(key), fmt::format("\"{}\" is not an RFC 3339 UTC time", s));
+  return t;
+}
+
+absl::Status ReadJsonRoot(std::string_view text, const JsonDocument& doc,
+                          absl::FunctionRef<void(const JsonIn&)> read) {
+  const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(fmt::format("{} is not valid JSON", doc.path.empty() ? "body" : doc.path));
+  }
+  try {
+    read(JsonIn(j, std::string(doc.path), doc.nulls));
+  } catch (const JsonError& e) {
+    return absl::InvalidArgumentError(e.message);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(fmt::format("invalid JSON value: {}", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpuaas::model
