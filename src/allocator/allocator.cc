@@ -474,7 +474,8 @@ class Decision {
       for (size_t i = 0; i < work_.size(); ++i) visit_.push_back(static_cast<uint32_t>(i));
       return;
     }
-    std::vector<const std::vector<uint32_t>*> lists;
+    std::vector<const std::vector<uint32_t>*>& lists = lists_;
+    lists.clear();
     for (const GpuModel* m : ms) {
       const SnapshotIndex::OfModel* of = OfModel(m);
       if (of == nullptr) continue;
@@ -561,20 +562,21 @@ class Decision {
     }
   }
 
-  // Filter: the first reason a plugin rejects GPU `i` for, empty when every one lets it through.
-  std::string_view Filter(const RequestItem& item, size_t i) {
+  // Filter: the first reason a plugin rejects GPU `g` (at position `i`) for, empty when every
+  // one lets it through.
+  std::string_view Filter(const RequestItem& item, size_t i, const GpuState& g) {
     state_.node = NodeOf(i);
     for (const FilterPlugin* f : filters_) {
-      if (std::string_view why = f->Filter(state_, item, work_.Get(i)); !why.empty()) return why;
+      if (std::string_view why = f->Filter(state_, item, g); !why.empty()) return why;
     }
     return {};
   }
 
-  // Score: the plugins' sum for option `o` of GPU `i`, kept in `v` when it is the best so far
+  // Score: the plugins' sum for option `o` of GPU `g` (at position `i`), kept in `v` when it is the best so far
   // (the first GPU in the snapshot's order among equals, whatever order they are visited in).
-  void Score(const RequestItem& item, size_t i, const Option& o, Visit& v) const {
+  void Score(const RequestItem& item, size_t i, const GpuState& g, const Option& o, Visit& v) const {
     int64_t score = 0;
-    for (const ScorePlugin* sc : scorers_) score += sc->Score(state_, item, work_.Get(i), o);
+    for (const ScorePlugin* sc : scorers_) score += sc->Score(state_, item, g, o);
     if (score > v.score || (score == v.score && i < v.gpu)) {
       v.score = score;
       v.gpu = i;
@@ -597,7 +599,7 @@ class Decision {
       const GpuState& g = work_.Get(i);
       if (!Allowed(models_[it], g.model)) continue;
       ++v.considered;
-      if (const std::string_view why = Filter(item, i); !why.empty()) {
+      if (const std::string_view why = Filter(item, i, g); !why.empty()) {
         ++v.rejected[why];
         continue;
       }
@@ -616,7 +618,7 @@ class Decision {
         ++v.rejected[NoRoomReason(g, item, req_.pool)];
         continue;
       }
-      for (const Option& o : options) Score(item, i, o, v);
+      for (const Option& o : options) Score(item, i, g, o, v);
     }
     return v;
   }
@@ -749,7 +751,7 @@ class Decision {
     std::vector<size_t> idle;
     for (const uint32_t i : visit_) {
       const GpuState& g = work_.Get(i);
-      if (g.model == &m && g.Idle() && Filter(req_.items[first_left.item], i).empty()) idle.push_back(i);
+      if (g.model == &m && g.Idle() && Filter(req_.items[first_left.item], i, g).empty()) idle.push_back(i);
     }
     if (idle.size() < layouts.size()) return false;
     for (const catalog::Layout& layout : layouts) {
@@ -770,11 +772,11 @@ class Decision {
       BeginCycle(devices.front().item, devices.front().unit, &need);
       Visit v;
       for (const size_t i : idle) {
-        if (!Filter(item, i).empty()) continue;
         const GpuState& g = work_.Get(i);
+        if (!Filter(item, i, g).empty()) continue;
         // A GPU in MIG mode with no instances takes the new ones as they are; any other is
         // reconfigured (its mode changed, or its unused instances destroyed).
-        Score(item, i, {g.mig_enabled && g.instances.empty() ? Action::kCreateInstance : Action::kReconfigure, 0, 0}, v);
+        Score(item, i, g, {g.mig_enabled && g.instances.empty() ? Action::kCreateInstance : Action::kReconfigure, 0, 0}, v);
       }
       state_.layout = nullptr;
       if (!v.found) {  // no idle GPU's node has room for the layout: device by device
@@ -807,6 +809,7 @@ class Decision {
   std::vector<const FilterPlugin*> filters_;  // the cycle's (those that do not Skip it)
   std::vector<const ScorePlugin*> scorers_;
   std::vector<uint32_t> visit_;  // the cycle's candidate GPUs
+  std::vector<const std::vector<uint32_t>*> lists_;  // (Candidates' index lists, kept between calls)
   Outcome out_;
 };
 
