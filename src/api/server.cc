@@ -97,7 +97,7 @@ Reply Refusal(const absl::Status& status, const std::string& allow, ErrorBody bo
 // routes' policies.
 struct ApiServer::Impl {
   Impl(ServerOptions o, store::ObjectCache& c, service::PoolService* p, Authenticator* a, telemetry::Hub* h)
-      : options(std::move(o)), cache(c), auth(a) {
+      : options(std::move(o)), cache(c), auth(a), clock(options.clock != nullptr ? *options.clock : RealClock::Get()) {
     if (h != nullptr) telemetry = std::make_unique<internal::TelemetryApi>(*h, cache, gpus, clock);
     billing = std::make_unique<internal::BillingApi>(cache, h, clock);
     if (telemetry) telemetry->AddAlerts([this] { return billing->BudgetAlertsJson(); });
@@ -120,7 +120,7 @@ struct ApiServer::Impl {
   store::ObjectCache& cache;
   internal::DecodedGpus gpus{cache};  // the fleet decoded, shared by the routes
   Authenticator* auth;  // null: no authentication, every caller is an operator
-  RealClock clock;
+  const Clock& clock;   // ServerOptions::clock, or the system clock
   std::unique_ptr<internal::TelemetryApi> telemetry;  // null: no telemetry routes
   std::unique_ptr<internal::BillingApi> billing;
   std::unique_ptr<internal::ResourceApi> resources;  // the objects, their watches and pages

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "api/auth.h"
 #include "api/http.h"
+#include "common/clock.h"
 #include "service/pools.h"
 #include "store/cache.h"
 
@@ -63,6 +64,9 @@ struct ServerOptions {
   std::chrono::milliseconds read_your_write_timeout{5000};
   // How often a watch that allows bookmarks gets one.
   std::chrono::milliseconds watch_bookmark_interval{60000};
+  // Where the API reads the time of day: invoices' open month and budgets, table ages,
+  // telemetry windows. Null: the system clock. Tests pass the FakeClock their services run on.
+  const Clock* clock = nullptr;
   // The dashboard's built files (web/dist): served at / and the pages' paths. Empty: those
   // paths answer 404 saying so. Start fails when the folder has no index.html.
   std::string web_root;

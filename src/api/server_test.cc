@@ -421,11 +421,12 @@ class PoolApiTest : public ::testing::Test {
     std::vector<std::string> kinds;
     for (const ResourceType& t : ResourceTypes()) kinds.push_back(t.kind);
     ASSERT_TRUE(cache_->Start(kinds).ok());
-    pools_ = std::make_unique<service::PoolService>(*store_, RealClock::Get(), [] {
+    pools_ = std::make_unique<service::PoolService>(*store_, clock_, [] {
       return std::map<std::string, int64_t>{{"H200-SXM-141GB", 48}};
     });
     ServerOptions o;
     o.port = 0;
+    o.clock = &clock_;
     server_ = std::make_unique<ApiServer>(o, *cache_, pools_.get());
     ASSERT_TRUE(server_->Start().ok());
   }
@@ -440,13 +441,39 @@ class PoolApiTest : public ::testing::Test {
     if (method == "PUT") return c.Put(path, body, type);
     return c.Get(path);
   }
+  // The service and the API read one clock, years ahead of the system's.
+  FakeClock clock_{*ParseTime("2030-01-01T00:00:00Z")};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::ObjectCache> cache_;
   std::unique_ptr<service::PoolService> pools_;
   std::unique_ptr<ApiServer> server_;
 };
 
+
 constexpr char kV1[] = "/apis/gpuaas.io/v1";
+
+// The API tells time by the clock it is given: a pool created on the service's clock is three
+// hours old in kubectl's table once that clock has moved three hours (on the system's clock it
+// would not have been created yet).
+TEST_F(PoolApiTest, TablesTellAgeByTheServersClock) {
+  ASSERT_EQ(Send("POST", std::string(kV1) + "/projects",
+                 R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"vision"}})")->status,
+            201);
+  auto pool = Send("POST", std::string(kV1) + "/namespaces/vision/gpupools",
+                   R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"train"},)"
+                   R"("spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":1}]}})");
+  ASSERT_EQ(pool->status, 201) << pool->body;
+  EXPECT_EQ(json::parse(pool->body)["metadata"]["creationTimestamp"], "2030-01-01T00:00:00Z");
+  clock_.Advance(std::chrono::hours(3));
+  httplib::Client c("127.0.0.1", server_->port());
+  auto table = c.Get(std::string(kV1) + "/namespaces/vision/gpupools/train",
+                     {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"}});
+  ASSERT_TRUE(table);
+  ASSERT_EQ(table->status, 200) << table->body;
+  const json t = json::parse(table->body);
+  ASSERT_EQ(t["rows"].size(), 1u);
+  EXPECT_EQ(t["rows"][0]["cells"].back(), "3h") << t.dump();
+}
 
 TEST_F(PoolApiTest, RequestApproveRelease) {
   auto project = Send("POST", std::string(kV1) + "/projects",
