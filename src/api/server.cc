@@ -105,7 +105,7 @@ struct ApiServer::Impl {
     pools = std::make_unique<internal::PoolsApi>(p, cache, *billing, options.read_your_write_timeout);
     admin = std::make_unique<internal::AdminApi>(p, a, options.defrag, options.clusters);
     fleet = std::make_unique<internal::FleetApi>(cache, gpus, h);
-    summary = std::make_unique<internal::SummaryApi>(cache, gpus);
+    summary = std::make_unique<internal::SummaryApi>(cache);
     if (!options.web_root.empty()) {
       absl::StatusOr<internal::WebAssets> w = internal::WebAssets::Load(options.web_root);
       if (w.ok()) {

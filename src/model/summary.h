@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <set>
 #include <string_view>
@@ -49,6 +50,45 @@ HeldDevices HeldByPools(std::span<const GpuPool> pools);
 inline bool Held(const HeldDevices& held, std::string_view uuid, int64_t start) {
   return held.find(std::make_pair(std::string(uuid), start)) != held.end();
 }
+
+// What one GPU adds to the summary, apart from the fleet: its counts and its logical devices,
+// each allocated when the cluster reports it in use or a live pool holds it (`held`, as it
+// stood when the part was made; Rehold brings it up to date).
+struct GpuPart {
+  std::string uuid;
+  std::string model;  // "unknown" when the GPU names none
+  std::string cluster;
+  std::string node;
+  bool mig = false;
+  bool unhealthy = false;
+  struct Device {
+    std::string profile;  // "full" for a whole GPU
+    int64_t start = -1;   // MIG placement start; -1 for a whole GPU
+    bool in_use = false;  // as the cluster reports it
+    bool held = false;    // by a live pool
+  };
+  std::vector<Device> devices;
+};
+GpuPart PartOf(const GpuCapacity& gpu, const HeldDevices& held);
+// Sets each device's `held` from `held`; true when one changed.
+bool Rehold(GpuPart& part, const HeldDevices& held);
+
+// The summary kept as GPUs come, change and go: each GpuPart is added when it appears and taken
+// out exactly as it was added when it changes or leaves, so the summary equals Summarize over
+// the GPUs present at every step (nodes are counted by how many GPUs each still has). An entry
+// whose GPUs are all gone leaves the summary. Thread-compatible.
+class FleetTally {
+ public:
+  void Add(const GpuPart& part) { Apply(part, 1); }
+  void Remove(const GpuPart& part) { Apply(part, -1); }
+  const FleetSummary& summary() const { return summary_; }
+
+ private:
+  void Apply(const GpuPart& part, int sign);
+  FleetSummary summary_;
+  std::map<std::pair<std::string, std::string>, int64_t> gpus_on_node_;        // (cluster, node)
+  std::map<std::pair<std::string, std::string>, int64_t> model_gpus_on_node_;  // (model, node)
+};
 
 FleetSummary Summarize(std::span<const GpuCapacity> gpus, const HeldDevices& held = {});
 FleetSummary Summarize(std::span<const GpuCapacity* const> gpus, const HeldDevices& held = {});

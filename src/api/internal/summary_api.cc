@@ -3,21 +3,110 @@
 #include <utility>
 
 #include "common/metrics_text.h"
+#include "model/codec.h"
 #include "model/fleet.h"
 #include "model/pool.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuaas::api::internal {
 
+SummaryApi::SummaryApi(store::ObjectCache& cache) : cache_(cache) {
+  listener_ = cache_.AddListener([this](const std::vector<store::CacheEvent>& events, int64_t) { Note(events); });
+}
+
+SummaryApi::~SummaryApi() { cache_.RemoveListener(listener_); }
+
+void SummaryApi::Note(const std::vector<store::CacheEvent>& events) {
+  std::lock_guard<std::mutex> lock(noted_mu_);
+  for (const store::CacheEvent& e : events) {
+    const bool gpu = e.kind == model::GpuCapacity::kKind;
+    if (!gpu && e.kind != model::GpuPool::kKind) continue;
+    const store::CachedObject& any = e.after != nullptr ? *e.after : *e.before;
+    if (gpu) {
+      noted_gpus_[any.name] = e.after;
+    } else {
+      noted_pools_[any.ns + "/" + any.name] = e.after;
+    }
+  }
+}
+
+// Devices whose holders change from none to some or back have their GPUs' parts made again.
+void SummaryApi::ApplyPools(const Changed& pools, std::set<std::string>& reheld) {
+  for (const auto& [key, obj] : pools) {
+    std::vector<Device> now;
+    if (obj != nullptr) {
+      absl::StatusOr<model::GpuPool> pool = model::Decode<model::GpuPool>(obj->json);
+      if (pool.ok() && model::PoolIsLive(*pool)) {
+        for (const model::AllocatedDevice& d : pool->status.allocation) {
+          now.emplace_back(d.gpu_uuid, d.profile == "full" ? -1 : d.start);
+        }
+      }
+    }
+    auto before = held_by_pool_.find(key);
+    if (before != held_by_pool_.end()) {
+      for (const Device& d : before->second) {
+        auto h = holders_.find(d);
+        if (--h->second == 0) {
+          holders_.erase(h);
+          held_.erase(d);
+          reheld.insert(d.first);
+        }
+      }
+      held_by_pool_.erase(before);
+    }
+    for (const Device& d : now) {
+      if (holders_[d]++ == 0) {
+        held_.insert(d);
+        reheld.insert(d.first);
+      }
+    }
+    if (!now.empty()) held_by_pool_.emplace(key, std::move(now));
+  }
+}
+
+void SummaryApi::ApplyGpus(const Changed& gpus) {
+  for (const auto& [name, obj] : gpus) {
+    if (auto was = parts_.find(name); was != parts_.end()) {
+      tally_.Remove(was->second);
+      if (auto u = name_of_uuid_.find(was->second.uuid); u != name_of_uuid_.end() && u->second == name) {
+        name_of_uuid_.erase(u);
+      }
+      parts_.erase(was);
+    }
+    if (obj == nullptr) continue;
+    absl::StatusOr<model::GpuCapacity> gpu = model::Decode<model::GpuCapacity>(obj->json);
+    if (!gpu.ok()) continue;  // as the fleet's other views, a GPU that does not decode is left out
+    model::GpuPart part = model::PartOf(*gpu, held_);
+    tally_.Add(part);
+    name_of_uuid_[part.uuid] = name;
+    parts_.emplace(name, std::move(part));
+  }
+}
+
 std::shared_ptr<const model::FleetSummary> SummaryApi::Get() {
-  std::shared_ptr<const DecodedGpus::View> view = gpus_.Get();
-  std::shared_ptr<const store::KindSnapshot> pools_now = cache_.Snapshot(std::string(model::GpuPool::kKind));
   std::lock_guard<std::mutex> lock(mu_);
-  if (summary_ && gpus_of_ == view->snapshot && pools_of_ == pools_now) return summary_;
-  const model::HeldDevices held = model::HeldByPools(DecodeAll<model::GpuPool>(cache_));
-  summary_ = std::make_shared<model::FleetSummary>(model::Summarize(view->in_order, held));
-  gpus_of_ = view->snapshot;
-  pools_of_ = pools_now;
+  Changed gpus, pools;
+  {
+    std::lock_guard<std::mutex> noted(noted_mu_);
+    gpus.swap(noted_gpus_);
+    pools.swap(noted_pools_);
+  }
+  if (summary_ != nullptr && gpus.empty() && pools.empty()) return summary_;
+  // Pools first: the GPUs that changed are then added with the devices held now.
+  std::set<std::string> reheld;  // GPU UUIDs
+  ApplyPools(pools, reheld);
+  ApplyGpus(gpus);
+  for (const std::string& uuid : reheld) {
+    auto name = name_of_uuid_.find(uuid);
+    if (name == name_of_uuid_.end()) continue;
+    model::GpuPart& part = parts_.at(name->second);
+    model::GpuPart now = part;
+    if (!model::Rehold(now, held_)) continue;
+    tally_.Remove(part);
+    tally_.Add(now);
+    part = std::move(now);
+  }
+  summary_ = std::make_shared<model::FleetSummary>(tally_.summary());
   return summary_;
 }
 
