@@ -2,13 +2,16 @@
 // pool service, and the store, run until idle with a fake clock (deterministic, no threads).
 #include <set>
 
+#include "api/server.h"
 #include "billing/billing.h"
 #include "billing/codec.h"
 #include "cluster/simulated/fleet.h"
 #include "fmt/format.h"
 #include "controller/control_plane.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "model/codec.h"
+#include "nlohmann/json.hpp"
 #include "service/defrag.h"
 #include "service/pools.h"
 #include "store/objects.h"
@@ -886,6 +889,49 @@ TEST_F(BillingLifecycle, AClosedMonthsInvoiceIsKeptOnceAndMissingMetersAreOpened
   EXPECT_EQ(cp_->metering().invoices_written(), 0);
   auto again = store_->Get({std::string(model::kInvoiceKind), "vision", "2025-12"});
   EXPECT_EQ((*again)->resource_version, (*kept)->resource_version);
+}
+
+// Billing through the API on the clock the control plane runs on: hours of a pool's use pass in
+// no time, and the project's invoice bills them to the second at the card's prices.
+TEST_F(PoolLifecycle, TheInvoiceBillsTheHoursHeldOnTheServersClock) {
+  model::RateCard card;
+  card.metadata.name = "list";
+  card.spec.currency = "USD";
+  card.spec.effective_from = clock_.Now() - std::chrono::hours(24);
+  card.spec.prices = {{"H200-SXM-141GB", "full", 3'600'000}};
+  ASSERT_TRUE(service_->CreateRateCard(card, "ops").ok());
+  Request("train", {{"H200-SXM-141GB", "full", 2}});
+  Converge(1);
+  ASSERT_EQ(Cond(Get("train"), "Ready"), "True/Ready");
+  clock_.Advance(std::chrono::minutes(150));
+  ASSERT_TRUE(service_->Release("vision", "train", "alice").ok());
+  Converge(1);
+
+  // The API reads its own cache of every kind it serves, on the same clock.
+  store::ObjectCache api_cache(*store_);
+  std::vector<std::string> kinds;
+  for (const api::ResourceType& t : api::ResourceTypes()) kinds.push_back(t.kind);
+  ASSERT_TRUE(api_cache.Load(kinds).ok());
+  api::ServerOptions o;
+  o.port = 0;
+  o.clock = &clock_;
+  api::ApiServer server(o, api_cache, service_.get());
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/api/v1/projects/vision/invoices");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const nlohmann::json items = nlohmann::json::parse(r->body)["items"];
+  ASSERT_EQ(items.size(), 1u) << items.dump(2);
+  const nlohmann::json& line = items[0]["lines"].at(0);
+  // Held from the allocation, one fake second after the approval, to the release request.
+  const int64_t held = line["seconds"].get<int64_t>();
+  EXPECT_GE(held, 150 * 60);
+  EXPECT_LE(held, 150 * 60 + 2);
+  EXPECT_EQ(line["quantity"], 2);
+  EXPECT_EQ(line["amountMicros"], (held * 2 * 3'600'000 + 1800) / 3600) << line.dump();
+  EXPECT_EQ(items[0]["totalMicros"], line["amountMicros"]);
+  server.Stop();
 }
 
 }  // namespace
