@@ -98,8 +98,8 @@ TEST(WorkQueue, ShutDownWakesABlockedGet) {
 
 TEST(WorkQueue, BlockingGetReturnsADelayedKeyOnceDue) {
   WorkQueue q("test", RealClock::Get());
+  const auto start = std::chrono::steady_clock::now();  // (before the key is added: it is due from then)
   q.AddAfter("soon", milliseconds(20));
-  const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(q.Get(), "soon");
   EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(19));
 }
