@@ -3,7 +3,9 @@
 // change costs the next summary, for a GPU's change and for a pool's, kept change by change
 // (api/internal/summary_api.h) against recomputing it from every GPU and pool as the summary
 // did before (the fleet's decoded view made again, every pool decoded, model::Summarize), in the
-// same run; and the first summary (cold), which decodes the fleet either way.
+// same run; and the first summary (cold), which decodes the fleet either way. Also what the
+// fleet's decoded view (DecodedGpus, read by the fleet, telemetry and alert routes) costs after a
+// GPU's change.
 //
 // Usage: build/release/bench/summary_bench [GPUS [POOLS [CHANGES]]]
 #include <algorithm>
@@ -91,6 +93,9 @@ int main(int argc, char** argv) {
   if (!cache.Load({gpu_kind, pool_kind}).ok()) return 1;
   api::internal::SummaryApi kept(cache);
   api::internal::DecodedGpus decoded(cache);
+  // The fleet's decoded view alone (what the fleet, telemetry and alert routes read), kept apart.
+  api::internal::DecodedGpus fleet_view(cache);
+  fleet_view.Get();
   // The summary as it was computed before: the fleet's decoded view (only changed GPUs decoded
   // again, the view's maps made anew), every pool decoded, every GPU summed.
   auto recomputed = [&] {
@@ -106,7 +111,7 @@ int main(int argc, char** argv) {
   std::printf("fleet: %d GPUs, %d pools of 8 devices; %d changes of each kind\n", gpus, pools, changes);
   std::printf("cold (first summary): kept %.1f ms, recomputed %.1f ms (%lld and %lld GPUs)\n", cold_kept,
               cold_recomputed, static_cast<long long>(cold_kept_gpus), static_cast<long long>(cold_recomputed_gpus));
-  std::vector<double> gpu_kept, gpu_recomputed, pool_kept, pool_recomputed;
+  std::vector<double> gpu_kept, gpu_recomputed, pool_kept, pool_recomputed, view_after_gpu;
   for (int c = 0; c < changes; ++c) {
     // A GPU changes (its allocation as the cluster reports it) ...
     const model::GpuCapacity g = Gpu(1 + 3 * c, c % 2 == 0);
@@ -114,6 +119,9 @@ int main(int argc, char** argv) {
     t0 = Steady::now();
     const model::FleetSummary a = *kept.Get();
     gpu_kept.push_back(Ms(Steady::now() - t0));
+    t0 = Steady::now();
+    if (fleet_view.Get()->in_order.size() != static_cast<size_t>(gpus)) return 1;
+    view_after_gpu.push_back(Ms(Steady::now() - t0));
     t0 = Steady::now();
     const model::FleetSummary b = recomputed();
     gpu_recomputed.push_back(Ms(Steady::now() - t0));
@@ -133,5 +141,6 @@ int main(int argc, char** argv) {
   }
   std::printf("after a GPU's change, median: kept %.3f ms, recomputed %.1f ms\n", Median(gpu_kept), Median(gpu_recomputed));
   std::printf("after a pool's change, median: kept %.3f ms, recomputed %.1f ms\n", Median(pool_kept), Median(pool_recomputed));
+  std::printf("the fleet's decoded view after a GPU's change, median: %.3f ms\n", Median(view_after_gpu));
   return 0;
 }

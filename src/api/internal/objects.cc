@@ -1,6 +1,10 @@
 #include "api/internal/objects.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include "catalog/catalog.h"
+#include "common/strings.h"
 
 namespace gpuaas::api::internal {
 
@@ -24,8 +28,15 @@ std::vector<telemetry::AssessedDevice> PoolDevices(const telemetry::Hub& hub, co
 }
 
 const model::GpuCapacity* DecodedGpus::View::Find(const std::string& uuid) const {
-  auto g = by_uuid.find(uuid);
-  return g == by_uuid.end() ? nullptr : g->second.get();
+  const std::string name = ToLower(uuid);
+  const auto& items = snapshot->items;
+  // (The kind is cluster-scoped: every item's namespace is empty, and they are sorted by name.)
+  auto it = std::lower_bound(items.begin(), items.end(), name, [](const auto& obj, const std::string& n) {
+    return obj->ns.empty() && obj->name < n;
+  });
+  if (it == items.end() || !it->get()->ns.empty() || it->get()->name != name) return nullptr;
+  const model::GpuCapacity* g = decoded[static_cast<size_t>(it - items.begin())].get();
+  return g != nullptr && EqualsIgnoreCase(g->spec.uuid, uuid) ? g : nullptr;
 }
 
 std::shared_ptr<const DecodedGpus::View> DecodedGpus::Get() {
@@ -34,24 +45,27 @@ std::shared_ptr<const DecodedGpus::View> DecodedGpus::Get() {
   if (last_ && last_->snapshot == snap) return last_;
   auto view = std::make_shared<View>();
   view->snapshot = snap;
-  std::map<const store::CachedObject*, std::shared_ptr<const model::GpuCapacity>> decoded;
+  view->decoded.resize(snap->items.size());
   view->in_order.reserve(snap->items.size());
-  for (const auto& obj : snap->items) {
-    // The snapshots hold their objects, so a pointer names one object while decoded_ keeps it.
+  // The view before, walked beside the new snapshot (both sorted by namespace and name): an
+  // object that is the same cached object keeps what was decoded of it.
+  const std::vector<std::shared_ptr<const store::CachedObject>> none;
+  const auto& before = last_ ? last_->snapshot->items : none;
+  size_t j = 0;
+  for (size_t i = 0; i < snap->items.size(); ++i) {
+    const store::CachedObject* obj = snap->items[i].get();
+    while (j < before.size() && std::tie(before[j]->ns, before[j]->name) < std::tie(obj->ns, obj->name)) ++j;
     std::shared_ptr<const model::GpuCapacity> g;
-    if (auto known = decoded_.find(obj.get()); known != decoded_.end()) {
-      g = known->second;
+    if (j < before.size() && before[j].get() == obj) {
+      g = last_->decoded[j];
     } else {
       absl::StatusOr<model::GpuCapacity> fresh = model::Decode<model::GpuCapacity>(obj->json);
-      if (!fresh.ok()) continue;
-      g = std::make_shared<const model::GpuCapacity>(std::move(*fresh));
+      if (fresh.ok()) g = std::make_shared<const model::GpuCapacity>(std::move(*fresh));
     }
-    if (!view->by_uuid.emplace(g->spec.uuid, g).second) continue;  // one GPU, one row
-    view->in_order.push_back(g.get());
-    decoded.emplace(obj.get(), std::move(g));
+    if (g != nullptr) view->in_order.push_back(g.get());
+    view->decoded[i] = std::move(g);
   }
   last_ = view;
-  decoded_ = std::move(decoded);
   return view;
 }
 
