@@ -19,7 +19,8 @@ WRITES = {
     ("GpuPool", "`status.allocation`"): (
         r"status\.allocation\.(?:push_back|emplace_back|clear|insert|erase)\("
         r"|erase_if\(\s*[\w>.\-]*status\.allocation"
-        r"|for \(model::AllocatedDevice& \w+ : [\w>.\-]*status\.allocation\)"),
+        r"|for \(model::AllocatedDevice& \w+ : [\w>.\-]*status\.allocation\)"
+        r"|Relocate\([\w>.\-]*status\.allocation"),
     ("GpuPool", "`Allocated`, `Provisioned`, `Ready`, `Released`, `DevicesHealthy`"): (
         r"(?:std::string\(model::|\.Set\(model::)k(?:Allocated|Provisioned|Ready|Released|DevicesHealthy)\b"),
     ("UsageRecord", "all"): r"(?:Create|Update)Object\(tx, \*?meter|DeleteObject<model::UsageRecord>",
@@ -29,6 +30,8 @@ WRITES = {
     ("GpuCapacity", "`status.health`, `Healthy`, `MemoryErrors`, `ResetRequired`, `Overheating`"): (
         r"model::SummarizeGpuHealth\(|ToCondition\(model::kGpu"),
     ("GpuCapacity", "`DriverHealthy`"): r"model::SetDriverHealth\(",
+    ("Defragmentation", "`spec`"): r"\.spec\.requested_by = |\.spec\.gpus\.assign\(",
+    ("Defragmentation", "`status`"): r"status\.phase = model::Defragmentation::|status\.moves\.push_back\(",
     ("Workload", "`status`"): r"\.status\.(?:phase|reason|message|devices|profile|start_time)\s*=[^=]",
     ("Profile", "all"): r"spec\.end = now|CreateObject\(tx, prof\b",
 }

@@ -6,6 +6,8 @@
 #include "billing/billing.h"
 #include "billing/codec.h"
 #include "cluster/simulated/fleet.h"
+#include "common/status.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 #include "controller/control_plane.h"
 #include "gtest/gtest.h"
@@ -78,6 +80,12 @@ class PoolLifecycle : public ::testing::Test {
     }).ok());
     return p.value_or(GpuPool{});
   }
+  // An operator's defragmentation: asked for through the service, made by the pool controller.
+  absl::StatusOr<model::Defragmentation> Defragment(service::DefragService& defrag, const std::vector<std::string>& gpus) {
+    ASSIGN_OR_RETURN(const model::Defragmentation asked, defrag.Request(gpus, "ops"));
+    Sync();
+    return defrag.Await(asked.metadata.name, Duration::zero());
+  }
   static std::string Cond(const GpuPool& p, std::string_view type) {
     const model::Condition* c = model::FindCondition(p.status.conditions, type);
     return c == nullptr ? "-" : std::string(model::ToString(c->status)) + "/" + c->reason;
@@ -131,16 +139,18 @@ TEST_F(PoolLifecycle, DefragmentationFreesRoomAndLeavesPoolsAlone) {
   }
   // Bad requests change nothing.
   const int64_t revision = store_->Revision();
-  EXPECT_TRUE(absl::IsInvalidArgument(defrag.Apply({"not-a-gpu"}, "ops").status()));
-  EXPECT_TRUE(absl::IsFailedPrecondition(defrag.Apply({"GPU-00000000-0000-0000-0000-000000000000"}, "ops").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(defrag.Request({"not-a-gpu"}, "ops").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(defrag.Request({"GPU-00000000-0000-0000-0000-000000000000"}, "ops").status()));
   // One GPU without a move spoils the request: the other's move is not made either.
   EXPECT_TRUE(absl::IsFailedPrecondition(
-      defrag.Apply({plan->moves[0].gpu_uuid, "GPU-00000000-0000-0000-0000-000000000000"}, "ops").status()));
+      defrag.Request({plan->moves[0].gpu_uuid, "GPU-00000000-0000-0000-0000-000000000000"}, "ops").status()));
   EXPECT_EQ(store_->Revision(), revision);
 
-  absl::StatusOr<std::vector<allocator::DefragMove>> made = defrag.Apply({}, "ops");
+  absl::StatusOr<model::Defragmentation> made = Defragment(defrag, {});
   ASSERT_TRUE(made.ok()) << made.status();
-  EXPECT_EQ(made->size(), plan->moves.size());
+  ASSERT_EQ(made->status.phase, model::Defragmentation::Phase::kApplied) << made->status.message;
+  EXPECT_EQ(made->status.moves.size(), plan->moves.size());
+  EXPECT_EQ(made->spec.requested_by, "ops");
   Converge(5);
   // Each GPU now has exactly the instances the move kept, and the pool its instance.
   std::map<std::string, model::GpuCapacity> gpus;
@@ -151,12 +161,12 @@ TEST_F(PoolLifecycle, DefragmentationFreesRoomAndLeavesPoolsAlone) {
     }
     return all.status();
   }).ok());
-  for (const allocator::DefragMove& mv : *made) {
+  for (const model::Defragmentation::Move& mv : made->status.moves) {
     std::string now;
     for (const model::MigInstance& i : gpus.at(mv.gpu_uuid).status.mig_instances) {
       now += (now.empty() ? "" : " ") + fmt::format("{}@{}", i.profile, i.start);
     }
-    EXPECT_EQ(now, catalog::FormatLayout(mv.after)) << mv.gpu_uuid;
+    EXPECT_EQ(now, mv.after) << mv.gpu_uuid;
   }
   const GpuPool after = Get("infer");
   EXPECT_EQ(Cond(after, "Ready"), "True/Ready");
@@ -166,11 +176,60 @@ TEST_F(PoolLifecycle, DefragmentationFreesRoomAndLeavesPoolsAlone) {
   absl::StatusOr<allocator::DefragPlan> again = defrag.Plan();
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->moves.empty()) << again->moves.size() << " moves left";
+  const int64_t settled = store_->Revision();
+  absl::StatusOr<model::Defragmentation> nothing = defrag.Request({}, "ops");
+  EXPECT_TRUE(absl::IsFailedPrecondition(nothing.status())) << nothing.status();
+  EXPECT_NE(nothing.status().message().find("nothing to defragment"), std::string_view::npos);
+  EXPECT_EQ(store_->Revision(), settled) << "no request is stored for nothing";
   // The fleet can hand out more of each move's larger profile than before.
-  for (const allocator::DefragMove& mv : *made) {
-    const std::string model(mv.model->name);
+  for (const model::Defragmentation::Move& mv : made->status.moves) {
+    const std::string& model = mv.model;
     EXPECT_GT(again->before.at(model).at(mv.largest_after), plan->before.at(model).at(mv.largest_after)) << mv.gpu_uuid;
   }
+}
+
+// The pool controller plans again when it makes a request's moves: a move that is gone by then
+// (here: made by another request for the same GPU) fails the request, naming the GPU, and
+// nothing more is written; the MIG layout the request that made it asked for stays.
+TEST_F(PoolLifecycle, ADefragmentationWhoseMoveIsGoneFailsAndMakesNothing) {
+  Request("infer", {{"H200-SXM-141GB", "4g.71gb", 1}});
+  Converge(1);
+  service::DefragService defrag(*store_, clock_);
+  absl::StatusOr<allocator::DefragPlan> plan = defrag.Plan();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_FALSE(plan->moves.empty());
+  const std::string gpu = plan->moves[0].gpu_uuid;
+  absl::StatusOr<model::Defragmentation> first = defrag.Request({gpu}, "ops");
+  absl::StatusOr<model::Defragmentation> second = defrag.Request({gpu}, "ops");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_NE(first->metadata.name, second->metadata.name);
+  EXPECT_EQ(defrag.Await(first->metadata.name, Duration::zero())->status.phase,
+            model::Defragmentation::Phase::kPending)
+      << "nothing is made until the pool controller runs";
+  Sync();
+  absl::StatusOr<model::Defragmentation> a = defrag.Await(first->metadata.name, Duration::zero());
+  absl::StatusOr<model::Defragmentation> b = defrag.Await(second->metadata.name, Duration::zero());
+  ASSERT_TRUE(a.ok() && b.ok());
+  // Whichever the controller took first made the move.
+  if (a->status.phase != model::Defragmentation::Phase::kApplied) std::swap(a, b);
+  EXPECT_EQ(a->status.phase, model::Defragmentation::Phase::kApplied) << a->status.message;
+  ASSERT_EQ(a->status.moves.size(), 1u);
+  EXPECT_EQ(b->status.phase, model::Defragmentation::Phase::kFailed);
+  EXPECT_NE(b->status.message.find(ToLower(gpu)), std::string::npos) << b->status.message;
+  EXPECT_TRUE(b->status.moves.empty());
+  // The layout is that of the request that made the move.
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) {
+    auto l = store::GetObject<model::MigLayout>(tx, "", ToLower(gpu));
+    if (!l.ok()) return l.status();
+    EXPECT_TRUE(l->has_value());
+    std::string layout;
+    for (const model::MigLayout::Instance& i : (*l)->spec.instances) {
+      layout += (layout.empty() ? "" : " ") + fmt::format("{}@{}", i.profile, i.start);
+    }
+    EXPECT_EQ(layout, a->status.moves[0].after);
+    return absl::OkStatus();
+  }).ok());
+  EXPECT_TRUE(absl::IsNotFound(defrag.Await("defrag-none", Duration::zero()).status()));
 }
 
 TEST_F(PoolLifecycle, APoolGetsDevicesOfItsModelInItsCluster) {
@@ -242,8 +301,12 @@ TEST_F(PoolLifecycle, DefragmentationMovesIdleInstancesOfPoolsThatAllowIt) {
   Converge(2);
   ASSERT_EQ(relocations().size(), 1u);
 
-  absl::StatusOr<std::vector<allocator::DefragMove>> made = defrag.Apply({shared}, "ops");
+  absl::StatusOr<model::Defragmentation> made = Defragment(defrag, {shared});
   ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->status.phase, model::Defragmentation::Phase::kApplied) << made->status.message;
+  ASSERT_EQ(made->status.moves.size(), 1u);
+  ASSERT_EQ(made->status.moves[0].relocations.size(), 1u);
+  EXPECT_EQ(made->status.moves[0].relocations[0].to_gpu, r.to_gpu);
   Converge(5);
   const GpuPool moved = Get("movable");
   ASSERT_EQ(moved.status.allocation.size(), 1u);

@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "catalog/room.h"
+#include "common/strings.h"
+#include "fmt/format.h"
 
 namespace gpuaas::allocator {
 namespace {
@@ -224,6 +226,113 @@ DefragPlan PlanDefrag(const FleetSnapshot& fleet, const std::set<std::string>& m
     }
   }
   return plan;
+}
+
+
+DefragFleet BuildDefragFleet(std::span<const model::GpuCapacity* const> gpus,
+                             std::span<const model::NodeCapacity* const> nodes,
+                             std::span<const model::MigLayout* const> layouts,
+                             std::span<const model::GpuPool* const> pools,
+                             std::span<const model::Workload* const> workloads) {
+  DefragFleet out;
+  for (const model::GpuPool* p : pools) {
+    if (p->spec.move_idle_instances && model::PoolIsLive(*p)) out.movable.insert(PoolKey(*p));
+  }
+  out.snapshot = BuildPoolSnapshot(gpus, nodes, layouts, DeviceOwners(pools));
+  std::map<std::string, std::vector<const model::WorkloadDevice*>> used;  // GPU UUID -> devices Running work uses
+  for (const model::Workload* w : workloads) {
+    if (w->status.phase != model::WorkloadPhase::kRunning) continue;
+    for (const model::WorkloadDevice& d : w->status.devices) used[d.gpu_uuid].push_back(&d);
+  }
+  for (GpuState& gs : out.snapshot.gpus) {
+    auto u = used.find(gs.uuid);
+    if (u == used.end()) continue;
+    for (const model::WorkloadDevice* d : u->second) {
+      if (d->instance_uuid.empty()) gs.busy = true;
+      for (InstanceState& i : gs.instances) i.busy = i.busy || (!d->instance_uuid.empty() && i.uuid == d->instance_uuid);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<DefragWrites> ChooseMoves(const DefragFleet& fleet, const DefragPlan& plan,
+                                         const std::set<std::string>& gpus) {
+  DefragWrites out;
+  if (gpus.empty() && plan.moves.empty()) {
+    return absl::FailedPreconditionError(
+        "nothing to defragment now: no GPU's free instances stand in the way of a larger profile, and no GPU can "
+        "be emptied by moving idle instances of pools that allow it");
+  }
+  std::set<std::string> found;
+  for (const DefragMove& mv : plan.moves) {
+    const std::string uuid = ToLower(mv.gpu_uuid);
+    if (!gpus.empty() && !gpus.contains(uuid)) continue;
+    found.insert(uuid);
+    out.moves.push_back(mv);
+  }
+  for (const std::string& u : gpus) {
+    if (!found.contains(u)) {
+      return absl::FailedPreconditionError(fmt::format(
+          "GPU {} has no defragmentation move now (its free instances free no larger profile, a pool holds them, "
+          "work runs on it, or it is not a MIG GPU of this fleet)",
+          u));
+    }
+  }
+  // The GPUs moved instances go to: what they have, and the new instances in free slots.
+  std::map<std::string, DefragWrites::GpuLayout> grown;
+  for (const DefragMove& mv : out.moves) {
+    if (mv.relocations.empty()) {
+      out.layouts.push_back({mv.cluster, mv.node, mv.gpu_uuid, mv.after});
+      continue;
+    }
+    for (const Relocation& r : mv.relocations) {
+      out.relocations[r.pool].push_back(r);
+      if (!r.to_instance.empty()) continue;  // a free instance there: the layout stays
+      auto [it, added] = grown.try_emplace(r.to_gpu);
+      if (added) {
+        auto g = std::find_if(fleet.snapshot.gpus.begin(), fleet.snapshot.gpus.end(),
+                              [&](const GpuState& s) { return s.uuid == r.to_gpu; });
+        if (g == fleet.snapshot.gpus.end()) {
+          return absl::InternalError(fmt::format("GPU {} that a move goes to is not in the fleet", r.to_gpu));
+        }
+        it->second = {g->cluster, g->node, g->uuid, g->Layout()};
+      }
+      it->second.layout.push_back({r.profile, r.to_start});
+    }
+  }
+  for (auto& [uuid, target] : grown) {
+    catalog::SortLayout(target.layout);
+    out.layouts.push_back(std::move(target));
+  }
+  return out;
+}
+
+bool Relocate(std::vector<model::AllocatedDevice>& allocation, const Relocation& r) {
+  for (model::AllocatedDevice& d : allocation) {
+    if (d.gpu_uuid == r.from_gpu && d.profile == r.profile->name && d.start == r.from_start) {
+      d = {r.to_cluster, r.to_node, r.to_gpu, d.profile, r.to_start, r.to_instance};
+      return true;
+    }
+  }
+  return false;
+}
+
+model::Defragmentation::Move Record(const DefragMove& mv) {
+  model::Defragmentation::Move out{mv.gpu_uuid,
+                                   mv.cluster,
+                                   mv.node,
+                                   mv.model == nullptr ? "" : std::string(mv.model->name),
+                                   catalog::FormatLayout(mv.before),
+                                   catalog::FormatLayout(mv.after),
+                                   catalog::FormatLayout(mv.removed),
+                                   mv.largest_before,
+                                   mv.largest_after,
+                                   {}};
+  for (const Relocation& r : mv.relocations) {
+    out.relocations.push_back({r.pool, std::string(r.profile->name), r.from_gpu, r.from_start, r.to_gpu, r.to_node,
+                               r.to_start, r.to_instance});
+  }
+  return out;
 }
 
 }  // namespace gpuaas::allocator

@@ -14,8 +14,9 @@
 // the emptied GPU is then idle, a whole GPU for whatever comes next. A move never destroys
 // anything on the GPUs it moves instances to.
 //
-// Applying a plan is the MIG controller's work (a MigLayout per GPU that changes) and, for moved
-// instances, the pools' allocations, after an operator's approval (service/defrag.h). Pure.
+// Making moves is the pool controller's work (controller/pool_defrag.cc), on an operator's
+// request (a Defragmentation, service/defrag.h): it writes a MigLayout per GPU that changes, which
+// the MIG controller applies, and, for moved instances, the pools' allocations. Pure.
 #ifndef GPUAAS_ALLOCATOR_DEFRAG_H_
 #define GPUAAS_ALLOCATOR_DEFRAG_H_
 
@@ -24,8 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "allocator/snapshot.h"
 #include "catalog/catalog.h"
+#include "model/pool.h"
 
 namespace gpuaas::allocator {
 
@@ -69,6 +72,48 @@ struct DefragPlan {
 
 // `movable`: the pools ("namespace/name") whose instances that no workload uses may move.
 DefragPlan PlanDefrag(const FleetSnapshot& fleet, const std::set<std::string>& movable = {});
+
+// The fleet as defragmentation plans on it: the pool allocator's view (BuildPoolSnapshot), with
+// the devices that Running workloads use marked busy, and the live pools that let their idle
+// instances move.
+struct DefragFleet {
+  FleetSnapshot snapshot;
+  std::set<std::string> movable;
+};
+DefragFleet BuildDefragFleet(std::span<const model::GpuCapacity* const> gpus,
+                             std::span<const model::NodeCapacity* const> nodes,
+                             std::span<const model::MigLayout* const> layouts,
+                             std::span<const model::GpuPool* const> pools,
+                             std::span<const model::Workload* const> workloads);
+
+// What making some moves of a plan writes.
+struct DefragWrites {
+  std::vector<DefragMove> moves;  // those made, in the plan's order
+  // Each GPU's new desired layout: those a move lays out anew, and those moved instances go to
+  // (what the GPU has, with the new instances in its free slots).
+  struct GpuLayout {
+    std::string cluster;
+    std::string node;
+    std::string gpu_uuid;
+    catalog::Layout layout;
+  };
+  std::vector<GpuLayout> layouts;
+  // The moved instances by pool ("namespace/name").
+  std::map<std::string, std::vector<Relocation>> relocations;
+};
+
+// The moves of `plan` (made on `fleet`) for the GPUs `gpus` (UUIDs in lower case; every move when
+// empty). FailedPrecondition naming a GPU that has no move in the plan, or saying that the plan
+// has none when every move is asked for; nothing is then made.
+absl::StatusOr<DefragWrites> ChooseMoves(const DefragFleet& fleet, const DefragPlan& plan,
+                                         const std::set<std::string>& gpus);
+
+// Moves the device of `allocation` that `r` takes away to where it goes; false when the
+// allocation holds no such device.
+bool Relocate(std::vector<model::AllocatedDevice>& allocation, const Relocation& r);
+
+// A move as a Defragmentation records it.
+model::Defragmentation::Move Record(const DefragMove& mv);
 
 // How many instances of `profile` a GPU of `model` laid out as `layout` could hand out: the free
 // ones of that profile (`free`, a subset of `layout`) and the new ones its free slots take.

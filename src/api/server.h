@@ -102,6 +102,7 @@ struct ResourceType {
   bool namespaced = false;
   bool creatable = false;  // POST to its list route
   bool deletable = false;  // DELETE of one object
+  bool operators_only = false;  // read by operators alone (MigLayouts, Defragmentations)
 };
 const std::vector<ResourceType>& ResourceTypes();
 

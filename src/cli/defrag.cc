@@ -75,13 +75,18 @@ int DefragApplyCmd(const ClientOptions& o, const std::vector<std::string>& gpus,
   absl::StatusOr<std::string> body = Send(o, "POST", "/api/v1/defrag", req.dump());
   if (!body.ok()) return Fail(err, body.status());
   if (std::optional<int> code = PrintStructured(o, *body, out, err)) return *code;
-  const json applied = json::parse(*body, nullptr, false).value("applied", json::array());
-  if (applied.empty()) {
-    out << "nothing to defragment\n";
+  // The answer is the request (a Defragmentation) as the pool controller left it.
+  const json d = json::parse(*body, nullptr, false);
+  const std::string name = d.is_object() ? d.value("metadata", json::object()).value("name", "") : "";
+  const json status = d.is_object() ? d.value("status", json::object()) : json::object();
+  if (status.value("phase", "") != "Applied") {
+    out << "asked for as " << name << "; its moves are not made yet: `gpuaas get defragmentations " << name
+        << "` follows it\n";
     return 0;
   }
-  PrintMoves(applied, out);
-  out << applied.size() << " GPU(s) to be laid out anew; `gpuaas get miglayouts` follows them\n";
+  const json moves = status.value("moves", json::array());
+  PrintMoves(moves, out);
+  out << moves.size() << " GPU(s) to be laid out anew (" << name << "); `gpuaas get miglayouts` follows them\n";
   return 0;
 }
 

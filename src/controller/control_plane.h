@@ -4,7 +4,7 @@
 //   health     - GpuCapacity status.health and its Healthy, MemoryErrors, ResetRequired and
 //                Overheating conditions; tells the hub the known GPUs
 //   pools      - GpuPool status (allocation, conditions but Approved); MigLayout specs; every
-//                UsageRecord (controller/pool_meter.h)
+//                UsageRecord (controller/pool_meter.h); Defragmentation status (the moves made)
 //   miglayouts - MigLayout status; asks drivers for layouts
 //   workloads  - Workload status and Profiles of Workloads
 //   podruns    - Profiles of cluster pods (labelled gpuaas.io/cluster)
@@ -13,8 +13,9 @@
 //   quotas     - nothing in the store: each cluster holds each project to its pools' devices
 //   clusters   - nothing in the store: a driver for each ClusterRegistration, in the registry
 //   fencing    - nothing in the store: nodes a pool holds whole labelled and tainted for it
-// The API (service/) writes specs, approvals, release requests (spec.releaseRequested) and
-// cluster registrations; docs/architecture.md "Who writes what" lists every field's writer.
+// The API (service/) writes specs, approvals, release requests (spec.releaseRequested),
+// defragmentation requests and cluster registrations; docs/architecture.md "Who writes what"
+// lists every field's writer.
 #ifndef GPUAAS_CONTROLLER_CONTROL_PLANE_H_
 #define GPUAAS_CONTROLLER_CONTROL_PLANE_H_
 

@@ -102,25 +102,27 @@ absl::Status WriteLayouts(store::Txn& tx, const allocator::FleetSnapshot& fleet,
     const std::string& wanted = uuid;  // clang 14 cannot capture a structured binding
     const allocator::GpuState& g = *std::find_if(fleet.gpus.begin(), fleet.gpus.end(),
                                                  [&](const allocator::GpuState& x) { return x.uuid == wanted; });
-    MigLayout l;
-    l.metadata.name = ToLower(uuid);
-    l.metadata.labels = {{"gpuaas.io/cluster", g.cluster}};
-    l.spec = {g.cluster, g.node, uuid, change.mig_enabled, {}};
-    for (const catalog::Instance& i : change.layout) l.spec.instances.push_back({std::string(i.profile->name), i.start});
-    ASSIGN_OR_RETURN(std::optional<MigLayout> old, store::GetObject<MigLayout>(tx, "", l.metadata.name));
-    if (old) {
-      // A new spec is a new generation; its status stays the MIG controller's to move on.
-      l.metadata = old->metadata;
-      l.status = old->status;
-      RETURN_IF_ERROR(store::UpdateObject(tx, l));
-    } else {
-      RETURN_IF_ERROR(store::CreateObject(tx, l, now));
-    }
+    RETURN_IF_ERROR(WriteLayout(tx, now, g.cluster, g.node, uuid, change.mig_enabled, change.layout));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::Status WriteLayout(store::Txn& tx, Time now, const std::string& cluster, const std::string& node,
+                         const std::string& gpu_uuid, bool mig_enabled, const catalog::Layout& layout) {
+  MigLayout l;
+  l.metadata.name = ToLower(gpu_uuid);
+  l.metadata.labels = {{"gpuaas.io/cluster", cluster}};
+  l.spec = {cluster, node, gpu_uuid, mig_enabled, {}};
+  for (const catalog::Instance& i : layout) l.spec.instances.push_back({std::string(i.profile->name), i.start});
+  ASSIGN_OR_RETURN(std::optional<MigLayout> old, store::GetObject<MigLayout>(tx, "", l.metadata.name));
+  if (!old) return store::CreateObject(tx, l, now);
+  // A new spec is a new generation; its status stays the MIG controller's to move on.
+  l.metadata = old->metadata;
+  l.status = old->status;
+  return store::UpdateObject(tx, l);
+}
 
 void AddAllocationIndexes(AllocationInformers& informers) {
   informers.pools.AddIndex(std::string(kPoolsByGpu), [](const GpuPool& p) {

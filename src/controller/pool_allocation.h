@@ -11,11 +11,13 @@
 #ifndef GPUAAS_CONTROLLER_POOL_ALLOCATION_H_
 #define GPUAAS_CONTROLLER_POOL_ALLOCATION_H_
 
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "allocator/allocator.h"
+#include "catalog/catalog.h"
 #include "controller/runtime/informer.h"
 #include "model/fleet.h"
 #include "model/pool.h"
@@ -38,6 +40,12 @@ inline constexpr std::string_view kGpusByModel = "model";
 
 // Registers kPoolsByGpu and kGpusByModel (before the informers start).
 void AddAllocationIndexes(AllocationInformers& informers);
+
+// Writes in `tx` the MigLayout that gpuaas wants on a GPU (created, or its spec replaced: a new
+// generation, for the MIG controller to apply): the one writer of MigLayout specs, for
+// allocations and defragmentation alike.
+absl::Status WriteLayout(store::Txn& tx, Time now, const std::string& cluster, const std::string& node,
+                         const std::string& gpu_uuid, bool mig_enabled, const catalog::Layout& layout);
 
 // Places `deficit` for `pool` (approved, live) on the informers as of store revision `seen`, and
 // writes in `tx` the MigLayouts the plan needs. Returns the allocator's outcome: a failure code

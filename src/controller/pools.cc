@@ -22,6 +22,7 @@ using model::MigLayout;
 using GpuPtr = std::shared_ptr<const model::GpuCapacity>;
 
 constexpr std::string_view kWaiting = "waiting";
+constexpr std::string_view kDefragPrefix = "defragmentation:";
 // The fallback retry of a pool waiting for capacity (capacity changes queue it at once).
 const runtime::BackoffPolicy kWaitBackoff{std::chrono::seconds(5), std::chrono::minutes(5)};
 // How often a pool whose devices wait for their MIG layout looks at its GPUs without being told.
@@ -97,6 +98,8 @@ bool MayFreeCapacity(const model::GpuCapacity* before, const model::GpuCapacity*
 
 }  // namespace
 
+std::string DefragKey(std::string_view name) { return std::string(kDefragPrefix) + std::string(name); }
+
 PoolController::PoolController(store::Store& store, runtime::Manager& manager)
     : store_(store),
       manager_(manager),
@@ -146,6 +149,13 @@ PoolController::PoolController(store::Store& store, runtime::Manager& manager)
     const MigLayout& l = after ? *after : *before;
     for (const auto& p : pools_.ByIndex(kPoolsByGpu, l.spec.gpu_uuid)) queue_->Add(allocator::PoolKey(*p));
   });
+  // An operator's request to defragment, until it is made or failed.
+  manager.informers().For<model::Defragmentation>().OnChange(
+      [this](const model::Defragmentation*, const model::Defragmentation* after) {
+        if (after != nullptr && after->status.phase == model::Defragmentation::Phase::kPending) {
+          queue_->Add(DefragKey(after->metadata.name));
+        }
+      });
 }
 
 void PoolController::QueueWaiting() {
@@ -194,6 +204,10 @@ bool PoolController::Settled(const std::string& key, const GpuPool* pool) const 
 }
 
 absl::StatusOr<runtime::Result> PoolController::Reconcile(const std::string& key) {
+  if (key.starts_with(kDefragPrefix)) {
+    RETURN_IF_ERROR(Defragment(key.substr(kDefragPrefix.size())));
+    return runtime::Result::Done();
+  }
   std::shared_ptr<const GpuPool> listed = pools_.Get(key);
   if (Settled(key, listed.get())) {
     if (listed == nullptr) {

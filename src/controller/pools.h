@@ -9,9 +9,12 @@
 //   ReplaceFailed     devices on failed GPUs leave the pool, credited until replaced;
 //   Allocate          what the pool lacks is placed (pool_allocation.h) and billed from now;
 //   Provision         once every device exists in the inventory the pool is Provisioned, Ready.
+// A key DefragKey(name) is an operator's Defragmentation instead: Defragment makes its moves
+// (pool_defrag.cc), on the same worker, so that they and the pools' allocations never interleave.
 // It owns a pool's status.allocation and its Allocated, Provisioned, Ready, Released and
-// DevicesHealthy conditions, every UsageRecord, and creates MigLayouts (whose status the MIG
-// controller owns). docs/architecture.md lists every field's writer.
+// DevicesHealthy conditions, every UsageRecord, every MigLayout's spec (whose status the MIG
+// controller owns) and every Defragmentation's status. docs/architecture.md lists every field's
+// writer.
 //
 // Keys come from the pool's own changes, from its GPUs and layouts, from meters named like a pool
 // that is gone, and, for pools waiting for capacity, from every change that may free capacity: a
@@ -25,6 +28,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -47,6 +51,9 @@ struct PoolStats {
   int64_t replaced = 0;  // pools that lost devices on failed GPUs
 };
 
+// The work-queue key of the Defragmentation `name` (no pool key has a ':').
+std::string DefragKey(std::string_view name);
+
 class PoolController final : public runtime::Reconciler {
  public:
   // Registers itself with `manager`.
@@ -63,6 +70,7 @@ class PoolController final : public runtime::Reconciler {
   absl::Status ReplaceFailed(Cycle& c);
   absl::Status Allocate(Cycle& c);
   void Provision(Cycle& c);
+  absl::Status Defragment(const std::string& name);
   void QueueWaiting();
 
   store::Store& store_;

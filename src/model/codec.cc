@@ -675,6 +675,87 @@ absl::StatusOr<MigLayout> Decode(std::string_view text) {
   });
 }
 
+// --- Defragmentation ---------------------------------------------------------------------
+
+namespace {
+constexpr std::array<std::pair<std::string_view, Defragmentation::Phase>, 3> kDefragPhase = {{
+    {"Pending", Defragmentation::Phase::kPending},
+    {"Applied", Defragmentation::Phase::kApplied},
+    {"Failed", Defragmentation::Phase::kFailed},
+}};
+
+json MovesJson(const std::vector<Defragmentation::Move>& moves) {
+  json out = json::array();
+  for (const Defragmentation::Move& mv : moves) {
+    json relocations = json::array();
+    for (const Defragmentation::Relocation& r : mv.relocations) {
+      relocations.push_back(
+          {{"pool", r.pool},
+           {"profile", r.profile},
+           {"from", {{"gpu", r.from_gpu}, {"start", r.from_start}}},
+           {"to", {{"gpu", r.to_gpu}, {"node", r.to_node}, {"start", r.to_start}, {"instance", r.to_instance}}}});
+    }
+    out.push_back({{"gpu", mv.gpu_uuid},
+                   {"cluster", mv.cluster},
+                   {"node", mv.node},
+                   {"model", mv.model},
+                   {"before", mv.before},
+                   {"after", mv.after},
+                   {"destroys", mv.destroys},
+                   {"largestBefore", mv.largest_before},
+                   {"largestAfter", mv.largest_after},
+                   {"moves", std::move(relocations)}});
+  }
+  return out;
+}
+
+Defragmentation::Move DecodeMove(const JsonIn& m) {
+  Defragmentation::Move mv{m.Str("gpu", true), m.Str("cluster"),  m.Str("node"),          m.Str("model"),
+                           m.Str("before"),    m.Str("after"),    m.Str("destroys"),      m.Str("largestBefore"),
+                           m.Str("largestAfter"), {}};
+  m.Each("moves", [&](const JsonIn& r) {
+    const JsonIn from = r.Obj("from"), to = r.Obj("to");
+    mv.relocations.push_back({r.Str("pool", true), r.Str("profile", true), from.Str("gpu", true), from.Int("start"),
+                              to.Str("gpu", true), to.Str("node"), to.Int("start"), to.Str("instance")});
+  });
+  return mv;
+}
+}  // namespace
+
+std::string_view ToString(Defragmentation::Phase p) { return Name(kDefragPhase, p); }
+
+std::string EncodeMoves(const std::vector<Defragmentation::Move>& moves) { return MovesJson(moves).dump(); }
+
+template <>
+std::string Encode(const Defragmentation& d) {
+  json j = Envelope(Defragmentation::kKind, d.metadata);
+  j["spec"] = {{"gpus", d.spec.gpus}, {"requestedBy", d.spec.requested_by}};
+  j["status"] = {{"phase", Name(kDefragPhase, d.status.phase)}, {"moves", MovesJson(d.status.moves)}};
+  if (!d.status.message.empty()) j["status"]["message"] = d.status.message;
+  if (d.status.completed) j["status"]["completed"] = FormatTime(*d.status.completed);
+  return j.dump();
+}
+
+template <>
+absl::StatusOr<Defragmentation> Decode(std::string_view text) {
+  return ReadJson(text, [&](const JsonIn& root) {
+    CheckKind(root, Defragmentation::kKind);
+    Defragmentation d;
+    d.metadata = DecodeMetaObj(root.Obj("metadata"));
+    JsonIn s = root.Obj("spec");
+    d.spec.gpus = s.StrList("gpus");
+    d.spec.requested_by = s.Str("requestedBy");
+    if (root.Has("status")) {
+      JsonIn st = root.Obj("status");
+      d.status.phase = st.Enum("phase", kDefragPhase, Defragmentation::Phase::kPending);
+      d.status.message = st.Str("message");
+      st.Each("moves", [&](const JsonIn& m) { d.status.moves.push_back(DecodeMove(m)); });
+      d.status.completed = st.TimeField("completed");
+    }
+    return d;
+  });
+}
+
 namespace {
 
 // The text of the top-level member "metadata" of a JSON object, found by following strings and

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/billing.h"
@@ -21,6 +22,10 @@ std::string Encode(const T& obj);
 
 template <typename T>
 absl::StatusOr<T> Decode(std::string_view json);
+
+// The moves of a defragmentation as JSON (an array), as a Defragmentation's status.moves holds
+// them: for the plan that the API shows before anything is made.
+std::string EncodeMoves(const std::vector<Defragmentation::Move>& moves);
 
 // Reads only metadata (name, namespace, labels, resourceVersion) of any kind's JSON. Used by the
 // object cache, which must not know every kind.

@@ -62,6 +62,23 @@ TEST(Codec, OtherKindsRoundTrip) {
   s.spec = {"alpha", "alpha.h200-01", "H200-SXM-141GB", "3g.71gb", "nvidia.com/mig-3g.71gb"};
   s.status = {4, 1, 3};
   EXPECT_EQ(*Decode<SpecAndCount>(Encode(s)), s);
+
+  Defragmentation d;
+  d.metadata.name = "defrag-20261205-081530-0a1b2c3d";
+  d.spec = {{"gpu-1", "gpu-2"}, "ops"};
+  EXPECT_EQ(*Decode<Defragmentation>(Encode(d)), d) << "Pending, nothing made";
+  d.status.phase = Defragmentation::Phase::kApplied;
+  d.status.completed = ParseTime("2026-12-05T08:15:31Z");
+  d.status.moves = {{"GPU-1", "alpha", "alpha.h200-01", "H200-SXM-141GB", "4g.71gb@0 2g.35gb@4", "4g.71gb@0",
+                     "2g.35gb@4", "2g.35gb", "3g.71gb", {}},
+                    {"GPU-2", "alpha", "alpha.h200-02", "H200-SXM-141GB", "3g.71gb@4", "", "", "3g.71gb", "7g.141gb",
+                     {{"vision/movable", "3g.71gb", "GPU-2", 4, "GPU-3", "alpha.h200-03", 0, "MIG-9"}}}};
+  EXPECT_EQ(*Decode<Defragmentation>(Encode(d)), d);
+  // The moves as the plan shows them are the status's, to the byte.
+  EXPECT_NE(Encode(d).find("\"moves\":" + EncodeMoves(d.status.moves)), std::string::npos) << Encode(d);
+  d.status = {Defragmentation::Phase::kFailed, "GPU gpu-1 has no defragmentation move now", {},
+              ParseTime("2026-12-05T08:15:31Z")};
+  EXPECT_EQ(*Decode<Defragmentation>(Encode(d)), d);
 }
 
 void ExpectError(std::string_view json, std::string_view fragment) {

@@ -160,6 +160,18 @@ const std::map<std::string, Kind, std::less<>>& Kinds() {
                   Str(u, "/spec/end", "-"),
                   std::to_string(Field(u, "spec", "credits", json::array()).size())};
         }}},
+      {"defragmentations",
+       {{"NAME", "REQUESTED BY", "GPUS", "PHASE", "MOVES", "MESSAGE", "AGE"},
+        [](const json& d, Time now) -> std::vector<std::string> {
+          const size_t gpus = Field(d, "spec", "gpus", json::array()).size();
+          return {Str(d, "/metadata/name"),
+                  Str(d, "/spec/requestedBy", "-"),
+                  gpus == 0 ? std::string("every move") : std::to_string(gpus),
+                  Str(d, "/status/phase", "Pending"),
+                  std::to_string(Field(d, "status", "moves", json::array()).size()),
+                  Str(d, "/status/message", ""),
+                  Age(Str(d, "/metadata/creationTimestamp"), now)};
+        }}},
       {"miglayouts",
        {{"NAME", "NODE", "MIG", "INSTANCES", "STATE", "ATTEMPTS", "MESSAGE"},
         [](const json& l, Time) -> std::vector<std::string> {

@@ -153,6 +153,63 @@ struct MigLayout {
 };
 std::string_view ToString(MigLayout::State s);
 
+// An operator's request to make moves of the MIG defragmentation plan (POST /api/v1/defrag),
+// and what came of it. The API writes the spec; the pool controller, which owns every pool's
+// allocation and every MigLayout spec, plans again from what its transaction reads and makes the
+// moves there (or fails the request, naming the GPU that has no move any more), and writes the
+// status once. Cluster-scoped; named defrag-<time>-<random>.
+struct Defragmentation {
+  static constexpr std::string_view kKind = "Defragmentation";
+  static constexpr std::string_view kPlural = "defragmentations";
+  static constexpr bool kNamespaced = false;
+
+  // A pool's idle instance that a move takes elsewhere.
+  struct Relocation {
+    std::string pool;  // "namespace/name"
+    std::string profile;
+    std::string from_gpu;
+    int64_t from_start = 0;
+    std::string to_gpu;
+    std::string to_node;
+    int64_t to_start = 0;
+    std::string to_instance;  // the free instance it takes; empty: a new one in free slots
+    friend bool operator==(const Relocation&, const Relocation&) = default;
+  };
+  // One GPU's move: its layout before and after ("3g.71gb@0 1g.18gb@6"), the free instances it
+  // destroys, the largest profile it could hand out before and after, and the instances it moves.
+  struct Move {
+    std::string gpu_uuid;
+    std::string cluster;
+    std::string node;
+    std::string model;
+    std::string before;
+    std::string after;
+    std::string destroys;
+    std::string largest_before;
+    std::string largest_after;
+    std::vector<Relocation> relocations;
+    friend bool operator==(const Move&, const Move&) = default;
+  };
+  struct Spec {
+    std::vector<std::string> gpus;  // GPU UUIDs, lower case; empty: every move of the plan
+    std::string requested_by;
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  enum class Phase { kPending, kApplied, kFailed };
+  struct Status {
+    Phase phase = Phase::kPending;
+    std::string message;      // why it failed
+    std::vector<Move> moves;  // the moves made
+    std::optional<Time> completed;
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const Defragmentation&, const Defragmentation&) = default;
+};
+std::string_view ToString(Defragmentation::Phase p);
+
 // A workload (pod) of a project that runs on its pool's devices. gpuaas admits it onto
 // devices of the pool, queues it, or preempts lower-priority work for it.
 enum class PriorityClass { kInference, kBatch };  // inference is guaranteed, batch preemptible

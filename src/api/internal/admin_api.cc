@@ -11,7 +11,10 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "fmt/format.h"
+#include "model/codec.h"
 #include "model/fleet.h"
+#include "model/pool.h"
 #include "nlohmann/json.hpp"
 #include "service/clusters.h"
 #include "service/defrag.h"
@@ -26,6 +29,10 @@ constexpr std::string_view kJson = "application/json";
 HttpResponse Json(int status, const json& j) { return HttpResponse{status, std::string(kJson), j.dump(), {}}; }
 
 absl::Status NoAuth() { return absl::UnimplementedError("this server runs without authentication"); }
+// How long POST /api/v1/defrag waits for the pool controller to make the moves before it
+// answers 202 with the request as it stands.
+constexpr Duration kDefragWait = std::chrono::seconds(20);
+
 absl::Status NoDefrag() { return absl::UnimplementedError("this server does not plan defragmentation"); }
 absl::Status NoClusters() { return absl::UnimplementedError("this server does not register clusters at run time"); }
 
@@ -37,29 +44,6 @@ json TokenJson(const TokenInfo& t) {
     j["nodes"] = t.nodes;
   }
   return j;
-}
-
-// One move of a defragmentation plan: the GPU's layout before and after, what it destroys, the
-// largest instance it then has room for, and the pools' instances it relocates.
-json MoveJson(const allocator::DefragMove& mv) {
-  json relocations = json::array();
-  for (const allocator::Relocation& r : mv.relocations) {
-    relocations.push_back(
-        {{"pool", r.pool},
-         {"profile", r.profile->name},
-         {"from", {{"gpu", r.from_gpu}, {"start", r.from_start}}},
-         {"to", {{"gpu", r.to_gpu}, {"node", r.to_node}, {"start", r.to_start}, {"instance", r.to_instance}}}});
-  }
-  return {{"gpu", mv.gpu_uuid},
-          {"cluster", mv.cluster},
-          {"node", mv.node},
-          {"model", mv.model == nullptr ? "" : std::string(mv.model->name)},
-          {"before", catalog::FormatLayout(mv.before)},
-          {"after", catalog::FormatLayout(mv.after)},
-          {"destroys", catalog::FormatLayout(mv.removed)},
-          {"largestBefore", mv.largest_before},
-          {"largestAfter", mv.largest_after},
-          {"moves", std::move(relocations)}};
 }
 
 json ClusterEntryJson(const service::ClusterEntry& e) {
@@ -131,8 +115,8 @@ absl::StatusOr<HttpResponse> AdminApi::RevokeToken(std::string_view id) {
 absl::StatusOr<HttpResponse> AdminApi::DefragPlan() {
   if (defrag_ == nullptr) return NoDefrag();
   ASSIGN_OR_RETURN(allocator::DefragPlan plan, defrag_->Plan());
-  json moves = json::array();
-  for (const allocator::DefragMove& mv : plan.moves) moves.push_back(MoveJson(mv));
+  std::vector<model::Defragmentation::Move> moves;
+  for (const allocator::DefragMove& mv : plan.moves) moves.push_back(allocator::Record(mv));
   json room = json::object();
   for (const auto& [model, profiles] : plan.before) {
     for (const auto& [profile, n] : profiles) {
@@ -140,7 +124,8 @@ absl::StatusOr<HttpResponse> AdminApi::DefragPlan() {
       room[model][profile] = {{"now", n}, {"after", after}};
     }
   }
-  return Json(200, {{"moves", moves}, {"room", room}});
+  return HttpResponse{200, std::string(kJson),
+                      fmt::format(R"({{"moves":{},"room":{}}})", model::EncodeMoves(moves), room.dump()), {}};
 }
 
 absl::StatusOr<HttpResponse> AdminApi::DefragApply(const HttpRequest& req, const Principal& who) {
@@ -149,10 +134,16 @@ absl::StatusOr<HttpResponse> AdminApi::DefragApply(const HttpRequest& req, const
   if (!req.body.empty()) {
     ASSIGN_OR_RETURN(body, ReadBody<DefragBody>(req));
   }
-  ASSIGN_OR_RETURN(std::vector<allocator::DefragMove> made, defrag_->Apply(body.gpus, who.user));
-  json applied = json::array();
-  for (const allocator::DefragMove& mv : made) applied.push_back(MoveJson(mv));
-  return Json(200, {{"applied", applied}});
+  ASSIGN_OR_RETURN(const model::Defragmentation asked, defrag_->Request(body.gpus, who.user));
+  // The pool controller makes the moves; the answer waits for it, a while.
+  ASSIGN_OR_RETURN(const model::Defragmentation d, defrag_->Await(asked.metadata.name, kDefragWait));
+  if (d.status.phase == model::Defragmentation::Phase::kFailed) {
+    return absl::FailedPreconditionError(d.status.message);
+  }
+  HttpResponse r{d.status.phase == model::Defragmentation::Phase::kApplied ? 200 : 202, std::string(kJson),
+                 model::Encode(d), {}};
+  r.headers.emplace_back("Location", "/apis/gpuaas.io/v1/defragmentations/" + d.metadata.name);
+  return r;
 }
 
 absl::StatusOr<HttpResponse> AdminApi::Clusters() {

@@ -29,7 +29,9 @@ const std::vector<ResourceType>& ResourceTypes() {
       {std::string(model::SpecAndCount::kPlural), std::string(model::SpecAndCount::kKind), false},
       {std::string(model::Project::kPlural), std::string(model::Project::kKind), false, true},
       {std::string(model::GpuPool::kPlural), std::string(model::GpuPool::kKind), true, true, true},
-      {std::string(model::MigLayout::kPlural), std::string(model::MigLayout::kKind), false},
+      {std::string(model::MigLayout::kPlural), std::string(model::MigLayout::kKind), false, false, false, true},
+      {std::string(model::Defragmentation::kPlural), std::string(model::Defragmentation::kKind), false, false, false,
+       true},
       {std::string(model::Workload::kPlural), std::string(model::Workload::kKind), true, true, true},
       {std::string(model::Profile::kPlural), std::string(model::Profile::kKind), true},
       {std::string(model::RateCard::kPlural), std::string(model::RateCard::kKind), false, true},
@@ -92,7 +94,7 @@ absl::StatusOr<HttpResponse> ResourceApi::List(const HttpRequest& req, std::stri
   const ResourceType* type = FindType(plural);
   if (type == nullptr) return UnknownResource(plural);
   if (!ns.empty() && !type->namespaced) return UnknownResource(plural);
-  if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
+  if (type->operators_only && !who.operator_()) return Forbidden(who);
   RETURN_IF_ERROR(FleetOnlyForAgents(*type, who));
   if (!who.operator_()) {
     // Members list their own project's objects only; another project looks empty-handed.
@@ -223,7 +225,7 @@ absl::StatusOr<HttpResponse> ResourceApi::Get(const HttpRequest& req, std::strin
   const ResourceType* type = FindType(plural);
   if (type == nullptr) return UnknownResource(plural);
   if (!ns.empty() && !type->namespaced) return UnknownResource(plural);
-  if (type->kind == model::MigLayout::kKind && !who.operator_()) return Forbidden(who);
+  if (type->operators_only && !who.operator_()) return Forbidden(who);
   RETURN_IF_ERROR(FleetOnlyForAgents(*type, who));
   const bool hidden =
       (type->namespaced && !who.Sees(ns)) || (type->kind == model::Project::kKind && !who.Sees(name));

@@ -6,7 +6,8 @@
 // objects and watch events come as Tables when kubectl asks for them (tables.h). Discovery
 // (/api, /apis, /apis/gpuaas.io, /apis/gpuaas.io/v1) lists the types of ResourceTypes
 // (api/server.h). Members read their own project's objects (another project's answer 404) and
-// the fleet inventory; node agents the inventory only; MigLayouts are operators'. Thread-safe.
+// the fleet inventory; node agents the inventory only; MigLayouts and Defragmentations are
+// operators' (ResourceType::operators_only). Thread-safe.
 #ifndef GPUAAS_API_INTERNAL_RESOURCES_H_
 #define GPUAAS_API_INTERNAL_RESOURCES_H_
 

@@ -159,6 +159,7 @@ export const en = {
   'defrag.confirmAll': 'Destroy the free instances of {n} GPUs? Every pool keeps its instances; the GPUs are changed by their clusters\' MIG managers.',
   'defrag.confirm': 'Defragment',
   'defrag.applied': 'GPUs being defragmented: {n}.',
+  'defrag.pending': 'Asked for as {name}; the moves are not made yet.',
   'heatmap.noData': 'no reading',
   'mig.on': 'on, {n} instances',
   'mig.off': 'off',

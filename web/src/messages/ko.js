@@ -162,6 +162,7 @@ export const ko = {
   'defrag.confirmAll': 'GPU {n}개의 여유 인스턴스를 삭제하시겠습니까? 모든 Pool의 인스턴스는 그대로 남고, GPU는 각 클러스터의 MIG 매니저가 변경합니다.',
   'defrag.confirm': '조각 모음',
   'defrag.applied': 'GPU {n}개를 조각 모음하는 중입니다.',
+  'defrag.pending': '{name}(으)로 요청했습니다. 아직 이동하지 않았습니다.',
   'heatmap.noData': '측정값 없음',
   'mig.on': '켜짐, 인스턴스 {n}개',
   'mig.off': '꺼짐',

@@ -31,7 +31,10 @@ export function Defrag() {
     setBusy(true);
     try {
       const r = await api('/api/v1/defrag', { method: 'POST', body: { gpus: asking } });
-      setNotice(t('defrag.applied', { n: number(r.applied.length, loc) }));
+      // The answer is the request (a Defragmentation) as the pool controller left it.
+      setNotice(r.status?.phase === 'Applied'
+        ? t('defrag.applied', { n: number(r.status.moves.length, loc) })
+        : t('defrag.pending', { name: r.metadata?.name ?? '' }));
       setAsking(null);
       await load();
     } catch (err) {

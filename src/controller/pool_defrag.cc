@@ -1,0 +1,59 @@
+// The pool controller's defragmentation step: makes the moves an operator asked for (a
+// Defragmentation, written by service/defrag.h) in one transaction that plans again from what it
+// reads, so that an instance a pool took since the request is never destroyed: the MigLayouts of
+// the GPUs that change (the MIG controller applies them) and the allocations of the pools whose
+// idle instances move. A GPU whose move is gone by then fails the whole request, naming it, and
+// nothing is made. The request's status records the moves made.
+#include <optional>
+#include <set>
+
+#include "allocator/defrag.h"
+#include "common/status.h"
+#include "controller/pool_allocation.h"
+#include "controller/pools.h"
+#include "fmt/format.h"
+#include "service/defrag.h"
+#include "store/objects.h"
+
+namespace gpuaas::controller {
+
+absl::Status PoolController::Defragment(const std::string& name) {
+  return store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<model::Defragmentation> d, store::GetObject<model::Defragmentation>(tx, "", name));
+    if (!d || d->status.phase != model::Defragmentation::Phase::kPending) return absl::OkStatus();
+    const Time now = manager_.clock().Now();
+    ASSIGN_OR_RETURN(allocator::DefragFleet fleet, service::ReadDefragFleet(tx));
+    const allocator::DefragPlan plan = allocator::PlanDefrag(fleet.snapshot, fleet.movable);
+    absl::StatusOr<allocator::DefragWrites> writes =
+        allocator::ChooseMoves(fleet, plan, std::set<std::string>(d->spec.gpus.begin(), d->spec.gpus.end()));
+    d->status.completed = now;
+    if (!writes.ok()) {
+      if (!absl::IsFailedPrecondition(writes.status())) return writes.status();
+      d->status.phase = model::Defragmentation::Phase::kFailed;
+      d->status.message = std::string(writes.status().message());
+      return store::UpdateObject(tx, *d);
+    }
+    for (const allocator::DefragWrites::GpuLayout& l : writes->layouts) {
+      RETURN_IF_ERROR(WriteLayout(tx, now, l.cluster, l.node, l.gpu_uuid, /*mig_enabled=*/true, l.layout));
+    }
+    // The pools' allocations follow their instances.
+    for (const auto& [key, relocations] : writes->relocations) {
+      const size_t slash = key.find('/');
+      ASSIGN_OR_RETURN(std::optional<model::GpuPool> pool,
+                       store::GetObject<model::GpuPool>(tx, key.substr(0, slash), key.substr(slash + 1)));
+      if (!pool) return absl::InternalError(fmt::format("pool {} of a planned move is not in the store", key));
+      for (const allocator::Relocation& r : relocations) {
+        if (!allocator::Relocate(pool->status.allocation, r)) {
+          return absl::InternalError(fmt::format("pool {} holds no {} at {}@{} to move", key, r.profile->name,
+                                                 r.from_gpu, r.from_start));
+        }
+      }
+      RETURN_IF_ERROR(store::UpdateObject(tx, *pool));
+    }
+    d->status.phase = model::Defragmentation::Phase::kApplied;
+    for (const allocator::DefragMove& mv : writes->moves) d->status.moves.push_back(allocator::Record(mv));
+    return store::UpdateObject(tx, *d);
+  });
+}
+
+}  // namespace gpuaas::controller
