@@ -756,12 +756,6 @@ absl::StatusOr<Defragmentation> Decode(std::string_view text) {
   });
 }
 
-namespace {
-
-// The text of the top-level member "metadata" of a JSON object, found by following strings and
-// nesting without building the document (the cache reads only labels, and spec and status are
-// most of an object's bytes). Empty when the text is not an object with that member spelled
-// plainly; the caller then parses the whole text, which also reports malformed JSON.
 std::string_view TopLevelMember(std::string_view text, std::string_view key) {
   int depth = 0;
   bool expect_key = false;
@@ -807,8 +801,6 @@ std::string_view TopLevelMember(std::string_view text, std::string_view key) {
   }
   return {};
 }
-
-}  // namespace
 
 // --- RateCard ----------------------------------------------------------------------------
 

@@ -27,6 +27,12 @@ absl::StatusOr<T> Decode(std::string_view json);
 // them: for the plan that the API shows before anything is made.
 std::string EncodeMoves(const std::vector<Defragmentation::Move>& moves);
 
+// The text of the top-level member `key` of a JSON object whose value is an object ("metadata",
+// "spec"), found by following strings and nesting without building the document. Empty when the
+// text is not an object with that member spelled plainly (the caller then parses the whole text,
+// which also reports malformed JSON).
+std::string_view TopLevelMember(std::string_view json, std::string_view key);
+
 // Reads only metadata (name, namespace, labels, resourceVersion) of any kind's JSON. Used by the
 // object cache, which must not know every kind.
 absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view json);

@@ -65,19 +65,33 @@ absl::Status CreateObject(Txn& tx, T& obj, Time now) {
 }
 
 // Updates `obj`, which must carry the resourceVersion it was read at (Aborted on a conflict,
-// NotFound if it is gone).
+// NotFound if it is gone). A new spec is a new generation: the spec as stored and as written are
+// compared as text first (the encoder writes one value one way), and decoded only when the texts
+// differ, so that a status update (most of them) costs no decode of the stored object.
 template <typename T>
 absl::Status UpdateObject(Txn& tx, T& obj) {
   const Key key = KeyOf<T>(obj.metadata.ns, obj.metadata.name);
   ASSIGN_OR_RETURN(std::optional<Record> cur, tx.Get(key));
   if (!cur) return absl::NotFoundError(fmt::format("{} not found", key.ToString()));
-  ASSIGN_OR_RETURN(T old, DecodeRecord<T>(*cur));
+  absl::StatusOr<model::ObjectMeta> old = model::DecodeMeta(cur->data);
+  if (!old.ok()) {
+    return absl::DataLossError(fmt::format("stored {} does not decode: {}", key.ToString(), old.status().message()));
+  }
   const int64_t expected = obj.metadata.resource_version;
-  obj.metadata.uid = old.metadata.uid;
-  obj.metadata.creation_timestamp = old.metadata.creation_timestamp;
-  obj.metadata.generation = old.metadata.generation + (old.spec == obj.spec ? 0 : 1);
+  obj.metadata.uid = old->uid;
+  obj.metadata.creation_timestamp = old->creation_timestamp;
+  obj.metadata.generation = old->generation;
   obj.metadata.resource_version = tx.revision();
-  absl::Status s = tx.Put(key, obj.metadata.uid, model::Encode(obj), expected);
+  std::string text = model::Encode(obj);
+  const std::string_view stored_spec = model::TopLevelMember(cur->data, "spec");
+  if (stored_spec.empty() || stored_spec != model::TopLevelMember(text, "spec")) {
+    ASSIGN_OR_RETURN(const T stored, DecodeRecord<T>(*cur));
+    if (!(stored.spec == obj.spec)) {
+      ++obj.metadata.generation;
+      text = model::Encode(obj);
+    }
+  }
+  absl::Status s = tx.Put(key, obj.metadata.uid, text, expected);
   if (!s.ok()) obj.metadata.resource_version = expected;
   return s;
 }

@@ -298,6 +298,26 @@ TEST_P(StoreTest, TypedObjectsKeepMetadataHonest) {
   ASSERT_TRUE(store_->Transact([&](Txn& tx) { return UpdateObject(tx, c); }).ok());
   EXPECT_EQ(c.metadata.generation, 2);
   EXPECT_EQ(c.metadata.resource_version, 3);
+  // The same spec spelled another way (as another version may have written it) is the same
+  // spec; the generation comes from the store, whatever the writer's copy says.
+  ASSERT_TRUE(store_->Transact([&](Txn& tx) -> absl::Status {
+    model::Cluster respelled = c;
+    respelled.metadata.resource_version = tx.revision();
+    std::string text = model::Encode(respelled);
+    const size_t at = text.find("\"spec\":{");
+    if (at == std::string::npos) return absl::InternalError(text);
+    text.replace(at, 8, "\"spec\": {\"unknownField\": 1, ");
+    return tx.Put(KeyOf<model::Cluster>("", "alpha"), c.metadata.uid, text, kAnyVersion);
+  }).ok());
+  c.metadata.resource_version = 4;
+  c.metadata.generation = 7;
+  c.status.nodes = 4;
+  ASSERT_TRUE(store_->Transact([&](Txn& tx) { return UpdateObject(tx, c); }).ok());
+  EXPECT_EQ(c.metadata.generation, 2);
+  c.spec.region = "ap";
+  ASSERT_TRUE(store_->Transact([&](Txn& tx) { return UpdateObject(tx, c); }).ok());
+  EXPECT_EQ(c.metadata.generation, 3);
+  EXPECT_EQ(c.metadata.resource_version, 6);
   std::optional<model::Cluster> back;
   ASSERT_TRUE(store_->Transact([&](Txn& tx) {
     auto r = GetObject<model::Cluster>(tx, "", "alpha");

@@ -9,6 +9,7 @@
 #ifndef GPUAAS_CONTROLLER_RUNTIME_INFORMER_H_
 #define GPUAAS_CONTROLLER_RUNTIME_INFORMER_H_
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -126,9 +127,8 @@ class Informer final : public InformerBase {
       } else {
         revision_ = std::max(revision_, revision);
       }
-      if (before) Unindex(key, *before);
+      Reindex(key, before.get(), after.get());
       if (after) {
-        Index(key, *after);
         objects_[key] = after;
       } else {
         objects_.erase(key);
@@ -141,19 +141,24 @@ class Informer final : public InformerBase {
   }
 
  private:
-  void Index(const std::string& key, const T& obj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Moves `key` in each index from the values `before` has to those `after` has (either may be
+  // null). Values both have stay as they are: an update that keeps them (a GPU's health, a pool's
+  // conditions) costs no work on sets that may hold every object of the kind.
+  void Reindex(const std::string& key, const T* before, const T* after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const auto& [name, fn] : index_fns_) {
-      for (std::string& v : fn(obj)) indexes_[name][std::move(v)].insert(key);
-    }
-  }
-  void Unindex(const std::string& key, const T& obj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const auto& [name, fn] : index_fns_) {
+      const std::vector<std::string> was = before ? fn(*before) : std::vector<std::string>{};
+      std::vector<std::string> is = after ? fn(*after) : std::vector<std::string>{};
+      if (was == is) continue;
       auto& idx = indexes_[name];
-      for (const std::string& v : fn(obj)) {
+      for (const std::string& v : was) {
+        if (std::find(is.begin(), is.end(), v) != is.end()) continue;
         auto it = idx.find(v);
         if (it == idx.end()) continue;
         it->second.erase(key);
         if (it->second.empty()) idx.erase(it);
+      }
+      for (std::string& v : is) {
+        if (std::find(was.begin(), was.end(), v) == was.end()) idx[std::move(v)].insert(key);
       }
     }
   }

@@ -134,6 +134,10 @@ TEST_F(RuntimeTest, InformerDecodesIndexesAndTellsHandlers) {
   InformerSet set(*cache_);
   Informer<model::GpuPool>& pools = set.For<model::GpuPool>();
   pools.AddIndex("team", [](const model::GpuPool& p) { return std::vector<std::string>{p.metadata.labels.at("team")}; });
+  // Two values, one that every pool shares: an update moves only the value that changed.
+  pools.AddIndex("both", [](const model::GpuPool& p) {
+    return std::vector<std::string>{"all", p.metadata.labels.at("team")};
+  });
   std::vector<std::string> seen;
   pools.OnChange([&](const model::GpuPool* before, const model::GpuPool* after) {
     seen.push_back(fmt::format("{}->{}", before ? before->metadata.labels.at("team") : "-",
@@ -151,6 +155,9 @@ TEST_F(RuntimeTest, InformerDecodesIndexesAndTellsHandlers) {
   EXPECT_EQ(seen, (std::vector<std::string>{"-->red", "-->blue", "red->blue"}));
   EXPECT_EQ(pools.ByIndex("team", "blue").size(), 2u);
   EXPECT_TRUE(pools.ByIndex("team", "red").empty());
+  EXPECT_EQ(pools.ByIndex("both", "all").size(), 2u);
+  EXPECT_EQ(pools.ByIndex("both", "blue").size(), 2u);
+  EXPECT_EQ(pools.IndexValues("both"), (std::vector<std::string>{"all", "blue"}));
   ASSERT_NE(pools.Get("a/one"), nullptr);
   EXPECT_EQ(pools.Get("a", "one")->spec.items[0].model, "H200-SXM-141GB");
   EXPECT_EQ(pools.SyncedRevision(), store_->Revision());
@@ -160,6 +167,17 @@ TEST_F(RuntimeTest, InformerDecodesIndexesAndTellsHandlers) {
   EXPECT_EQ(seen.back(), "blue->-");
   EXPECT_EQ(pools.Size(), 1u);
   EXPECT_EQ(pools.IndexValues("team"), std::vector<std::string>{"blue"});
+  EXPECT_EQ(pools.ByIndex("both", "all").size(), 1u);
+  // An update that keeps every value keeps the object where it is.
+  ASSERT_TRUE(store_->Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<model::GpuPool> p, store::GetObject<model::GpuPool>(tx, "a", "one"));
+    p->spec.items[0].count = 2;
+    return store::UpdateObject(tx, *p);
+  }).ok());
+  ASSERT_TRUE(cache_->SyncNow().ok());
+  EXPECT_EQ(pools.ByIndex("both", "all").size(), 1u);
+  EXPECT_EQ(pools.ByIndex("team", "blue").size(), 1u);
+  EXPECT_EQ(pools.Get("a", "one")->spec.items[0].count, 2);
 }
 
 // Counts reconciles per key; fails a key a set number of times; can ask to be requeued.
