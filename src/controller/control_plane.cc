@@ -40,7 +40,10 @@ ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const
       metering_(store, hub, manager_),
       quotas_(manager_, registry_),
       fencing_(manager_, registry_),
-      connections_(manager_, registry_, std::move(options.connect)) {}
+      connections_(manager_, registry_, std::move(options.connect)) {
+  // A new GPU is created with its health judged: written once, not created Unknown and again.
+  inventory_.JudgeNewGpusWith([this](model::GpuCapacity& gpu, Time now) { health_.JudgeNew(gpu, now); });
+}
 
 // Registered clusters' drivers call into the controllers' queues: they stop first. Then the
 // informers stop hearing from the cache (which outlives this control plane), before the

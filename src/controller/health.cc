@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <set>
+#include <thread>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -26,6 +27,13 @@ std::string SeriesKey(const telemetry::RollupRow& r) {
   return r.device + "|" + std::string(telemetry::Info(r.field).series);
 }
 
+// Not summed up by this controller yet: a GPU the inventory just created, or whose summary
+// someone else removed.
+bool Unjudged(const model::GpuCapacity& g) {
+  return model::FindCondition(g.status.conditions, model::kGpuHealthy) == nullptr ||
+         g.status.health == model::Health::kUnknown;
+}
+
 int64_t UnixSeconds(Time t) { return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count(); }
 
 }  // namespace
@@ -34,21 +42,29 @@ HealthController::HealthController(store::Store& store, telemetry::Hub& hub, run
     : store_(store), hub_(hub), manager_(manager), gpus_(manager.informers().For<model::GpuCapacity>()) {
   runtime::WorkQueue& q = manager.Add("health", *this);
   queue_ = &q;
-  gpus_.OnChange([&q](const model::GpuCapacity* before, const model::GpuCapacity* after) {
+  gpus_.OnChange([this, &q](const model::GpuCapacity* before, const model::GpuCapacity* after) {
+    unjudged_ += (after != nullptr && Unjudged(*after)) - (before != nullptr && Unjudged(*before));
     if (before == nullptr || after == nullptr) q.Add(std::string(kKnownKey));
     if (after == nullptr) return;
     // A new GPU, or one whose driver view changed, or whose health summary someone else changed.
     const Condition* was = before ? model::FindCondition(before->status.conditions, model::kGpuDriverHealthy) : nullptr;
     const Condition* is = model::FindCondition(after->status.conditions, model::kGpuDriverHealthy);
     const bool driver_changed = (was == nullptr) != (is == nullptr) || (was && is && was->status != is->status);
-    const bool unsummarized = model::FindCondition(after->status.conditions, model::kGpuHealthy) == nullptr ||
-                              after->status.health == model::Health::kUnknown;
-    if (before == nullptr || driver_changed || unsummarized) q.Add(after->metadata.name);
+    if (before == nullptr || driver_changed || Unjudged(*after)) q.Add(after->metadata.name);
   });
   hub_.OnHealthChange([&q] { q.Add(std::string(kHubKey)); });
 }
 
 HealthController::~HealthController() { hub_.OnHealthChange(nullptr); }
+
+bool HealthController::WaitJudged(Duration timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (unjudged_.load() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
 
 absl::StatusOr<size_t> HealthController::Restore() {
   std::vector<model::GpuCapacity> gpus;
@@ -78,17 +94,23 @@ absl::StatusOr<runtime::Result> HealthController::Reconcile(const std::string& k
   return ReconcileBatch({key});
 }
 
-std::optional<model::GpuCapacity> HealthController::Judge(const std::string& name, Time now) {
-  std::shared_ptr<const model::GpuCapacity> cur = gpus_.Get("", name);
-  if (!cur) return std::nullopt;  // not in the inventory (yet): the verdict waits in the hub
-  model::GpuCapacity g = *cur;
+bool HealthController::Assess(model::GpuCapacity& g, Time now) const {
   const telemetry::GpuVerdict v = hub_.Verdict(g.spec.uuid);
   bool dirty = false;
   dirty |= model::SetCondition(g.status.conditions, ToCondition(model::kGpuMemoryErrors, v.memory_errors, now));
   dirty |= model::SetCondition(g.status.conditions, ToCondition(model::kGpuResetRequired, v.reset_required, now));
   dirty |= model::SetCondition(g.status.conditions, ToCondition(model::kGpuOverheating, v.overheating, now));
   dirty |= model::SummarizeGpuHealth(g, now);
-  if (!dirty) return std::nullopt;
+  return dirty;
+}
+
+void HealthController::JudgeNew(model::GpuCapacity& gpu, Time now) const { Assess(gpu, now); }
+
+std::optional<model::GpuCapacity> HealthController::Judge(const std::string& name, Time now) {
+  std::shared_ptr<const model::GpuCapacity> cur = gpus_.Get("", name);
+  if (!cur) return std::nullopt;  // not in the inventory (yet): the verdict waits in the hub
+  model::GpuCapacity g = *cur;
+  if (!Assess(g, now)) return std::nullopt;
   return g;
 }
 

@@ -3,7 +3,9 @@
 // the telemetry hub's verdicts (telemetry/health.h), sums them up with the driver's own view
 // (DriverHealthy, which the inventory owns) into Healthy and status.health, and writes the
 // object when that changed. A failed GPU so leaves allocation (the allocator's health filter)
-// and its pool replaces it (controller/pools.h).
+// and its pool replaces it (controller/pools.h). A new GPU is created already judged: the
+// control plane hands JudgeNew to the inventory, as an admission default, so that a new fleet's
+// GPUs are each written once.
 //
 // Keys come from GpuCapacity changes (a new GPU, a changed DriverHealthy) and from the hub after
 // an ingest that changed a verdict; nothing is polled. It also tells the hub which GPUs the
@@ -45,12 +47,23 @@ class HealthController final : public runtime::Reconciler {
   size_t MaxBatch() const override { return 500; }
   absl::StatusOr<runtime::Result> ReconcileBatch(const std::vector<std::string>& keys) override;
 
+  // Sets the health of a GPU the inventory is about to create, as this controller would judge it
+  // (the hub's verdicts and the driver's view), so that a new GPU is written once. Thread-safe.
+  void JudgeNew(model::GpuCapacity& gpu, Time now) const;
+
   // GpuCapacity writes made (for tests).
   int64_t writes() const { return writes_.load(); }
+
+  // Waits until every GPU the informers hold has been judged (status.health no longer Unknown);
+  // false when `timeout` passed first. A server is ready only then. (New GPUs are created judged;
+  // those a store kept Unknown, from before JudgeNew, are written once.)
+  bool WaitJudged(Duration timeout) const;
 
  private:
   // The GPU with its health as it should be, when that differs from what is stored.
   std::optional<model::GpuCapacity> Judge(const std::string& name, Time now);
+  // Sets `g`'s health from the hub's verdicts and the driver's view; whether anything changed.
+  bool Assess(model::GpuCapacity& g, Time now) const;
 
   store::Store& store_;
   telemetry::Hub& hub_;
@@ -58,6 +71,7 @@ class HealthController final : public runtime::Reconciler {
   runtime::Informer<model::GpuCapacity>& gpus_;
   runtime::WorkQueue* queue_ = nullptr;
   std::atomic<int64_t> writes_{0};
+  std::atomic<int64_t> unjudged_{0};  // GPUs in the informers whose health is not summed up yet
 };
 
 class RollupWriter final : public runtime::Reconciler {

@@ -109,6 +109,28 @@ TEST_F(TelemetryControllerTest, VerdictsBecomeGpuConditionsAndHealth) {
   EXPECT_EQ(Read("GPU-A").status.health, model::Health::kHealthy);
 }
 
+// A GPU the inventory just created (health Unknown) is judged once, in the controller's first
+// pass; WaitJudged, which a server's readiness waits on, says when every GPU has been.
+TEST_F(TelemetryControllerTest, NewGpusAreJudgedOnceAndWaitJudgedSaysWhen) {
+  ASSERT_TRUE(store_->Transact([](store::Txn& tx) {
+                        model::GpuCapacity c;
+                        c.metadata.name = "gpu-c";
+                        c.spec.uuid = "GPU-C";
+                        c.spec.cluster = "c";
+                        c.spec.node = "c.n";
+                        model::SetDriverHealth(c, true, Time{});  // as the inventory creates it
+                        return store::CreateObject(tx, c, Time{});
+                      }).ok());
+  Hub hub;
+  Controllers c(*store_, hub, clock_);
+  c.manager.StartInformers();
+  EXPECT_FALSE(c.health->WaitJudged(std::chrono::milliseconds(0))) << "GPU-C is not judged yet";
+  c.Run();
+  EXPECT_TRUE(c.health->WaitJudged(std::chrono::milliseconds(0)));
+  EXPECT_EQ(Read("GPU-C").status.health, model::Health::kHealthy);
+  EXPECT_EQ(c.Run(), 0) << "judged once";
+}
+
 TEST_F(TelemetryControllerTest, TheDriversViewIsSummedUpIntoHealthy) {
   Hub hub;
   Controllers c(*store_, hub, clock_);

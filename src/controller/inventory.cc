@@ -337,6 +337,9 @@ absl::StatusOr<SyncStats> InventoryController::Sync(cluster::ClusterDriver& driv
   const Diff<model::NodeCapacity> dn = Compare(inv.nodes, nodes_.ByIndex("cluster", name), stats);
   const Diff<model::GpuCapacity> dg = Compare(inv.gpus, gpus_.ByIndex("cluster", name), stats);
   const Diff<model::SpecAndCount> ds = Compare(inv.specs, specs_.ByIndex("cluster", name), stats);
+  if (judge_new_) {
+    for (model::GpuCapacity* g : dg.create) judge_new_(*g, now);
+  }
   if (Size(dc) + Size(dn) + Size(dg) + Size(ds) == 0) return stats;
   const int unchanged = stats.unchanged;
   absl::Status written = store_.Transact([&](store::Txn& tx) -> absl::Status {

@@ -3,11 +3,13 @@
 // cluster afresh and writes only the difference, in one transaction per cluster, so a crash at
 // any point leaves either the old or the new inventory. Every driver, simulated or Kubernetes,
 // goes through this one path. Owns every field of those objects except a GpuCapacity's health
-// (status.health and the conditions the health controller writes, model/fleet.h).
+// (status.health and the conditions the health controller writes, model/fleet.h), which a new
+// GPU is created with as the health controller judges it (JudgeNewGpusWith).
 #ifndef GPUAAS_CONTROLLER_INVENTORY_H_
 #define GPUAAS_CONTROLLER_INVENTORY_H_
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -74,6 +76,12 @@ class InventoryController final : public runtime::Reconciler {
   // `timeout`.
   bool WaitObserved(Duration timeout);
 
+  // How a GPU's health is set as it is created (the health controller's judgment, which the
+  // control plane hands in before the controllers start), so that a new GPU is written once, not
+  // created Unknown and written again. Unset, new GPUs are created Unknown.
+  using NewGpuJudge = std::function<void(model::GpuCapacity& gpu, Time now)>;
+  void JudgeNewGpusWith(NewGpuJudge judge) { judge_new_ = std::move(judge); }
+
  private:
   store::Store& store_;
   runtime::Manager& manager_;
@@ -81,6 +89,7 @@ class InventoryController final : public runtime::Reconciler {
   absl::StatusOr<SyncStats> Forget(const std::string& cluster);
 
   cluster::Registry& registry_;
+  NewGpuJudge judge_new_;
   // The revision of each cluster's last write: its next comparison waits for the informers to
   // show it, while other clusters' observations go on meanwhile. One worker, so unguarded.
   std::map<std::string, int64_t> written_;

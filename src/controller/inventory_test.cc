@@ -2,11 +2,13 @@
 
 #include "cluster/simulated/fleet.h"
 #include "controller/control_plane.h"
+#include "controller/health.h"
 #include "common/strings.h"
 #include "gtest/gtest.h"
 #include "model/codec.h"
 #include "store/objects.h"
 #include "store/sqlite_store.h"
+#include "telemetry/hub.h"
 
 namespace gpuaas::controller {
 namespace {
@@ -112,6 +114,35 @@ TEST_F(InventoryTest, FirstSyncCreatesEveryObject) {
     EXPECT_EQ(g.status.health, model::Health::kUnknown);  // the health controller's to judge
     EXPECT_EQ(g.metadata.name, ToLower(g.spec.uuid));
   }
+}
+
+// Wired as the control plane wires them, the inventory creates each GPU with the health the
+// health controller judges (the driver's view here; no telemetry yet): one write per GPU, and
+// the health controller has nothing left to write.
+TEST_F(InventoryTest, NewGpusAreCreatedAsTheHealthControllerJudgesThem) {
+  driver_->oc_.nodes[2].gpus[1].healthy = false;
+  telemetry::Hub hub;
+  HealthController health(*store_, hub, *manager_);
+  registry_ = std::make_unique<cluster::Registry>(std::map<std::string, cluster::ClusterDriver*>{{"alpha", driver_.get()}});
+  InventoryController ctl(*store_, *manager_, *registry_);
+  ctl.JudgeNewGpusWith([&](model::GpuCapacity& g, Time now) { health.JudgeNew(g, now); });
+  manager_->RunUntilIdle();
+  EXPECT_EQ(health.writes(), 0);
+  EXPECT_TRUE(health.WaitJudged(std::chrono::milliseconds(0)));
+  int unhealthy = 0;
+  for (const auto& g : All<model::GpuCapacity>(*store_)) {
+    EXPECT_EQ(g.metadata.resource_version, 1) << g.metadata.name << " written once";
+    const model::Condition* c = model::FindCondition(g.status.conditions, model::kGpuHealthy);
+    ASSERT_NE(c, nullptr) << g.metadata.name;
+    if (model::DriverReportedHealthy(g)) {
+      EXPECT_EQ(g.status.health, model::Health::kHealthy) << g.metadata.name;
+    } else {
+      ++unhealthy;
+      EXPECT_EQ(g.status.health, model::Health::kUnhealthy);
+      EXPECT_EQ(c->reason, model::kReasonDriverUnhealthy);
+    }
+  }
+  EXPECT_EQ(unhealthy, 1);
 }
 
 TEST_F(InventoryTest, SecondSyncWritesNothing) {

@@ -227,12 +227,15 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   }
   elector->Start();
   {
-    // Until this replica leads and has observed every cluster, or another replica leads.
+    // Until this replica leads, has observed every cluster and judged every GPU's health (a new
+    // fleet's GPUs are written once more for it), or another replica leads.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     bool settled = false;
     while (!settled && std::chrono::steady_clock::now() < deadline) {
       if (std::shared_ptr<controller::ControlPlane> cp = terms.Current()) {
-        settled = cp->inventory().WaitObserved(std::chrono::seconds(60));
+        settled = cp->inventory().WaitObserved(std::chrono::seconds(60)) &&
+                  cache.WaitFor(db.Revision(), std::chrono::seconds(30)) &&
+                  cp->health().WaitJudged(std::chrono::seconds(60));
         break;
       }
       const store::Lease seen = elector->observed();
@@ -240,7 +243,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
                 seen.remaining.count() > 0;
       if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (!settled) log::Warn("the first observation of every cluster took longer than a minute");
+    if (!settled) log::Warn("the first observation of every cluster and its GPUs' health took longer than a minute");
   }
   cache.WaitFor(db.Revision(), std::chrono::seconds(30));
   if (flags.demo) {
