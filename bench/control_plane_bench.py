@@ -3,7 +3,8 @@
 
 Measures, for each binary given (the code under test and a baseline build of an earlier commit,
 in the same run):
-  - ready: seconds from process start to /readyz answering 200;
+  - ready: seconds from process start to /readyz answering 200, and the process CPU time in the
+    --after-ready seconds after it, before anything is asked (work left over from the start);
   - a loaded, idle fleet: Ready pools (2 full H100 GPUs each, 10 running workloads each through
     time slicing) and approved pools waiting for capacity (one B200 each; the fleet's 16 B200s,
     two nodes of the first cluster, are all held by one filler pool); then process CPU time over
@@ -188,6 +189,9 @@ def run(binary, args, workdir, name, db_url=None):
     s = Server(binary, fleet, workdir, name, db_url)
     out["ready_s"] = round(s.ready_s, 2)
     try:
+        cpu = s.cpu_s()
+        time.sleep(args.after_ready)
+        out["cpu_s_after_ready"] = round(s.cpu_s() - cpu, 2)
         s.post("/apis/gpuaas.io/v1/projects", {"apiVersion": "gpuaas.io/v1", "kind": "Project",
                                                 "metadata": {"name": "bench"}})
         # Ready pools with their workloads.
@@ -274,6 +278,8 @@ def main():
     ap.add_argument("--workloads", type=int, default=1000)
     ap.add_argument("--approvals", type=int, default=100)
     ap.add_argument("--idle", type=float, default=60)
+    ap.add_argument("--after-ready", type=float, default=10,
+                    help="seconds after /readyz over which the CPU the server still spends is taken")
     ap.add_argument("--postgresql", action="store_true",
                     help="also run the binary on a throwaway local PostgreSQL (scripts/throwaway-postgres.sh), "
                          "beside its run on SQLite")
