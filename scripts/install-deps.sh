@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
+  lld                                    # LLVM's linker: links the sanitized tests ~5x faster than GNU ld
   clang-14 libclang-rt-14-dev            # fuzz preset (libFuzzer), optional sanitizer runtimes
   libabsl-dev                            # Status/StatusOr, containers, synchronization
   nlohmann-json3-dev                     # JSON codecs
