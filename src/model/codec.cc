@@ -137,8 +137,8 @@ std::string Encode(const Cluster& c) {
 }
 
 template <>
-absl::StatusOr<Cluster> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<Cluster> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, Cluster::kKind);
     Cluster c;
     c.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -173,8 +173,8 @@ std::string Encode(const ClusterRegistration& c) {
 }
 
 template <>
-absl::StatusOr<ClusterRegistration> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<ClusterRegistration> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, ClusterRegistration::kKind);
     ClusterRegistration c;
     c.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -213,8 +213,8 @@ std::string Encode(const NodeCapacity& n) {
 }
 
 template <>
-absl::StatusOr<NodeCapacity> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<NodeCapacity> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, NodeCapacity::kKind);
     NodeCapacity n;
     n.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -278,8 +278,8 @@ std::string Encode(const GpuCapacity& g) {
 }
 
 template <>
-absl::StatusOr<GpuCapacity> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<GpuCapacity> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, GpuCapacity::kKind);
     GpuCapacity g;
     g.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -328,8 +328,8 @@ std::string Encode(const SpecAndCount& s) {
 }
 
 template <>
-absl::StatusOr<SpecAndCount> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<SpecAndCount> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, SpecAndCount::kKind);
     SpecAndCount s;
     s.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -392,8 +392,8 @@ std::string Encode(const Project& p) {
 }
 
 template <>
-absl::StatusOr<Project> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<Project> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, Project::kKind);
     Project p;
     p.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -460,8 +460,8 @@ std::string Encode(const GpuPool& p) {
 }
 
 template <>
-absl::StatusOr<GpuPool> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<GpuPool> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, GpuPool::kKind);
     GpuPool p;
     p.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -568,8 +568,8 @@ std::string Encode(const Workload& w) {
 }
 
 template <>
-absl::StatusOr<Workload> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<Workload> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, Workload::kKind);
     Workload w;
     w.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -604,8 +604,8 @@ std::string Encode(const Profile& p) {
 }
 
 template <>
-absl::StatusOr<Profile> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<Profile> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, Profile::kKind);
     Profile p;
     p.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -650,8 +650,8 @@ std::string Encode(const MigLayout& m) {
 }
 
 template <>
-absl::StatusOr<MigLayout> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<MigLayout> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, MigLayout::kKind);
     MigLayout m;
     m.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -737,8 +737,8 @@ std::string Encode(const Defragmentation& d) {
 }
 
 template <>
-absl::StatusOr<Defragmentation> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<Defragmentation> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, Defragmentation::kKind);
     Defragmentation d;
     d.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -832,8 +832,8 @@ std::string Encode(const RateCard& c) {
 }
 
 template <>
-absl::StatusOr<RateCard> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<RateCard> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, RateCard::kKind);
     RateCard c;
     c.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -865,8 +865,8 @@ std::string Encode(const CreditNote& n) {
 }
 
 template <>
-absl::StatusOr<CreditNote> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<CreditNote> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, CreditNote::kKind);
     CreditNote n;
     n.metadata = DecodeMetaObj(root.Obj("metadata"));
@@ -914,8 +914,8 @@ std::string Encode(const UsageRecord& u) {
 }
 
 template <>
-absl::StatusOr<UsageRecord> Decode(std::string_view text) {
-  return ReadJson(text, [&](const JsonIn& root) {
+absl::StatusOr<UsageRecord> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
     CheckKind(root, UsageRecord::kKind);
     UsageRecord u;
     u.metadata = DecodeMetaObj(root.Obj("metadata"));

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "model/billing.h"
 #include "model/fleet.h"
+#include "model/json_reader.h"
 #include "model/pool.h"
 
 namespace gpuaas::model {
@@ -20,8 +21,10 @@ namespace gpuaas::model {
 template <typename T>
 std::string Encode(const T& obj);
 
+// `fields`, when set, receives what the document holds beyond the kind's fields: unknown and
+// duplicate members (model/json_reader.h), for the API's field validation.
 template <typename T>
-absl::StatusOr<T> Decode(std::string_view json);
+absl::StatusOr<T> Decode(std::string_view json, JsonFields* fields = nullptr);
 
 // The moves of a defragmentation as JSON (an array), as a Defragmentation's status.moves holds
 // them: for the plan that the API shows before anything is made.

@@ -1,6 +1,8 @@
 #include "model/json_reader.h"
 
 #include <limits>
+#include <set>
+#include <utility>
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
@@ -19,44 +21,136 @@ std::string Element(const std::string& path, size_t i) { return fmt::format("{}[
 
 }  // namespace
 
+namespace internal {
+struct JsonReadLog {
+  std::set<std::pair<const json*, std::string>> read;  // (object, member) asked for
+  std::set<const json*> whole;                          // values taken whole: data, not fields
+};
+}  // namespace internal
+
+namespace {
+
+// The members of `j` (at `path`) that no reader asked for, depth first, in document order.
+void Unread(const json& j, const std::string& path, const internal::JsonReadLog& log, std::vector<std::string>& out) {
+  if (log.whole.contains(&j)) return;
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string at = Join(path, it.key());
+      if (!log.read.contains({&j, it.key()})) {
+        out.push_back(at);
+      } else {
+        Unread(it.value(), at, log, out);
+      }
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) Unread(j[i], Element(path, i), log, out);
+  }
+}
+
+// Follows a parse and notes each member given twice in one object, by its path.
+class DuplicateFinder {
+ public:
+  DuplicateFinder(std::string root, std::vector<std::string>& out) : root_(std::move(root)), out_(out) {}
+
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        frames_.push_back({event == json::parse_event_t::array_start, Child(), {}, 0, {}});
+        break;
+      case json::parse_event_t::key:
+        if (!frames_.empty()) {
+          Frame& f = frames_.back();
+          f.key = parsed.get<std::string>();
+          if (!f.keys.insert(f.key).second) out_.push_back(Join(f.path, f.key));
+        }
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        frames_.pop_back();
+        Next();
+        break;
+      case json::parse_event_t::value:
+        Next();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool array;
+    std::string path;
+    std::set<std::string> keys;
+    size_t index;
+    std::string key;
+  };
+  std::string Child() const {
+    if (frames_.empty()) return root_;
+    const Frame& f = frames_.back();
+    return f.array ? Element(f.path, f.index) : Join(f.path, f.key);
+  }
+  void Next() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+
+  std::string root_;
+  std::vector<std::string>& out_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
 void FailAt(std::string_view path, std::string_view what) { throw JsonError{fmt::format("{}: {}", path, what)}; }
 
-JsonIn::JsonIn(const json& j, std::string path, JsonNulls nulls) : j_(j), path_(std::move(path)), nulls_(nulls) {
+JsonIn::JsonIn(const json& j, std::string path, JsonNulls nulls, internal::JsonReadLog* log)
+    : j_(j), path_(std::move(path)), nulls_(nulls), log_(log) {
   if (!j_.is_object()) FailAt(path_.empty() ? "(root)" : path_, "expected an object");
 }
 
-const json* JsonIn::Find(std::string_view key) const {
+const json* JsonIn::Lookup(std::string_view key, bool whole) const {
   auto it = j_.find(key);
-  if (it == j_.end() || (it->is_null() && nulls_ == JsonNulls::kAbsent)) return nullptr;
+  if (it == j_.end()) return nullptr;
+  if (log_ != nullptr) {
+    log_->read.emplace(&j_, std::string(key));
+    if (whole && it->is_object()) log_->whole.insert(&*it);
+  }
+  if (it->is_null() && nulls_ == JsonNulls::kAbsent) return nullptr;
   return &*it;
 }
 
-bool JsonIn::Has(std::string_view key) const { return Find(key) != nullptr; }
-
-bool JsonIn::IsNull(std::string_view key) const {
-  auto it = j_.find(key);
-  return it != j_.end() && it->is_null();
-}
-
-const json& JsonIn::Need(std::string_view key) const {
-  const json* v = Find(key);
+const json& JsonIn::Require(std::string_view key, bool whole) const {
+  const json* v = Lookup(key, whole);
   if (v == nullptr) FailAt(Path(key), "required");
   return *v;
 }
 
+const json* JsonIn::Find(std::string_view key) const { return Lookup(key, /*whole=*/true); }
+
+bool JsonIn::Has(std::string_view key) const { return Lookup(key, /*whole=*/false) != nullptr; }
+
+bool JsonIn::IsNull(std::string_view key) const {
+  auto it = j_.find(key);
+  if (it == j_.end()) return false;
+  if (log_ != nullptr) log_->read.emplace(&j_, std::string(key));
+  return it->is_null();
+}
+
+const json& JsonIn::Need(std::string_view key) const { return Require(key, /*whole=*/true); }
+
 std::string JsonIn::Path(std::string_view key) const { return Join(path_, key); }
 
-JsonIn JsonIn::Obj(std::string_view key) const { return JsonIn(Need(key), Path(key), nulls_); }
+JsonIn JsonIn::Obj(std::string_view key) const { return JsonIn(Require(key, false), Path(key), nulls_, log_); }
 
 std::string JsonIn::Str(std::string_view key, bool required) const {
-  const json* v = required ? &Need(key) : Find(key);
+  const json* v = required ? &Require(key, false) : Lookup(key, false);
   if (v == nullptr) return "";
   if (!v->is_string()) FailAt(Path(key), "expected a string");
   return v->get<std::string>();
 }
 
 int64_t JsonIn::Int(std::string_view key, bool required, int64_t min) const {
-  const json* v = required ? &Need(key) : Find(key);
+  const json* v = required ? &Require(key, false) : Lookup(key, false);
   if (v == nullptr) return 0;
   if (!v->is_number_integer()) FailAt(Path(key), "expected an integer");
   if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
@@ -68,20 +162,20 @@ int64_t JsonIn::Int(std::string_view key, bool required, int64_t min) const {
 }
 
 bool JsonIn::Bool(std::string_view key, bool dflt) const {
-  const json* v = Find(key);
+  const json* v = Lookup(key, false);
   if (v == nullptr) return dflt;
   if (!v->is_boolean()) FailAt(Path(key), "expected true or false");
   return v->get<bool>();
 }
 
 bool JsonIn::Bool(std::string_view key) const {
-  Need(key);
+  Require(key, false);
   return Bool(key, false);
 }
 
 std::optional<size_t> JsonIn::OneOf(std::string_view key, std::span<const std::string_view> names,
                                     bool required) const {
-  const json* v = required ? &Need(key) : Find(key);
+  const json* v = required ? &Require(key, false) : Lookup(key, false);
   if (v == nullptr) return std::nullopt;
   if (!v->is_string()) FailAt(Path(key), "expected a string");
   const std::string s = v->get<std::string>();
@@ -93,7 +187,7 @@ std::optional<size_t> JsonIn::OneOf(std::string_view key, std::span<const std::s
 
 std::map<std::string, std::string> JsonIn::StrMap(std::string_view key) const {
   std::map<std::string, std::string> out;
-  const json* v = Find(key);
+  const json* v = Lookup(key, /*whole=*/true);
   if (v == nullptr) return out;
   if (!v->is_object()) FailAt(Path(key), "expected an object of strings");
   for (auto it = v->begin(); it != v->end(); ++it) {
@@ -105,7 +199,7 @@ std::map<std::string, std::string> JsonIn::StrMap(std::string_view key) const {
 
 std::vector<std::string> JsonIn::StrList(std::string_view key) const {
   std::vector<std::string> out;
-  const json* v = Find(key);
+  const json* v = Lookup(key, false);
   if (v == nullptr) return out;
   if (!v->is_array()) FailAt(Path(key), "expected an array of strings");
   for (size_t i = 0; i < v->size(); ++i) {
@@ -117,7 +211,7 @@ std::vector<std::string> JsonIn::StrList(std::string_view key) const {
 
 std::map<std::string, int64_t> JsonIn::Counts(std::string_view key) const {
   std::map<std::string, int64_t> out;
-  const json* v = Find(key);
+  const json* v = Lookup(key, /*whole=*/true);
   if (v == nullptr) return out;
   if (!v->is_object()) FailAt(Path(key), "expected an object of integers");
   for (auto it = v->begin(); it != v->end(); ++it) {
@@ -130,11 +224,11 @@ std::map<std::string, int64_t> JsonIn::Counts(std::string_view key) const {
 }
 
 void JsonIn::Each(std::string_view key, absl::FunctionRef<void(const JsonIn&)> f) const {
-  const json* v = Find(key);
+  const json* v = Lookup(key, false);
   if (v == nullptr) return;
   if (!v->is_array()) FailAt(Path(key), "expected an array");
   const std::string path = Path(key);
-  for (size_t i = 0; i < v->size(); ++i) f(JsonIn((*v)[i], Element(path, i), nulls_));
+  for (size_t i = 0; i < v->size(); ++i) f(JsonIn((*v)[i], Element(path, i), nulls_, log_));
 }
 
 std::optional<Time> JsonIn::TimeField(std::string_view key) const {
@@ -147,12 +241,22 @@ std::optional<Time> JsonIn::TimeField(std::string_view key) const {
 
 absl::Status ReadJsonRoot(std::string_view text, const JsonDocument& doc,
                           absl::FunctionRef<void(const JsonIn&)> read) {
-  const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  std::vector<std::string> duplicate;
+  const json j = doc.fields == nullptr
+                     ? json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false)
+                     : json::parse(text.begin(), text.end(), DuplicateFinder(std::string(doc.path), duplicate),
+                                   /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError(fmt::format("{} is not valid JSON", doc.path.empty() ? "body" : doc.path));
   }
+  internal::JsonReadLog log;
   try {
-    read(JsonIn(j, std::string(doc.path), doc.nulls));
+    read(JsonIn(j, std::string(doc.path), doc.nulls, doc.fields == nullptr ? nullptr : &log));
+    if (doc.fields != nullptr) {
+      *doc.fields = {};
+      Unread(j, std::string(doc.path), log, doc.fields->unknown);
+      doc.fields->duplicate = std::move(duplicate);
+    }
   } catch (const JsonError& e) {
     return absl::InvalidArgumentError(e.message);
   } catch (const json::exception& e) {

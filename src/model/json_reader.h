@@ -35,13 +35,30 @@ enum class JsonNulls {
   kRefused,  // a value of the wrong type: {"approve": null} fails "approve: expected true or false"
 };
 
+// What a document holds beyond what its reader read, as kube-apiserver's field validation
+// reports it: members no accessor asked for ("spec.quotta", "spec.items[0].modle") and members
+// given twice in one object (JSON keeps the last; "metadata.name"), each by its path.
+struct JsonFields {
+  std::vector<std::string> unknown;
+  std::vector<std::string> duplicate;
+  bool empty() const { return unknown.empty() && duplicate.empty(); }
+};
+
 // How ReadJson reads a document.
 struct JsonDocument {
   // The path of the document's root in errors: empty for a whole body ("(root)" when the body
   // is not an object), or where the document was cut from ("metadata").
   std::string_view path = {};
   JsonNulls nulls = JsonNulls::kAbsent;
+  // When set, filled once the document was read: what the reader did not read, and what was
+  // given twice. The values of StrMap and Counts (labels, counts by name) are data, not fields;
+  // so is an object that a reader takes whole with Find or Need.
+  JsonFields* fields = nullptr;
 };
+
+namespace internal {
+struct JsonReadLog;  // the members a reader asked for (json_reader.cc)
+}  // namespace internal
 
 // What JsonIn and FailAt throw; ReadJson catches it and nothing else lets it out.
 struct JsonError {
@@ -59,7 +76,9 @@ struct JsonError {
 class JsonIn {
  public:
   // Throws "path: expected an object" ("(root): ..." for the empty path) unless `j` is one.
-  JsonIn(const nlohmann::json& j, std::string path, JsonNulls nulls = JsonNulls::kAbsent);
+  // `log`, when set, records the members read (ReadJson's JsonDocument::fields).
+  JsonIn(const nlohmann::json& j, std::string path, JsonNulls nulls = JsonNulls::kAbsent,
+         internal::JsonReadLog* log = nullptr);
 
   // Present, and not null where nulls are read as absent.
   bool Has(std::string_view key) const;
@@ -106,10 +125,15 @@ class JsonIn {
   }
   // The index in `names` of the member's string; nullopt when it is absent and not required.
   std::optional<size_t> OneOf(std::string_view key, std::span<const std::string_view> names, bool required) const;
+  // The member's value (nullptr when absent), noted as read; a value taken `whole` is not
+  // looked into for unknown members.
+  const nlohmann::json* Lookup(std::string_view key, bool whole) const;
+  const nlohmann::json& Require(std::string_view key, bool whole) const;
 
   const nlohmann::json& j_;
   std::string path_;
   JsonNulls nulls_;
+  internal::JsonReadLog* log_;
 };
 
 // Parses `text` and reads its root with `read` (const JsonIn& -> the value). The not-throwing

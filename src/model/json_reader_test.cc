@@ -100,5 +100,43 @@ TEST(JsonReader, ChecksBeyondTypesFailAtTheirPath) {
   EXPECT_EQ(r.status().message(), "a.b: must be odd");
 }
 
+// Field validation's facts: what no accessor asked for, and what is given twice, by path.
+TEST(JsonReader, ReportsUnknownAndDuplicateFieldsByPath) {
+  JsonFields fields;
+  absl::StatusOr<Order> o = ReadJson(
+      R"({"name":"a","nmae":"b","count":2,"count":3,"tags":["x"],)"
+      R"("lines":[{"size":{"value":7}},{"size":{"value":8,"unit":"cm"},"note":"x"}],"extra":{"deep":1}})",
+      JsonDocument{.fields = &fields}, ReadOrder);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->count, 3) << "JSON keeps the last of a duplicate";
+  EXPECT_EQ(fields.unknown, (std::vector<std::string>{"extra", "lines[1].note", "lines[1].size.unit", "nmae"}));
+  EXPECT_EQ(fields.duplicate, std::vector<std::string>{"count"});
+  // Duplicates inside arrays and objects are named where they are; a document cut from a larger
+  // one by its path.
+  absl::StatusOr<Order> nested = ReadJson(R"({"name":"a","lines":[{"size":{"value":1,"value":2}}]})",
+                                          JsonDocument{.path = "spec", .fields = &fields}, ReadOrder);
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  EXPECT_TRUE(fields.unknown.empty());
+  EXPECT_EQ(fields.duplicate, std::vector<std::string>{"spec.lines[0].size.value"});
+  // Absent a report, nothing is tracked (and the same document reads the same).
+  EXPECT_TRUE(ReadJson(R"({"name":"a","nmae":"b"})", ReadOrder).ok());
+}
+
+TEST(JsonReader, MapsAndWholeValuesAreDataNotFields) {
+  JsonFields fields;
+  absl::StatusOr<int> r = ReadJson(
+      R"({"labels":{"anything":"x"},"counts":{"a":1},"raw":{"k":{"j":1}},"maybe":null,"gone":null})",
+      JsonDocument{.fields = &fields}, [](const JsonIn& in) -> int {
+        const auto labels = in.StrMap("labels");
+        const auto counts = in.Counts("counts");
+        in.Need("raw");  // taken whole: the reader looks into it itself
+        return static_cast<int>(labels.size() + counts.size()) + (in.IsNull("maybe") ? 1 : 0);
+      });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, 3);
+  EXPECT_EQ(fields.unknown, std::vector<std::string>{"gone"}) << "a null nobody asked for is still unknown";
+  EXPECT_TRUE(fields.duplicate.empty());
+}
+
 }  // namespace
 }  // namespace gpuaas::model
