@@ -222,5 +222,101 @@ TEST_F(PolicyTest, DefragmentationRefusesBadBodiesAndChangesNothing) {
   EXPECT_TRUE(nlohmann::json::parse(r->body)["moves"].is_array());
 }
 
+// Field validation as kube-apiserver answers it, on every write that takes a body: a typo is
+// named in a Warning header by default, refused with 400 under fieldValidation=Strict (and
+// nothing stored), and passed over under Ignore; a field given twice likewise.
+TEST_F(PolicyTest, EveryWriteWithABodyValidatesItsFields) {
+  struct Write {
+    std::string method, path, body, unknown;
+    bool succeeds;  // with the typo ignored; the others fail later for reasons of their own
+  };
+  const std::string api = "/apis/gpuaas.io/v1";
+  const std::vector<Write> writes = {
+      {"POST", api + "/projects", R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"p-TAG","lables":{}}})",
+       "metadata.lables", true},
+      {"POST", api + "/ratecards",
+       R"({"apiVersion":"gpuaas.io/v1","kind":"RateCard","metadata":{"name":"r-TAG"},"spec":{"currency":"USD",)"
+       R"("effectiveFrom":"2027-01-DAYT00:00:00Z","migPricing":"compute","prices":[{"model":"H200-SXM-141GB",)"
+       R"("profile":"full","pricePerHourMicros":4500000,"pricePerHour":4.5}]}})",
+       "spec.prices[0].pricePerHour", true},
+      {"POST", api + "/namespaces/vision/gpupools",
+       R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"g-TAG"},)"
+       R"("spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":1,"cnt":2}]}})",
+       "spec.items[0].cnt", true},
+      {"POST", api + "/namespaces/vision/workloads",
+       R"({"apiVersion":"gpuaas.io/v1","kind":"Workload","metadata":{"name":"w-TAG"},)"
+       R"("spec":{"pool":"nowhere","resources":{"nvidia.com/gpu":1},"priorityClassName":"batch","prio":1}})",
+       "spec.prio", false},
+      {"PUT", api + "/projects/vision/budget", R"({"amountMicros":1000000,"gpuHour":5})", "gpuHour", true},
+      {"PUT", api + "/namespaces/vision/gpupools/nowhere/approval", R"({"approve":true,"reasn":"typo"})", "reasn", false},
+      {"POST", "/api/v1/projects/vision/creditnotes", R"({"period":"2026-01","amountMicros":1,"reason":"x","amout":2})",
+       "amout", false},
+      {"POST", "/api/v1/tokens", R"({"user":"u-TAG","role":"member","project":"vision","projet":"other"})", "projet",
+       true},
+      {"POST", "/api/v1/defrag", R"({"gpus":[],"gpu":"GPU-1"})", "gpu", false},
+      {"POST", "/api/v1/clusters", R"({"name":"c-TAG","kubeconfig":"x","contxt":"y"})", "contxt", false},
+  };
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_bearer_token_auth(tokens_["operator"]);
+  // Each mode's objects are named apart (TAG) and its rate card starts another day (DAY).
+  auto send = [&](const Write& w, const std::string& mode, const std::string& day) {
+    std::string body = w.body;
+    const std::string tag = "mode" + day;
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"TAG", tag}, {"DAY", day}}) {
+      for (size_t at; (at = body.find(from)) != std::string::npos;) body.replace(at, from.size(), to);
+    }
+    const std::string path = w.path + (mode.empty() ? "" : "?fieldValidation=" + mode);
+    return w.method == "PUT" ? c.Put(path, body, "application/json") : c.Post(path, body, "application/json");
+  };
+  auto warned = [](const httplib::Result& r, const std::string& what) {
+    for (size_t i = 0, n = r->get_header_value_count("Warning"); i < n; ++i) {
+      if (r->get_header_value("Warning", i).find(what) != std::string::npos) return true;
+    }
+    return false;
+  };
+  const int64_t before = store_->Revision();
+  for (const Write& w : writes) {
+    httplib::Result r = send(w, "Strict", "01");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << w.path << ": " << r->body;
+    EXPECT_NE(nlohmann::json::parse(r->body).value("detail", "").find("unknown field \"" + w.unknown + "\""),
+              std::string::npos)
+        << w.path << ": " << r->body;
+  }
+  EXPECT_EQ(store_->Revision(), before) << "a strict refusal writes nothing";
+  for (const Write& w : writes) {
+    if (!w.succeeds) continue;
+    // Warn, also when not asked for: the write is made and the typo named, as kubectl prints it.
+    for (const auto& [mode, day] : {std::pair<std::string, std::string>{"", "02"}, {"Warn", "03"}}) {
+      httplib::Result r = send(w, mode, day);
+      ASSERT_TRUE(r);
+      EXPECT_GE(r->status, 200) << w.path << " " << mode << ": " << r->body;
+      EXPECT_LT(r->status, 300) << w.path << " " << mode << ": " << r->body;
+      EXPECT_TRUE(warned(r, "299 - \"unknown field \\\"" + w.unknown + "\\\"\"")) << w.path << " " << mode;
+    }
+    httplib::Result r = send(w, "Ignore", "04");
+    ASSERT_TRUE(r);
+    EXPECT_LT(r->status, 300) << w.path << ": " << r->body;
+    EXPECT_FALSE(warned(r, "unknown field")) << w.path;
+  }
+  // A field given twice: JSON keeps the last, so it is named too.
+  const std::string twice =
+      R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"first","name":"second"}})";
+  httplib::Result strict = c.Post(api + "/projects?fieldValidation=Strict", twice, "application/json");
+  ASSERT_TRUE(strict);
+  EXPECT_EQ(strict->status, 400);
+  EXPECT_NE(strict->body.find("duplicate field \\\"metadata.name\\\""), std::string::npos) << strict->body;
+  httplib::Result warn = c.Post(api + "/projects", twice, "application/json");
+  ASSERT_TRUE(warn);
+  EXPECT_EQ(warn->status, 201) << warn->body;
+  EXPECT_TRUE(warned(warn, "duplicate field \\\"metadata.name\\\""));
+  EXPECT_EQ(nlohmann::json::parse(warn->body)["metadata"]["name"], "second");
+  // A mode that is not one of the three is refused before anything is read.
+  httplib::Result bad = c.Post(api + "/projects?fieldValidation=strict", twice, "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("Ignore, Warn, Strict"), std::string::npos) << bad->body;
+}
+
 }  // namespace
 }  // namespace gpuaas::api

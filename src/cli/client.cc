@@ -95,9 +95,14 @@ absl::StatusOr<std::string> Send(const ClientOptions& o, const std::string& meth
   if (o.warnings != nullptr) {
     for (size_t i = 0, n = r->get_header_value_count("Warning"); i < n; ++i) {
       std::string w = r->get_header_value("Warning", i);
-      // RFC 7234 form: 299 - "text"
+      // RFC 7234 form: 299 - "text", with \" and \\ inside the quotes.
       if (const size_t q = w.find('"'); q != std::string::npos && w.size() > q + 1 && w.back() == '"') {
-        w = w.substr(q + 1, w.size() - q - 2);
+        const std::string quoted = w.substr(q + 1, w.size() - q - 2);
+        w.clear();
+        for (size_t k = 0; k < quoted.size(); ++k) {
+          if (quoted[k] == '\\' && k + 1 < quoted.size()) ++k;
+          w += quoted[k];
+        }
       }
       *o.warnings << "Warning: " << w << "\n";
     }

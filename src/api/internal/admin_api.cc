@@ -98,12 +98,15 @@ absl::StatusOr<HttpResponse> AdminApi::Tokens() {
 
 absl::StatusOr<HttpResponse> AdminApi::CreateToken(const HttpRequest& req, const Principal& who) {
   if (!auth_) return NoAuth();
-  ASSIGN_OR_RETURN(const TokenBody body, ReadBody<TokenBody>(req));
+  ASSIGN_OR_RETURN(const Read<TokenBody> read, ReadBody<TokenBody>(req));
+  const TokenBody& body = read.value;
   auto created = auth_->Create(body.user, body.role, body.project, who.user, body.cluster, body.nodes);
   if (!created.ok()) return created.status();
   json out = TokenJson(created->second);
   out["token"] = created->first;
-  return Json(201, out);
+  HttpResponse r = Json(201, out);
+  AddWarnings(r, read.warnings);
+  return r;
 }
 
 absl::StatusOr<HttpResponse> AdminApi::RevokeToken(std::string_view id) {
@@ -130,11 +133,11 @@ absl::StatusOr<HttpResponse> AdminApi::DefragPlan() {
 
 absl::StatusOr<HttpResponse> AdminApi::DefragApply(const HttpRequest& req, const Principal& who) {
   if (defrag_ == nullptr) return NoDefrag();
-  DefragBody body;  // an empty body: every move
+  Read<DefragBody> body;  // an empty body: every move
   if (!req.body.empty()) {
     ASSIGN_OR_RETURN(body, ReadBody<DefragBody>(req));
   }
-  ASSIGN_OR_RETURN(const model::Defragmentation asked, defrag_->Request(body.gpus, who.user));
+  ASSIGN_OR_RETURN(const model::Defragmentation asked, defrag_->Request(body.value.gpus, who.user));
   // The pool controller makes the moves; the answer waits for it, a while.
   ASSIGN_OR_RETURN(const model::Defragmentation d, defrag_->Await(asked.metadata.name, kDefragWait));
   if (d.status.phase == model::Defragmentation::Phase::kFailed) {
@@ -143,6 +146,7 @@ absl::StatusOr<HttpResponse> AdminApi::DefragApply(const HttpRequest& req, const
   HttpResponse r{d.status.phase == model::Defragmentation::Phase::kApplied ? 200 : 202, std::string(kJson),
                  model::Encode(d), {}};
   r.headers.emplace_back("Location", "/apis/gpuaas.io/v1/defragmentations/" + d.metadata.name);
+  AddWarnings(r, body.warnings);
   return r;
 }
 
@@ -156,7 +160,8 @@ absl::StatusOr<HttpResponse> AdminApi::Clusters() {
 
 absl::StatusOr<HttpResponse> AdminApi::RegisterCluster(const HttpRequest& req, const Principal& who) {
   if (clusters_ == nullptr) return NoClusters();
-  ASSIGN_OR_RETURN(ClusterBody body, ReadBody<ClusterBody>(req));
+  ASSIGN_OR_RETURN(Read<ClusterBody> read, ReadBody<ClusterBody>(req));
+  ClusterBody& body = read.value;
   model::ClusterRegistration r;
   r.metadata.name = std::move(body.name);
   r.spec.kubeconfig = std::move(body.kubeconfig);
@@ -169,7 +174,9 @@ absl::StatusOr<HttpResponse> AdminApi::RegisterCluster(const HttpRequest& req, c
               {"source", "registered"},
               {"registeredBy", made.spec.registered_by}};
   if (!made.spec.context.empty()) out["context"] = made.spec.context;
-  return Json(201, out);
+  HttpResponse reply = Json(201, out);
+  AddWarnings(reply, read.warnings);
+  return reply;
 }
 
 absl::StatusOr<HttpResponse> AdminApi::UnregisterCluster(std::string_view name, const Principal& who) {

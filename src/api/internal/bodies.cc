@@ -6,6 +6,7 @@
 #include "common/problem.h"
 #include "common/strings.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "model/json_reader.h"
 
 namespace gpuaas::api::internal {
@@ -15,13 +16,15 @@ using model::FailAt;
 using model::JsonIn;
 
 // Request bodies refuse nulls: {"reason": null} is not a reason.
-constexpr model::JsonDocument kBody{.path = "", .nulls = model::JsonNulls::kRefused};
+model::JsonDocument Body(model::JsonFields* fields) {
+  return {.path = "", .nulls = model::JsonNulls::kRefused, .fields = fields};
+}
 
 }  // namespace
 
 template <>
-absl::StatusOr<BudgetBody> DecodeBody(std::string_view json) {
-  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+absl::StatusOr<BudgetBody> DecodeBody(std::string_view json, model::JsonFields* fields) {
+  return model::ReadJson(json, Body(fields), [](const JsonIn& in) {
     // A null count sets no limit, as an absent one does.
     auto count = [&](std::string_view key) -> int64_t { return in.IsNull(key) ? 0 : in.Int(key, false, 0); };
     BudgetBody b;
@@ -33,8 +36,8 @@ absl::StatusOr<BudgetBody> DecodeBody(std::string_view json) {
 }
 
 template <>
-absl::StatusOr<CreditNoteBody> DecodeBody(std::string_view json) {
-  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+absl::StatusOr<CreditNoteBody> DecodeBody(std::string_view json, model::JsonFields* fields) {
+  return model::ReadJson(json, Body(fields), [](const JsonIn& in) {
     CreditNoteBody n;
     n.period = in.Str("period", /*required=*/true);
     n.amount_micros = in.Int("amountMicros", /*required=*/true, std::numeric_limits<int64_t>::min());
@@ -44,8 +47,8 @@ absl::StatusOr<CreditNoteBody> DecodeBody(std::string_view json) {
 }
 
 template <>
-absl::StatusOr<ApprovalBody> DecodeBody(std::string_view json) {
-  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+absl::StatusOr<ApprovalBody> DecodeBody(std::string_view json, model::JsonFields* fields) {
+  return model::ReadJson(json, Body(fields), [](const JsonIn& in) {
     ApprovalBody a;
     a.approve = in.Bool("approve");
     a.reason = in.Str("reason");
@@ -57,13 +60,13 @@ absl::StatusOr<ApprovalBody> DecodeBody(std::string_view json) {
 }
 
 template <>
-absl::StatusOr<DefragBody> DecodeBody(std::string_view json) {
-  return model::ReadJson(json, kBody, [](const JsonIn& in) { return DefragBody{in.StrList("gpus")}; });
+absl::StatusOr<DefragBody> DecodeBody(std::string_view json, model::JsonFields* fields) {
+  return model::ReadJson(json, Body(fields), [](const JsonIn& in) { return DefragBody{in.StrList("gpus")}; });
 }
 
 template <>
-absl::StatusOr<ClusterBody> DecodeBody(std::string_view json) {
-  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+absl::StatusOr<ClusterBody> DecodeBody(std::string_view json, model::JsonFields* fields) {
+  return model::ReadJson(json, Body(fields), [](const JsonIn& in) {
     ClusterBody c;
     c.name = in.Str("name", /*required=*/true);
     c.kubeconfig = in.Str("kubeconfig", /*required=*/true);
@@ -75,8 +78,8 @@ absl::StatusOr<ClusterBody> DecodeBody(std::string_view json) {
 }
 
 template <>
-absl::StatusOr<TokenBody> DecodeBody(std::string_view json) {
-  return model::ReadJson(json, kBody, [](const JsonIn& in) {
+absl::StatusOr<TokenBody> DecodeBody(std::string_view json, model::JsonFields* fields) {
+  return model::ReadJson(json, Body(fields), [](const JsonIn& in) {
     TokenBody t;
     t.user = in.Str("user", /*required=*/true);
     // ParseRole holds the roles' spellings (the static token file reads them too).
@@ -89,6 +92,37 @@ absl::StatusOr<TokenBody> DecodeBody(std::string_view json) {
     t.nodes = in.StrList("nodes");
     return t;
   });
+}
+
+absl::StatusOr<FieldValidation> FieldValidationOf(const HttpRequest& req) {
+  const std::string v = req.Param("fieldValidation");
+  if (v.empty() || v == "Warn") return FieldValidation::kWarn;
+  if (v == "Ignore") return FieldValidation::kIgnore;
+  if (v == "Strict") return FieldValidation::kStrict;
+  return absl::InvalidArgumentError(
+      fmt::format("fieldValidation: \"{}\" is not one of Ignore, Warn, Strict", v));
+}
+
+absl::StatusOr<std::vector<std::string>> CheckFields(FieldValidation mode, const model::JsonFields& fields) {
+  std::vector<std::string> found;
+  if (mode == FieldValidation::kIgnore) return found;
+  for (const std::string& f : fields.unknown) found.push_back(fmt::format("unknown field \"{}\"", f));
+  for (const std::string& f : fields.duplicate) found.push_back(fmt::format("duplicate field \"{}\"", f));
+  if (mode == FieldValidation::kStrict && !found.empty()) {
+    return absl::InvalidArgumentError(fmt::format("strict decoding error: {}", fmt::join(found, ", ")));
+  }
+  return found;
+}
+
+void AddWarnings(HttpResponse& r, const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) {
+    std::string quoted;
+    for (char c : w) {
+      if (c == '"' || c == '\\') quoted += '\\';
+      quoted += c;
+    }
+    r.headers.emplace_back("Warning", fmt::format("299 - \"{}\"", quoted));
+  }
 }
 
 absl::Status NeedJson(const HttpRequest& req) {

@@ -1,15 +1,17 @@
 // The JSON bodies of the API's requests that are not model objects (those decode with
 // model/codec.h), each as a small struct read by the one JSON reader (model/json_reader.h):
 // a refused body is answered 400 with the path of the field that is wrong ("nodes[1]: expected
-// a string", "approve: required"). Members the struct does not know are ignored, as for
-// objects; a null is refused where a value is expected (except where a body says otherwise).
-// Thread-safe; no I/O.
+// a string", "approve: required"). Members the struct or kind does not know, and members given
+// twice, are answered as kube-apiserver's field validation answers them (FieldValidation); a
+// null is refused where a value is expected (except where a body says otherwise). Thread-safe;
+// no I/O.
 #ifndef GPUAAS_API_INTERNAL_BODIES_H_
 #define GPUAAS_API_INTERNAL_BODIES_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,6 +19,8 @@
 #include "api/auth.h"
 #include "api/http.h"
 #include "common/status.h"
+#include "model/codec.h"
+#include "model/json_reader.h"
 
 namespace gpuaas::api::internal {
 
@@ -70,31 +74,68 @@ struct TokenBody {
 };
 
 // The body in `json` read into T, or InvalidArgument naming the field: "body is not valid JSON",
-// "(root): expected an object", "field.path: what".
+// "(root): expected an object", "field.path: what". `fields`, when set, receives the unknown and
+// duplicate members.
 template <typename T>
-absl::StatusOr<T> DecodeBody(std::string_view json);
+absl::StatusOr<T> DecodeBody(std::string_view json, model::JsonFields* fields = nullptr);
 template <>
-absl::StatusOr<BudgetBody> DecodeBody(std::string_view json);
+absl::StatusOr<BudgetBody> DecodeBody(std::string_view json, model::JsonFields* fields);
 template <>
-absl::StatusOr<CreditNoteBody> DecodeBody(std::string_view json);
+absl::StatusOr<CreditNoteBody> DecodeBody(std::string_view json, model::JsonFields* fields);
 template <>
-absl::StatusOr<ApprovalBody> DecodeBody(std::string_view json);
+absl::StatusOr<ApprovalBody> DecodeBody(std::string_view json, model::JsonFields* fields);
 template <>
-absl::StatusOr<DefragBody> DecodeBody(std::string_view json);
+absl::StatusOr<DefragBody> DecodeBody(std::string_view json, model::JsonFields* fields);
 template <>
-absl::StatusOr<ClusterBody> DecodeBody(std::string_view json);
+absl::StatusOr<ClusterBody> DecodeBody(std::string_view json, model::JsonFields* fields);
 template <>
-absl::StatusOr<TokenBody> DecodeBody(std::string_view json);
+absl::StatusOr<TokenBody> DecodeBody(std::string_view json, model::JsonFields* fields);
+
+// What a write asks of its body's fields, as kube-apiserver's `fieldValidation` query parameter:
+// Ignore them; Warn (the default), one Warning header per unknown or duplicate field, which
+// kubectl and the CLI print; Strict, 400 naming every one, and nothing written.
+enum class FieldValidation { kIgnore, kWarn, kStrict };
+// The request's fieldValidation; InvalidArgument for a value that is not one of the three.
+absl::StatusOr<FieldValidation> FieldValidationOf(const HttpRequest& req);
+// The warnings `fields` call for under `mode` ("unknown field \"spec.quotta\""); under Strict,
+// InvalidArgument "strict decoding error: ..." when there is any.
+absl::StatusOr<std::vector<std::string>> CheckFields(FieldValidation mode, const model::JsonFields& fields);
+// Adds each warning to `r` as kube-apiserver sends it: `Warning: 299 - "text"`.
+void AddWarnings(HttpResponse& r, const std::vector<std::string>& warnings);
+
+// A request body read, with the warnings its fields call for.
+template <typename T>
+struct Read {
+  T value;
+  std::vector<std::string> warnings;
+};
 
 // OK when the request carries JSON: Content-Type application/json (parameters allowed) or
 // UnsupportedMediaType (415), and UTF-8 text or InvalidArgument.
 absl::Status NeedJson(const HttpRequest& req);
 
-// The request's body read into T: NeedJson, then DecodeBody.
-template <typename T>
-absl::StatusOr<T> ReadBody(const HttpRequest& req) {
+// The request's body read by `decode` (std::string_view, model::JsonFields* -> StatusOr<T>):
+// NeedJson, the request's fieldValidation, the decode, then CheckFields.
+template <typename T, typename Decode>
+absl::StatusOr<Read<T>> ReadChecked(const HttpRequest& req, Decode decode) {
   RETURN_IF_ERROR(NeedJson(req));
-  return DecodeBody<T>(req.body);
+  ASSIGN_OR_RETURN(const FieldValidation mode, FieldValidationOf(req));
+  model::JsonFields fields;
+  ASSIGN_OR_RETURN(T value, decode(req.body, mode == FieldValidation::kIgnore ? nullptr : &fields));
+  ASSIGN_OR_RETURN(std::vector<std::string> warnings, CheckFields(mode, fields));
+  return Read<T>{std::move(value), std::move(warnings)};
+}
+
+// The request's body read into one of the structs above.
+template <typename T>
+absl::StatusOr<Read<T>> ReadBody(const HttpRequest& req) {
+  return ReadChecked<T>(req, [](std::string_view json, model::JsonFields* f) { return DecodeBody<T>(json, f); });
+}
+
+// The request's body read into an object of the model (model/codec.h).
+template <typename T>
+absl::StatusOr<Read<T>> ReadObject(const HttpRequest& req) {
+  return ReadChecked<T>(req, [](std::string_view json, model::JsonFields* f) { return model::Decode<T>(json, f); });
 }
 
 }  // namespace gpuaas::api::internal

@@ -58,7 +58,8 @@ class PoolsApi {
  private:
   // The reply for a written object (or the write's error).
   template <typename T>
-  absl::StatusOr<HttpResponse> Written(const absl::StatusOr<T>& obj, int status);
+  absl::StatusOr<HttpResponse> Written(const absl::StatusOr<T>& obj, int status,
+                                       const std::vector<std::string>& warnings = {});
 
   service::PoolService* pools_;
   store::ObjectCache& cache_;
