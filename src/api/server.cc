@@ -216,6 +216,11 @@ struct ApiServer::Impl {
   absl::StatusOr<Principal> Admit(const HttpRequest& req, const Route* route, const std::string& method,
                                   const std::string& allow, bool count) {
     if (route == nullptr) {
+      // A resource type that does not exist is absent whatever the method, as a GET answers.
+      if (std::optional<std::string_view> plural = internal::PluralOf(req.path);
+          plural && internal::FindType(*plural) == nullptr && *plural != "namespaces") {
+        return internal::UnknownResource(*plural);
+      }
       if (!allow.empty()) {
         return MethodNotAllowed(fmt::format("{} {} is not allowed; allowed: {}", req.method, req.path, allow));
       }

@@ -349,6 +349,15 @@ TEST_F(ApiTest, ErrorClasses) {
   auto wrong_method = c.Post("/apis/gpuaas.io/v1/gpucapacities", "{}", "application/json");
   ExpectProblem(wrong_method, 405, "MethodNotAllowed");
   EXPECT_EQ(wrong_method->get_header_value("Allow"), "GET");
+  // A type that does not exist is absent whatever the method, as a GET says, in a project or not.
+  for (const std::string path : {"/apis/gpuaas.io/v1/widgets", "/apis/gpuaas.io/v1/widgets/w",
+                                 "/apis/gpuaas.io/v1/namespaces/vision/widgets/w"}) {
+    auto post = c.Post(path, "{}", "application/json");
+    ExpectProblem(post, 404, "NotFound");
+    EXPECT_NE(post->body.find("no resource type \\\"widgets\\\""), std::string::npos) << path << ": " << post->body;
+    auto del = c.Delete(path);
+    ExpectProblem(del, 404, "NotFound");
+  }
   auto wrong_method2 = c.Delete("/healthz");
   ExpectProblem(wrong_method2, 405, "MethodNotAllowed");
   auto too_big = c.Post("/apis/gpuaas.io/v1/gpucapacities", std::string(8192, 'x'), "application/json");

@@ -79,6 +79,26 @@ absl::Status UnknownResource(std::string_view plural) {
   return absl::NotFoundError(fmt::format("the server has no resource type \"{}\" in gpuaas.io/v1", plural));
 }
 
+std::optional<std::string_view> PluralOf(std::string_view path) {
+  constexpr std::string_view kPrefix = "/apis/gpuaas.io/v1/";
+  if (!path.starts_with(kPrefix)) return std::nullopt;
+  std::string_view rest = path.substr(kPrefix.size());
+  auto next = [&]() {
+    const size_t slash = rest.find('/');
+    const std::string_view seg = rest.substr(0, slash);
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    return seg;
+  };
+  std::string_view plural = next();
+  if (plural == "namespaces" && !rest.empty()) {
+    next();  // the namespace
+    if (rest.empty()) return std::nullopt;  // a namespace itself
+    plural = next();
+  }
+  if (plural.empty()) return std::nullopt;
+  return plural;
+}
+
 absl::Status NotServed(std::string_view plural, std::string_view verb) {
   const ResourceType* t = FindType(plural);
   if (t == nullptr) return UnknownResource(plural);

@@ -12,6 +12,7 @@
 #define GPUAAS_API_INTERNAL_RESOURCES_H_
 
 #include <chrono>
+#include <optional>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -56,6 +57,9 @@ class ResourceApi {
 const ResourceType* FindType(std::string_view plural);
 // NotFound: no resource type of that name.
 absl::Status UnknownResource(std::string_view plural);
+// The resource type a path under /apis/gpuaas.io/v1 names ("gpupools" for
+// .../namespaces/NS/gpupools/NAME/approval); nullopt for any other path and for the bare prefix.
+std::optional<std::string_view> PluralOf(std::string_view path);
 // A verb a resource type does not take (405, with the verbs it takes, as kube-apiserver
 // answers), or an unknown type (404). `verb`: "created", "deleted".
 absl::Status NotServed(std::string_view plural, std::string_view verb);
