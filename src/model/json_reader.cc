@@ -47,7 +47,9 @@ void Unread(const json& j, const std::string& path, const internal::JsonReadLog&
   }
 }
 
-// Follows a parse and notes each member given twice in one object, by its path.
+// Follows a parse and notes each member given twice in one object, by its path. Each level keeps
+// only its own key or index; a path is spelled out only for a duplicate, so that a deeply nested
+// document costs in proportion to its size.
 class DuplicateFinder {
  public:
   DuplicateFinder(std::string root, std::vector<std::string>& out) : root_(std::move(root)), out_(out) {}
@@ -56,13 +58,13 @@ class DuplicateFinder {
     switch (event) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
-        frames_.push_back({event == json::parse_event_t::array_start, Child(), {}, 0, {}});
+        frames_.push_back({event == json::parse_event_t::array_start, {}, 0, {}});
         break;
       case json::parse_event_t::key:
         if (!frames_.empty()) {
           Frame& f = frames_.back();
           f.key = parsed.get<std::string>();
-          if (!f.keys.insert(f.key).second) out_.push_back(Join(f.path, f.key));
+          if (!f.keys.insert(f.key).second) out_.push_back(Path());
         }
         break;
       case json::parse_event_t::object_end:
@@ -80,15 +82,15 @@ class DuplicateFinder {
  private:
   struct Frame {
     bool array;
-    std::string path;
-    std::set<std::string> keys;
-    size_t index;
-    std::string key;
+    std::set<std::string> keys;  // an object's members so far
+    size_t index;                // an array's elements so far
+    std::string key;             // an object's member being read
   };
-  std::string Child() const {
-    if (frames_.empty()) return root_;
-    const Frame& f = frames_.back();
-    return f.array ? Element(f.path, f.index) : Join(f.path, f.key);
+  // The path of the member or element being read now.
+  std::string Path() const {
+    std::string path = root_;
+    for (const Frame& f : frames_) path = f.array ? Element(path, f.index) : Join(path, f.key);
+    return path;
   }
   void Next() {
     if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
