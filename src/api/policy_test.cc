@@ -318,5 +318,67 @@ TEST_F(PolicyTest, EveryWriteWithABodyValidatesItsFields) {
   EXPECT_NE(bad->body.find("Ignore, Warn, Strict"), std::string::npos) << bad->body;
 }
 
+// ?dryRun=All as kube-apiserver answers it: each write of the pool service runs whole, checks,
+// quota and audit included, and is answered as it would be; nothing is stored. A write that
+// takes no dry run refuses it rather than doing the write.
+TEST_F(PolicyTest, ADryRunAnswersAsTheWriteWouldAndStoresNothing) {
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_bearer_token_auth(tokens_["operator"]);
+  const std::string api = "/apis/gpuaas.io/v1";
+  const std::string pools = api + "/namespaces/vision/gpupools";
+  const std::string pool = R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"NAME"},)"
+                           R"("spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":COUNT}]}})";
+  auto pool_body = [&](const std::string& name, int count) {
+    std::string b = pool;
+    b.replace(b.find("NAME"), 4, name);
+    b.replace(b.find("COUNT"), 5, std::to_string(count));
+    return b;
+  };
+  ASSERT_EQ(c.Post(pools, pool_body("real", 1), "application/json")->status, 201);
+  const int64_t before = store_->Revision();
+
+  httplib::Result created = c.Post(pools + "?dryRun=All", pool_body("dry", 2), "application/json");
+  ASSERT_TRUE(created);
+  EXPECT_EQ(created->status, 201) << created->body;
+  const nlohmann::json dry = nlohmann::json::parse(created->body);
+  EXPECT_EQ(dry["metadata"]["name"], "dry");
+  EXPECT_FALSE(dry["metadata"].contains("resourceVersion")) << "nothing was stored";
+  EXPECT_EQ(c.Get(pools + "/dry")->status, 404);
+  // Checks answer as they would: more than the fleet could ever hold, a name taken.
+  httplib::Result huge = c.Post(pools + "?dryRun=All", pool_body("huge", 1000), "application/json");
+  httplib::Result huge_real = c.Post(pools, pool_body("huge", 1000), "application/json");
+  ASSERT_TRUE(huge && huge_real);
+  EXPECT_EQ(huge->status, huge_real->status);
+  EXPECT_GE(huge->status, 400);
+  EXPECT_EQ(c.Post(pools + "?dryRun=All", pool_body("real", 1), "application/json")->status, 409);
+  // An approval, a release and a deletion are answered, and the pool is as it was.
+  httplib::Result approved =
+      c.Put(pools + "/real/approval?dryRun=All", R"({"approve":true,"reason":"ok"})", "application/json");
+  ASSERT_TRUE(approved);
+  EXPECT_EQ(approved->status, 200) << approved->body;
+  EXPECT_EQ(nlohmann::json::parse(approved->body)["status"]["approval"]["approved"], true);
+  httplib::Result deleted = c.Delete(pools + "/real?dryRun=All");
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->status, 200) << deleted->body;
+  httplib::Result project = c.Post(api + "/projects?dryRun=All",
+                                   R"({"apiVersion":"gpuaas.io/v1","kind":"Project","metadata":{"name":"dry"}})",
+                                   "application/json");
+  ASSERT_TRUE(project);
+  EXPECT_EQ(project->status, 201) << project->body;
+  EXPECT_EQ(store_->Revision(), before) << "no dry run stores anything, not even its audit event";
+  const nlohmann::json real = nlohmann::json::parse(c.Get(pools + "/real")->body);
+  EXPECT_FALSE(real["status"].contains("approval")) << real.dump();
+
+  // A write that takes no dry run refuses one, and does nothing; a dryRun that is not All is refused.
+  httplib::Result token = c.Post("/api/v1/tokens?dryRun=All", R"({"user":"dry","role":"operator"})", "application/json");
+  ASSERT_TRUE(token);
+  EXPECT_EQ(token->status, 400) << token->body;
+  EXPECT_NE(token->body.find("takes no dry run"), std::string::npos) << token->body;
+  httplib::Result bad = c.Post(pools + "?dryRun=Yes", pool_body("bad", 1), "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+  EXPECT_EQ(store_->Revision(), before);
+}
+
 }  // namespace
 }  // namespace gpuaas::api

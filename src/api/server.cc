@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include "api/auth.h"
@@ -146,6 +147,7 @@ struct ApiServer::Impl {
   std::unique_ptr<internal::HttpServer> http;
   std::atomic<bool> ready{false};
   internal::Router router;  // written once, by Routes(), before the server starts
+  std::set<std::pair<std::string, std::string>> dry_runnable;  // (pattern, method); likewise
   std::unique_ptr<RequestMetrics> metrics;  // created once the routes are known
 
   // The caller: from the bearer token, or everyone is an operator when the server runs without
@@ -208,6 +210,12 @@ struct ApiServer::Impl {
   absl::StatusOr<Reply> Serve(const HttpRequest& req, const Route* route, const std::string& method,
                               const Params& params, const std::string& allow) {
     ASSIGN_OR_RETURN(Principal who, Admit(req, route, method, allow, /*count=*/true));
+    if (method != "GET" && req.HasParam("dryRun") && !dry_runnable.contains({route->pattern, method})) {
+      return absl::InvalidArgumentError(fmt::format(
+          "dryRun: {} {} takes no dry run; nothing was done (the writes of projects, pools, workloads, rate cards, "
+          "budgets and credit notes do)",
+          method, route->pattern));
+    }
     return route->methods.at(method).first(req, params, who);
   }
 
@@ -272,6 +280,11 @@ struct ApiServer::Impl {
   void Add(std::string pattern, std::string method, Policy policy, internal::Handler h) {
     router.Add(std::move(pattern), std::move(method), policy, std::move(h));
   }
+  // A write that takes ?dryRun=All (the pool service's); any other write refuses it.
+  void AddDryRunnable(std::string pattern, std::string method, Policy policy, internal::Handler h) {
+    dry_runnable.emplace(pattern, method);
+    Add(std::move(pattern), std::move(method), policy, std::move(h));
+  }
 
   // Every route, with who may call it.
   void Routes() {
@@ -315,44 +328,44 @@ struct ApiServer::Impl {
     };
     Add(std::string(kApiPrefix) + "/{plural}", "GET", kResourceRead, list);
     Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", kResourceRead, get);
-    Add(std::string(kApiPrefix) + "/projects", "POST", kOperatorOnly,
+    AddDryRunnable(std::string(kApiPrefix) + "/projects", "POST", kOperatorOnly,
         [this](R r, P, W w) { return pools->CreateProject(r, w); });
-    Add(std::string(kApiPrefix) + "/projects/{name}/budget", "PUT", kOperatorOnly,
+    AddDryRunnable(std::string(kApiPrefix) + "/projects/{name}/budget", "PUT", kOperatorOnly,
         [this](R r, P p, W w) { return pools->SetBudget(r, p.at("name"), w); });
-    Add(std::string(kApiPrefix) + "/ratecards", "POST", kOperatorOnly,
+    AddDryRunnable(std::string(kApiPrefix) + "/ratecards", "POST", kOperatorOnly,
         [this](R r, P, W w) { return pools->CreateRateCard(r, w); });
     Add("/api/v1/projects/{project}/invoices", "GET", kProjectWork,
         [this](R r, P p, W w) { return billing->Invoices(r, std::string(p.at("project")), w); });
     Add("/api/v1/projects/{project}/invoices/{period}", "GET", kProjectWork, [this](R r, P p, W w) {
       return billing->Invoice(r, std::string(p.at("project")), std::string(p.at("period")), w);
     });
-    Add("/api/v1/projects/{project}/creditnotes", "POST", kOperatorOnly,
+    AddDryRunnable("/api/v1/projects/{project}/creditnotes", "POST", kOperatorOnly,
         [this](R r, P p, W w) { return pools->IssueCreditNote(r, p.at("project"), w); });
     Add("/api/v1/billing/focus", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Focus(r); });
     Add("/api/v1/billing/summary", "GET", kOperatorOnly, [this](R r, P, W) { return billing->Summary(r); });
     const std::string pools_path = std::string(kApiPrefix) + "/namespaces/{namespace}/{plural}";
     Add(pools_path, "GET", kProjectWork, list);
-    Add(pools_path, "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
+    AddDryRunnable(pools_path, "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") == model::Workload::kPlural) return pools->CreateWorkload(r, p.at("namespace"), w);
       if (p.at("plural") != model::GpuPool::kPlural) return internal::NotServed(p.at("plural"), "created");
       return pools->CreatePool(r, p.at("namespace"), w);
     });
-    Add(pools_path + "/{name}", "DELETE", kProjectWork, [this](R, P p, W w) -> absl::StatusOr<Reply> {
-      if (p.at("plural") == model::GpuPool::kPlural) return pools->DeletePool(p.at("namespace"), p.at("name"), w);
+    AddDryRunnable(pools_path + "/{name}", "DELETE", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
+      if (p.at("plural") == model::GpuPool::kPlural) return pools->DeletePool(r, p.at("namespace"), p.at("name"), w);
       if (p.at("plural") != model::Workload::kPlural) return internal::NotServed(p.at("plural"), "deleted");
-      return pools->DeleteWorkload(p.at("namespace"), p.at("name"), w);
+      return pools->DeleteWorkload(r, p.at("namespace"), p.at("name"), w);
     });
     Add(pools_path + "/{name}", "GET", kProjectWork, get);
-    Add(pools_path + "/{name}/approval", "PUT", kOperatorOnly, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
+    AddDryRunnable(pools_path + "/{name}/approval", "PUT", kOperatorOnly, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
       return pools->Approve(r, p.at("namespace"), p.at("name"), w);
     });
     router.Instead(pools_path + "/{name}/approval", "PUT",
                    "a member may withdraw its own request that is not decided yet: gpuaas pool delete NAME -p "
                    "PROJECT (DELETE .../gpupools/NAME)");
-    Add(pools_path + "/{name}/release", "POST", kProjectWork, [this](R, P p, W w) -> absl::StatusOr<Reply> {
+    AddDryRunnable(pools_path + "/{name}/release", "POST", kProjectWork, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
-      return pools->Release(p.at("namespace"), p.at("name"), w);
+      return pools->Release(r, p.at("namespace"), p.at("name"), w);
     });
     Add("/api/v1/audit", "GET", kOperatorOnly, [this](R r, P, W) { return admin->Audit(r); });
     Add("/api/v1/clusters", "GET", kOperatorOnly, [this](R, P, W) { return admin->Clusters(); });

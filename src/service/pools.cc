@@ -56,6 +56,16 @@ absl::Status PoolService::Record(store::Txn& tx, const std::string& user, std::s
   return RecordAudit(tx, clock_.Now(), user, std::move(action), std::move(object), std::move(detail));
 }
 
+PoolService::PoolService(store::Store& store, const Clock& clock, FleetCounter fleet)
+    : store_(store),
+      clock_(clock),
+      fleet_(fleet),
+      dry_store_(std::make_unique<store::DryRunStore>(store)),
+      dry_run_(new PoolService(*dry_store_, clock, std::move(fleet), DryRunTag{})) {}
+
+PoolService::PoolService(store::Store& store, const Clock& clock, FleetCounter fleet, DryRunTag)
+    : store_(store), clock_(clock), fleet_(std::move(fleet)) {}
+
 absl::Status RecordAudit(store::Txn& tx, Time now, const std::string& user, std::string action, std::string object,
                          std::string detail) {
   nlohmann::json j = {{"apiVersion", "gpuaas.io/v1"},

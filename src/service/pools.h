@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "common/clock.h"
 #include "model/billing.h"
 #include "model/pool.h"
+#include "store/dry_run_store.h"
 #include "store/store.h"
 
 namespace gpuaas::service {
@@ -37,8 +39,12 @@ using FleetCounter = std::function<std::map<std::string, int64_t>()>;
 
 class PoolService {
  public:
-  PoolService(store::Store& store, const Clock& clock, FleetCounter fleet)
-      : store_(store), clock_(clock), fleet_(std::move(fleet)) {}
+  PoolService(store::Store& store, const Clock& clock, FleetCounter fleet);
+
+  // The same service on the same store with every write rolled back at its end
+  // (store/dry_run_store.h): each write answers as it would, checks, quota and budget included,
+  // and nothing is stored (the API's ?dryRun=All).
+  PoolService& DryRun() { return dry_run_ ? *dry_run_ : *this; }
 
   // Each returns the stored object (with its new resourceVersion) or:
   // InvalidArgument (bad input), AlreadyExists, NotFound, FailedPrecondition (state forbids it),
@@ -89,9 +95,14 @@ class PoolService {
  private:
   absl::Status Record(store::Txn& tx, const std::string& user, std::string action,
                       std::string object, std::string detail);
+  struct DryRunTag {};
+  PoolService(store::Store& store, const Clock& clock, FleetCounter fleet, DryRunTag);
+
   store::Store& store_;
   const Clock& clock_;
   FleetCounter fleet_;
+  std::unique_ptr<store::DryRunStore> dry_store_;  // null in the dry-run twin itself
+  std::unique_ptr<PoolService> dry_run_;
 };
 
 }  // namespace gpuaas::service

@@ -103,6 +103,13 @@ absl::StatusOr<FieldValidation> FieldValidationOf(const HttpRequest& req) {
       fmt::format("fieldValidation: \"{}\" is not one of Ignore, Warn, Strict", v));
 }
 
+absl::StatusOr<bool> DryRunOf(const HttpRequest& req) {
+  if (!req.HasParam("dryRun")) return false;
+  const std::string v = req.Param("dryRun");
+  if (v == "All") return true;
+  return absl::InvalidArgumentError(fmt::format("dryRun: \"{}\" is not All (the only stage a dry run skips is storing)", v));
+}
+
 absl::StatusOr<std::vector<std::string>> CheckFields(FieldValidation mode, const model::JsonFields& fields) {
   std::vector<std::string> found;
   if (mode == FieldValidation::kIgnore) return found;

@@ -103,6 +103,10 @@ absl::StatusOr<std::vector<std::string>> CheckFields(FieldValidation mode, const
 // Adds each warning to `r` as kube-apiserver sends it: `Warning: 299 - "text"`.
 void AddWarnings(HttpResponse& r, const std::vector<std::string>& warnings);
 
+// Whether a write is a dry run, as kube-apiserver's `dryRun` query parameter says: "All" (every
+// stage but storing) or absent; InvalidArgument for another value.
+absl::StatusOr<bool> DryRunOf(const HttpRequest& req);
+
 // A request body read, with the warnings its fields call for.
 template <typename T>
 struct Read {

@@ -9,8 +9,9 @@
 //   PUT    .../gpupools/{name}/approval                                     approve or reject (operators)
 //   POST   .../gpupools/{name}/release                                      ask for its release
 // Objects decode with model/codec.h, the other bodies with bodies.h. Members write in their own
-// project only (another project's answer 404). Without a pool service every route answers 501.
-// Thread-safe.
+// project only (another project's answer 404). With ?dryRun=All a write goes to the service's
+// dry-run twin (PoolService::DryRun): it is answered as it would be, and nothing is stored.
+// Without a pool service every route answers 501. Thread-safe.
 #ifndef GPUAAS_API_INTERNAL_POOLS_API_H_
 #define GPUAAS_API_INTERNAL_POOLS_API_H_
 
@@ -48,17 +49,27 @@ class PoolsApi {
                                                const Principal& who);
   absl::StatusOr<HttpResponse> CreatePool(const HttpRequest& req, std::string_view ns, const Principal& who);
   absl::StatusOr<HttpResponse> CreateWorkload(const HttpRequest& req, std::string_view ns, const Principal& who);
-  absl::StatusOr<HttpResponse> DeletePool(std::string_view ns, std::string_view name, const Principal& who);
-  absl::StatusOr<HttpResponse> DeleteWorkload(std::string_view ns, std::string_view name, const Principal& who);
+  absl::StatusOr<HttpResponse> DeletePool(const HttpRequest& req, std::string_view ns, std::string_view name,
+                                          const Principal& who);
+  absl::StatusOr<HttpResponse> DeleteWorkload(const HttpRequest& req, std::string_view ns, std::string_view name,
+                                              const Principal& who);
   // ApprovalBody.
   absl::StatusOr<HttpResponse> Approve(const HttpRequest& req, std::string_view ns, std::string_view name,
                                        const Principal& who);
-  absl::StatusOr<HttpResponse> Release(std::string_view ns, std::string_view name, const Principal& who);
+  absl::StatusOr<HttpResponse> Release(const HttpRequest& req, std::string_view ns, std::string_view name,
+                                       const Principal& who);
 
  private:
-  // The reply for a written object (or the write's error).
+  // Where a write goes: the pool service, or its dry-run twin for ?dryRun=All.
+  struct Target {
+    service::PoolService* service;
+    bool dry_run;
+  };
+  absl::StatusOr<Target> TargetOf(const HttpRequest& req);
+  // The reply for a written object (or the write's error); a dry run's, without waiting for the
+  // cache and without a resourceVersion (nothing was stored).
   template <typename T>
-  absl::StatusOr<HttpResponse> Written(const absl::StatusOr<T>& obj, int status,
+  absl::StatusOr<HttpResponse> Written(absl::StatusOr<T> obj, int status, const Target& to,
                                        const std::vector<std::string>& warnings = {});
 
   service::PoolService* pools_;
