@@ -1,9 +1,12 @@
 // The public API, called with the signed-in user's bearer token (kept for the browser tab's
 // session only). Errors carry the problem+json reason the server gave.
 import { observable } from './store.js';
+import { parseWarnings } from './logic/warnings.js';
 
 const TOKEN_KEY = 'gpuaas.token';
 export const session = observable({ token: sessionStorage.getItem(TOKEN_KEY), who: null });
+// What the server warned of on the last writes (its Warning headers), until the user dismisses it.
+export const serverWarnings = observable([]);
 
 export class ApiError extends Error {
   constructor(status, detail, reason) {
@@ -38,6 +41,10 @@ export async function api(path, { method = 'GET', body, signal, raw = false } = 
     const err = await problem(res);
     if (res.status === 401 && session.get().token) signOut();
     throw err;
+  }
+  if (method !== 'GET') {
+    const said = parseWarnings(res.headers.get('Warning'));
+    if (said.length > 0) serverWarnings.set((w) => [...w, ...said]);
   }
   if (raw) return res;
   return res.status === 204 ? null : res.json();

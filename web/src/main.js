@@ -3,7 +3,7 @@ import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 import { render } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { session, signIn, signOut, restore } from './api.js';
+import { serverWarnings, session, signIn, signOut, restore } from './api.js';
 import { language, LANGUAGES, setLanguage } from './i18n.js';
 import { live, setPaused, startLive, stopLive } from './live.js';
 import { route, match } from './router.js';
@@ -86,6 +86,17 @@ function StaleBanner() {
   return html`<div class="banner warn" role="alert" data-testid="stale">${t('live.stale')}</div>`;
 }
 
+// What the server warned of on the user's writes, as kubectl prints it, until dismissed.
+function ServerWarnings() {
+  const { t } = useT();
+  const said = useObservable(serverWarnings);
+  if (said.length === 0) return null;
+  return html`<div class="banner warn" role="status" data-testid="server-warnings">
+    <ul>${said.map((w) => html`<li>${t('warning.server', { text: w })}</li>`)}</ul>
+    <button type="button" class="secondary" onClick=${() => serverWarnings.set([])}>${t('warning.dismiss')}</button>
+  </div>`;
+}
+
 function Page({ page, params, wall }) {
   switch (page) {
     case 'overview': return html`<${Overview} wall=${wall} />`;
@@ -136,6 +147,7 @@ function Shell() {
       </div>
     </header>
     <${StaleBanner} />
+    <${ServerWarnings} />
     <main id="main" ref=${heading} tabindex="-1">
       <${Page} page=${page} params=${params} wall=${wall} />
     </main>

@@ -41,6 +41,8 @@ export const en = {
   'live.resume': 'Resume',
   'live.paused': 'Live updates are paused; what you see does not change until you resume.',
   'live.stale': 'The connection to the server dropped: the data shown may be out of date. Reconnecting…',
+  'warning.server': 'Warning: {text}',
+  'warning.dismiss': 'Dismiss',
   'ov.physical': 'Physical GPUs',
   'ov.physical.detail': '{mig} in MIG mode, {full} whole',
   'ov.logical': 'Logical devices',

@@ -44,6 +44,8 @@ export const ko = {
   'live.resume': '다시 시작',
   'live.paused': '실시간 갱신이 멈춰 있습니다. 다시 시작할 때까지 화면이 바뀌지 않습니다.',
   'live.stale': '서버와의 연결이 끊겼습니다. 표시된 데이터가 최신이 아닐 수 있습니다. 다시 연결하는 중…',
+  'warning.server': '경고: {text}',
+  'warning.dismiss': '닫기',
   'ov.physical': '물리적 용량 (GPU)',
   'ov.physical.detail': 'MIG 모드 {mig}개, Full GPU {full}개',
   'ov.logical': '논리적 용량 (디바이스)',

@@ -195,6 +195,31 @@ describe('GPU Dashboard', () => {
     await context.close();
   });
 
+  test('what the server warns of on a write is shown, as kubectl prints it, until dismissed', async () => {
+    await createPool(server, 'vision', 'warned', [{ model: 'H200-SXM-141GB', profile: 'full', count: 1 }], TOKENS.vision);
+    const { page, problems, context } = await openPage(browser, server);
+    await signIn(page, server, TOKENS.operator);
+    // The real answer, with a warning as the server sends one for a field it does not know.
+    await page.route('**/gpupools/warned/approval', async (route) => {
+      const response = await route.fetch();
+      await route.fulfill({ response, headers: { ...response.headers(), warning: '299 - "unknown field \\"reasn\\""' } });
+    });
+    await page.goto(server.url + '/pools');
+    await settled(page);
+    await page.getByRole('button', { name: 'Reject vision/warned' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Reject the request' });
+    await dialog.waitFor();
+    await dialog.getByLabel(/Reason/).fill('not now');
+    await dialog.getByRole('button', { name: 'Reject' }).click();
+    const banner = page.getByTestId('server-warnings');
+    await banner.waitFor();
+    assert.match(await banner.innerText(), /Warning: unknown field "reasn"/);
+    await banner.getByRole('button', { name: 'Dismiss' }).click();
+    await banner.waitFor({ state: 'detached' });
+    assertClean(problems, 'warnings');
+    await context.close();
+  });
+
   test('a member never sees another project\'s pool, workload or invoice', async () => {
     const { page, problems, context } = await openPage(browser, server);
     const bodies = [];
