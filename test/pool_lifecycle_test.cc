@@ -230,6 +230,14 @@ TEST_F(PoolLifecycle, ADefragmentationWhoseMoveIsGoneFailsAndMakesNothing) {
     return absl::OkStatus();
   }).ok());
   EXPECT_TRUE(absl::IsNotFound(defrag.Await("defrag-none", Duration::zero()).status()));
+  // Both are kept a week as the record of what moved, then deleted.
+  clock_.Advance(controller::kDefragRetention - std::chrono::hours(1));
+  Converge(1);
+  EXPECT_TRUE(defrag.Await(a->metadata.name, Duration::zero()).ok());
+  clock_.Advance(std::chrono::hours(2));
+  Converge(1);
+  EXPECT_TRUE(absl::IsNotFound(defrag.Await(a->metadata.name, Duration::zero()).status()));
+  EXPECT_TRUE(absl::IsNotFound(defrag.Await(b->metadata.name, Duration::zero()).status()));
 }
 
 TEST_F(PoolLifecycle, APoolGetsDevicesOfItsModelInItsCluster) {

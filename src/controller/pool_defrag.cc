@@ -3,7 +3,8 @@
 // reads, so that an instance a pool took since the request is never destroyed: the MigLayouts of
 // the GPUs that change (the MIG controller applies them) and the allocations of the pools whose
 // idle instances move. A GPU whose move is gone by then fails the whole request, naming it, and
-// nothing is made. The request's status records the moves made.
+// nothing is made. The request's status records the moves made; the request is deleted
+// kDefragRetention later.
 #include <optional>
 #include <set>
 
@@ -17,11 +18,21 @@
 
 namespace gpuaas::controller {
 
-absl::Status PoolController::Defragment(const std::string& name) {
-  return store_.Transact([&](store::Txn& tx) -> absl::Status {
+absl::StatusOr<runtime::Result> PoolController::Defragment(const std::string& name) {
+  const Time now = manager_.clock().Now();
+  runtime::Result result = runtime::Result::Done();
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     ASSIGN_OR_RETURN(std::optional<model::Defragmentation> d, store::GetObject<model::Defragmentation>(tx, "", name));
-    if (!d || d->status.phase != model::Defragmentation::Phase::kPending) return absl::OkStatus();
-    const Time now = manager_.clock().Now();
+    if (!d) return absl::OkStatus();
+    if (d->status.phase != model::Defragmentation::Phase::kPending) {
+      // Made or failed: kept as the record of what moved, then deleted.
+      const Time due = d->status.completed.value_or(now) + kDefragRetention;
+      if (now < due) {
+        result = runtime::Result::After(due - now);
+        return absl::OkStatus();
+      }
+      return store::DeleteObject<model::Defragmentation>(tx, "", name, d->metadata.resource_version);
+    }
     ASSIGN_OR_RETURN(allocator::DefragFleet fleet, service::ReadDefragFleet(tx));
     const allocator::DefragPlan plan = allocator::PlanDefrag(fleet.snapshot, fleet.movable);
     absl::StatusOr<allocator::DefragWrites> writes =
@@ -53,7 +64,8 @@ absl::Status PoolController::Defragment(const std::string& name) {
     d->status.phase = model::Defragmentation::Phase::kApplied;
     for (const allocator::DefragMove& mv : writes->moves) d->status.moves.push_back(allocator::Record(mv));
     return store::UpdateObject(tx, *d);
-  });
+  }));
+  return result;
 }
 
 }  // namespace gpuaas::controller

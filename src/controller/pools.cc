@@ -150,11 +150,16 @@ PoolController::PoolController(store::Store& store, runtime::Manager& manager)
     for (const auto& p : pools_.ByIndex(kPoolsByGpu, l.spec.gpu_uuid)) queue_->Add(allocator::PoolKey(*p));
   });
   // An operator's request to defragment, until it is made or failed.
+  // An operator's request to defragment, until it is made or failed, and then once it is due to go.
   manager.informers().For<model::Defragmentation>().OnChange(
       [this](const model::Defragmentation*, const model::Defragmentation* after) {
-        if (after != nullptr && after->status.phase == model::Defragmentation::Phase::kPending) {
+        if (after == nullptr) return;
+        if (after->status.phase == model::Defragmentation::Phase::kPending || !after->status.completed) {
           queue_->Add(DefragKey(after->metadata.name));
+          return;
         }
+        const Duration left = *after->status.completed + kDefragRetention - manager_.clock().Now();
+        queue_->AddAfter(DefragKey(after->metadata.name), std::max(left, Duration::zero()));
       });
 }
 
@@ -204,10 +209,7 @@ bool PoolController::Settled(const std::string& key, const GpuPool* pool) const 
 }
 
 absl::StatusOr<runtime::Result> PoolController::Reconcile(const std::string& key) {
-  if (key.starts_with(kDefragPrefix)) {
-    RETURN_IF_ERROR(Defragment(key.substr(kDefragPrefix.size())));
-    return runtime::Result::Done();
-  }
+  if (key.starts_with(kDefragPrefix)) return Defragment(key.substr(kDefragPrefix.size()));
   std::shared_ptr<const GpuPool> listed = pools_.Get(key);
   if (Settled(key, listed.get())) {
     if (listed == nullptr) {

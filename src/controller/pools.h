@@ -10,7 +10,8 @@
 //   Allocate          what the pool lacks is placed (pool_allocation.h) and billed from now;
 //   Provision         once every device exists in the inventory the pool is Provisioned, Ready.
 // A key DefragKey(name) is an operator's Defragmentation instead: Defragment makes its moves
-// (pool_defrag.cc), on the same worker, so that they and the pools' allocations never interleave.
+// (pool_defrag.cc), on the same worker, so that they and the pools' allocations never interleave,
+// and deletes the request kDefragRetention after it was made or failed.
 // It owns a pool's status.allocation and its Allocated, Provisioned, Ready, Released and
 // DevicesHealthy conditions, every UsageRecord, every MigLayout's spec (whose status the MIG
 // controller owns) and every Defragmentation's status. docs/architecture.md lists every field's
@@ -51,6 +52,10 @@ struct PoolStats {
   int64_t replaced = 0;  // pools that lost devices on failed GPUs
 };
 
+// How long a made or failed Defragmentation is kept (as the record of what moved) before the pool
+// controller deletes it; the audit log keeps the request.
+inline constexpr Duration kDefragRetention = std::chrono::hours(24 * 7);
+
 // The work-queue key of the Defragmentation `name` (no pool key has a ':').
 std::string DefragKey(std::string_view name);
 
@@ -70,7 +75,7 @@ class PoolController final : public runtime::Reconciler {
   absl::Status ReplaceFailed(Cycle& c);
   absl::Status Allocate(Cycle& c);
   void Provision(Cycle& c);
-  absl::Status Defragment(const std::string& name);
+  absl::StatusOr<runtime::Result> Defragment(const std::string& name);
   void QueueWaiting();
 
   store::Store& store_;
