@@ -226,7 +226,7 @@ struct ApiServer::Impl {
     if (route == nullptr) {
       // A resource type that does not exist is absent whatever the method, as a GET answers.
       if (std::optional<std::string_view> plural = internal::PluralOf(req.path);
-          plural && internal::FindType(*plural) == nullptr && *plural != "namespaces") {
+          plural && internal::FindType(*plural) == nullptr) {
         return internal::UnknownResource(*plural);
       }
       if (!allow.empty()) {

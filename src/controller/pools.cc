@@ -150,16 +150,11 @@ PoolController::PoolController(store::Store& store, runtime::Manager& manager)
     for (const auto& p : pools_.ByIndex(kPoolsByGpu, l.spec.gpu_uuid)) queue_->Add(allocator::PoolKey(*p));
   });
   // An operator's request to defragment, until it is made or failed.
-  // An operator's request to defragment, until it is made or failed, and then once it is due to go.
+  // An operator's request to defragment: its moves, then, once made or failed, when it is due to go
+  // (Defragment answers After until then).
   manager.informers().For<model::Defragmentation>().OnChange(
       [this](const model::Defragmentation*, const model::Defragmentation* after) {
-        if (after == nullptr) return;
-        if (after->status.phase == model::Defragmentation::Phase::kPending || !after->status.completed) {
-          queue_->Add(DefragKey(after->metadata.name));
-          return;
-        }
-        const Duration left = *after->status.completed + kDefragRetention - manager_.clock().Now();
-        queue_->AddAfter(DefragKey(after->metadata.name), std::max(left, Duration::zero()));
+        if (after != nullptr) queue_->Add(DefragKey(after->metadata.name));
       });
 }
 

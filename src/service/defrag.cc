@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
-#include <random>
 #include <set>
 #include <thread>
 
 #include "absl/time/time.h"
+#include "common/ids.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
@@ -27,17 +26,10 @@ std::vector<const T*> Pointers(const std::vector<T>& v) {
   return out;
 }
 
-// defrag-<UTC time to the second>-<4 random bytes>: sorts by when it was asked for.
+// defrag-<UTC time to the second>-<8 hex digits of a random UID>: sorts by when it was asked for.
 std::string RequestName(Time now) {
-  static std::mutex mu;
-  static std::mt19937 rng{std::random_device{}()};
-  uint32_t r = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    r = rng();
-  }
-  return fmt::format("defrag-{}-{:08x}",
-                     absl::FormatTime("%Y%m%d-%H%M%S", absl::FromChrono(now), absl::UTCTimeZone()), r);
+  return fmt::format("defrag-{}-{}", absl::FormatTime("%Y%m%d-%H%M%S", absl::FromChrono(now), absl::UTCTimeZone()),
+                     NewUid().substr(0, 8));
 }
 
 }  // namespace

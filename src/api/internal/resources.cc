@@ -90,8 +90,9 @@ std::optional<std::string_view> PluralOf(std::string_view path) {
     return seg;
   };
   std::string_view plural = next();
-  if (plural == "namespaces" && !rest.empty()) {
-    next();  // the namespace
+  if (plural == "namespaces") {
+    if (rest.empty()) return std::nullopt;  // the namespaces themselves
+    next();                                 // the namespace
     if (rest.empty()) return std::nullopt;  // a namespace itself
     plural = next();
   }
