@@ -49,31 +49,62 @@ json EncodeMeta(const ObjectMeta& m) {
   if (!m.labels.empty()) j["labels"] = m.labels;
   if (!m.annotations.empty()) j["annotations"] = m.annotations;
   if (m.creation_timestamp) j["creationTimestamp"] = FormatTime(*m.creation_timestamp);
+  if (m.deletion_timestamp) j["deletionTimestamp"] = FormatTime(*m.deletion_timestamp);
+  if (!m.finalizers.empty()) j["finalizers"] = m.finalizers;
+  if (!m.managed_fields.empty()) {
+    json a = json::array();
+    for (const ManagedFields& f : m.managed_fields) {
+      json fields = json::parse(f.fields, nullptr, /*allow_exceptions=*/false);
+      if (fields.is_discarded()) fields = json::object();
+      a.push_back({{"manager", f.manager},
+                   {"operation", f.operation},
+                   {"apiVersion", kApiVersion},
+                   {"time", FormatTime(f.time)},
+                   {"fieldsType", "FieldsV1"},
+                   {"fieldsV1", std::move(fields)}});
+    }
+    j["managedFields"] = std::move(a);
+  }
   return j;
 }
 
 ObjectMeta DecodeMetaObj(const JsonIn& in) {
+  in.Doc("name", "The object's name: a DNS-1123 subdomain, unique in its project (or in the fleet).")
+      .Doc("namespace", "The project the object belongs to; none for fleet-wide kinds.")
+      .Doc("resourceVersion", "The store revision of the last write; a write that carries it fails if the object changed since.")
+      .Doc("labels", "Key-value pairs to select objects by (labelSelector).")
+      .Doc("annotations", "Key-value pairs for tools; not selectable.")
+      .Doc("deletionTimestamp", "Set when a deletion was asked for and the object is kept until its finalizers are done.")
+      .Doc("finalizers", "What must be done before a deleted object goes (gpuaas.io/release: the pool's release).")
+      .Doc("managedFields", "Which writer (field manager) set which fields, for server-side apply.");
   ObjectMeta m;
   m.name = in.Str("name", /*required=*/true);
   m.ns = in.Str("namespace");
   m.uid = in.Str("uid");
   // Kubernetes sends resourceVersion as an opaque string; gpuaas's are decimal revisions.
-  if (const json* rv = in.Find("resourceVersion")) {
-    if (!rv->is_string()) FailAt(in.Path("resourceVersion"), "expected a string");
-    const std::string s = rv->get<std::string>();
-    if (!s.empty()) {
-      char* end = nullptr;
-      long long v = std::strtoll(s.c_str(), &end, 10);
-      if (*end != '\0' || v < 0 || s.size() > 18) {
-        FailAt(in.Path("resourceVersion"), fmt::format("\"{}\" is not a resource version", s));
-      }
-      m.resource_version = v;
-    }
+  if (const std::string s = in.Str("resourceVersion"); !s.empty()) {
+    char* end = nullptr;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    in.Check(*end == '\0' && v >= 0 && s.size() <= 18, "resourceVersion",
+             fmt::format("\"{}\" is not a resource version", s));
+    m.resource_version = v;
   }
   m.generation = in.Int("generation");
   m.labels = in.StrMap("labels");
   m.annotations = in.StrMap("annotations");
   m.creation_timestamp = in.TimeField("creationTimestamp");
+  m.deletion_timestamp = in.TimeField("deletionTimestamp");
+  m.finalizers = in.StrList("finalizers");
+  in.Each("managedFields", [&](const JsonIn& f) {
+    ManagedFields entry;
+    entry.manager = f.Str("manager");
+    entry.operation = f.Str("operation");
+    f.Str("apiVersion");
+    f.Str("fieldsType");
+    entry.time = f.TimeField("time").value_or(Time{});
+    if (const json* v = f.Find("fieldsV1")) entry.fields = v->dump();
+    m.managed_fields.push_back(std::move(entry));
+  });
   return m;
 }
 
@@ -112,14 +143,16 @@ json Envelope(std::string_view kind, const ObjectMeta& meta) {
 // Checks a document's apiVersion and kind.
 void CheckKind(const JsonIn& root, std::string_view kind) {
   const std::string api = root.Str("apiVersion", true);
-  if (api != kApiVersion) {
-    FailAt("apiVersion", fmt::format("\"{}\" is not supported; expected {}", api, kApiVersion));
-  }
+  root.Check(api == kApiVersion, "apiVersion", fmt::format("\"{}\" is not supported; expected {}", api, kApiVersion));
   const std::string k = root.Str("kind", true);
-  if (k != kind) FailAt("kind", fmt::format("\"{}\" does not match; expected {}", k, kind));
+  root.Check(k == kind, "kind", fmt::format("\"{}\" does not match; expected {}", k, kind));
 }
 
 }  // namespace
+
+// Reads a kind's document: Decode<T> runs it over the JSON, SchemaOf<T> over a describing cursor.
+template <typename T>
+T ReadKind(const JsonIn& root);
 
 // --- Cluster -----------------------------------------------------------------------------
 
@@ -137,25 +170,23 @@ std::string Encode(const Cluster& c) {
 }
 
 template <>
-absl::StatusOr<Cluster> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, Cluster::kKind);
-    Cluster c;
-    c.metadata = DecodeMetaObj(root.Obj("metadata"));
-    if (root.Has("spec")) {
-      JsonIn s = root.Obj("spec");
-      c.spec.display_name = s.Str("displayName");
-      c.spec.driver = s.Str("driver");
-      c.spec.region = s.Str("region");
-    }
-    if (root.Has("status")) {
-      JsonIn s = root.Obj("status");
-      c.status.nodes = s.Int("nodes");
-      c.status.gpus = s.Int("gpus");
-      c.status.conditions = DecodeConditions(s);
-    }
-    return c;
-  });
+Cluster ReadKind(const JsonIn& root) {
+  CheckKind(root, Cluster::kKind);
+  Cluster c;
+  c.metadata = DecodeMetaObj(root.Obj("metadata"));
+  if (root.Has("spec")) {
+    JsonIn s = root.Obj("spec");
+    c.spec.display_name = s.Str("displayName");
+    c.spec.driver = s.Str("driver");
+    c.spec.region = s.Str("region");
+  }
+  if (root.Has("status")) {
+    JsonIn s = root.Obj("status");
+    c.status.nodes = s.Int("nodes");
+    c.status.gpus = s.Int("gpus");
+    c.status.conditions = DecodeConditions(s);
+  }
+  return c;
 }
 
 // --- ClusterRegistration -----------------------------------------------------------------
@@ -173,21 +204,20 @@ std::string Encode(const ClusterRegistration& c) {
 }
 
 template <>
-absl::StatusOr<ClusterRegistration> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, ClusterRegistration::kKind);
-    ClusterRegistration c;
-    c.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    c.spec.driver = s.Str("driver", true);
-    if (c.spec.driver != "kubernetes") FailAt("spec.driver", fmt::format("\"{}\" is not supported; expected kubernetes", c.spec.driver));
-    c.spec.kubeconfig = s.Str("kubeconfig", true);
-    c.spec.context = s.Str("context");
-    c.spec.display_name = s.Str("displayName");
-    c.spec.region = s.Str("region");
-    c.spec.registered_by = s.Str("registeredBy");
-    return c;
-  });
+ClusterRegistration ReadKind(const JsonIn& root) {
+  CheckKind(root, ClusterRegistration::kKind);
+  ClusterRegistration c;
+  c.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  c.spec.driver = s.Str("driver", true);
+  s.Check(c.spec.driver == "kubernetes", "driver",
+          fmt::format("\"{}\" is not supported; expected kubernetes", c.spec.driver));
+  c.spec.kubeconfig = s.Str("kubeconfig", true);
+  c.spec.context = s.Str("context");
+  c.spec.display_name = s.Str("displayName");
+  c.spec.region = s.Str("region");
+  c.spec.registered_by = s.Str("registeredBy");
+  return c;
 }
 
 // --- NodeCapacity ------------------------------------------------------------------------
@@ -213,39 +243,37 @@ std::string Encode(const NodeCapacity& n) {
 }
 
 template <>
-absl::StatusOr<NodeCapacity> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, NodeCapacity::kKind);
-    NodeCapacity n;
-    n.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    n.spec.cluster = s.Str("cluster", true);
-    n.spec.node_name = s.Str("nodeName", true);
-    n.spec.gpu_model = s.Str("gpuModel");
-    n.spec.gpu_product = s.Str("gpuProduct");
-    n.spec.gpu_count = s.Int("gpuCount");
-    n.spec.cpu_cores = s.Int("cpuCores");
-    n.spec.memory_bytes = s.Int("memoryBytes");
-    n.spec.schedulable = s.Bool("schedulable", true);
-    if (root.Has("status")) {
-      JsonIn st = root.Obj("status");
-      if (st.Has("physical")) {
-        JsonIn p = st.Obj("physical");
-        n.status.physical_gpus = p.Int("gpus");
-        n.status.physical_gpu_memory_mib = p.Int("gpuMemoryMiB");
-        n.status.mig_enabled_gpus = p.Int("migEnabledGpus");
-      }
-      n.status.allocatable = st.Counts("allocatable");
-      n.status.allocated = st.Counts("allocated");
-      if (st.Has("podRequests")) {
-        JsonIn r = st.Obj("podRequests");
-        n.status.pod_cpu_milli = r.Int("cpuMilli");
-        n.status.pod_memory_bytes = r.Int("memoryBytes");
-      }
-      n.status.conditions = DecodeConditions(st);
+NodeCapacity ReadKind(const JsonIn& root) {
+  CheckKind(root, NodeCapacity::kKind);
+  NodeCapacity n;
+  n.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  n.spec.cluster = s.Str("cluster", true);
+  n.spec.node_name = s.Str("nodeName", true);
+  n.spec.gpu_model = s.Str("gpuModel");
+  n.spec.gpu_product = s.Str("gpuProduct");
+  n.spec.gpu_count = s.Int("gpuCount");
+  n.spec.cpu_cores = s.Int("cpuCores");
+  n.spec.memory_bytes = s.Int("memoryBytes");
+  n.spec.schedulable = s.Bool("schedulable", true);
+  if (root.Has("status")) {
+    JsonIn st = root.Obj("status");
+    if (st.Has("physical")) {
+      JsonIn p = st.Obj("physical");
+      n.status.physical_gpus = p.Int("gpus");
+      n.status.physical_gpu_memory_mib = p.Int("gpuMemoryMiB");
+      n.status.mig_enabled_gpus = p.Int("migEnabledGpus");
     }
-    return n;
-  });
+    n.status.allocatable = st.Counts("allocatable");
+    n.status.allocated = st.Counts("allocated");
+    if (st.Has("podRequests")) {
+      JsonIn r = st.Obj("podRequests");
+      n.status.pod_cpu_milli = r.Int("cpuMilli");
+      n.status.pod_memory_bytes = r.Int("memoryBytes");
+    }
+    n.status.conditions = DecodeConditions(st);
+  }
+  return n;
 }
 
 // --- GpuCapacity -------------------------------------------------------------------------
@@ -278,41 +306,39 @@ std::string Encode(const GpuCapacity& g) {
 }
 
 template <>
-absl::StatusOr<GpuCapacity> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, GpuCapacity::kKind);
-    GpuCapacity g;
-    g.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    g.spec.cluster = s.Str("cluster", true);
-    g.spec.node = s.Str("node", true);
-    g.spec.uuid = s.Str("uuid", true);
-    g.spec.index = s.Int("index");
-    g.spec.model = s.Str("model", true);
-    g.spec.product = s.Str("product");
-    g.spec.memory_mib = s.Int("memoryMiB");
-    g.spec.mig_capable = s.Bool("migCapable", false);
-    if (root.Has("status")) {
-      JsonIn st = root.Obj("status");
-      g.status.mig_mode = st.Enum("migMode", kMigMode, MigMode::kDisabled);
-      g.status.health = st.Enum("health", kHealth, Health::kUnknown);
-      g.status.allocated = st.Bool("allocated", false);
-      g.status.pods = st.StrList("pods");
-      st.Each("migInstances", [&](const JsonIn& m) {
-        MigInstance inst;
-        inst.profile = m.Str("profile", true);
-        JsonIn p = m.Obj("placement");
-        inst.start = p.Int("start", true);
-        inst.size = p.Int("size", true, 1);
-        inst.uuid = m.Str("uuid");
-        inst.allocated = m.Bool("allocated", false);
-        inst.pods = m.StrList("pods");
-        g.status.mig_instances.push_back(std::move(inst));
-      });
-      g.status.conditions = DecodeConditions(st);
-    }
-    return g;
-  });
+GpuCapacity ReadKind(const JsonIn& root) {
+  CheckKind(root, GpuCapacity::kKind);
+  GpuCapacity g;
+  g.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  g.spec.cluster = s.Str("cluster", true);
+  g.spec.node = s.Str("node", true);
+  g.spec.uuid = s.Str("uuid", true);
+  g.spec.index = s.Int("index");
+  g.spec.model = s.Str("model", true);
+  g.spec.product = s.Str("product");
+  g.spec.memory_mib = s.Int("memoryMiB");
+  g.spec.mig_capable = s.Bool("migCapable", false);
+  if (root.Has("status")) {
+    JsonIn st = root.Obj("status");
+    g.status.mig_mode = st.Enum("migMode", kMigMode, MigMode::kDisabled);
+    g.status.health = st.Enum("health", kHealth, Health::kUnknown);
+    g.status.allocated = st.Bool("allocated", false);
+    g.status.pods = st.StrList("pods");
+    st.Each("migInstances", [&](const JsonIn& m) {
+      MigInstance inst;
+      inst.profile = m.Str("profile", true);
+      JsonIn p = m.Obj("placement");
+      inst.start = p.Int("start", true);
+      inst.size = p.Int("size", true, 1);
+      inst.uuid = m.Str("uuid");
+      inst.allocated = m.Bool("allocated", false);
+      inst.pods = m.StrList("pods");
+      g.status.mig_instances.push_back(std::move(inst));
+    });
+    g.status.conditions = DecodeConditions(st);
+  }
+  return g;
 }
 
 // --- SpecAndCount ------------------------------------------------------------------------
@@ -328,29 +354,27 @@ std::string Encode(const SpecAndCount& s) {
 }
 
 template <>
-absl::StatusOr<SpecAndCount> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, SpecAndCount::kKind);
-    SpecAndCount s;
-    s.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn sp = root.Obj("spec");
-    s.spec.cluster = sp.Str("cluster", true);
-    s.spec.node = sp.Str("node", true);
-    s.spec.model = sp.Str("model", true);
-    s.spec.profile = sp.Str("profile", true);
-    s.spec.resource_name = sp.Str("resourceName");
-    if (root.Has("status")) {
-      JsonIn st = root.Obj("status");
-      s.status.count = st.Int("count");
-      s.status.allocated = st.Int("allocated");
-      s.status.free = st.Int("free");
-      if (s.status.allocated + s.status.free != s.status.count) {
-        FailAt("status", fmt::format("allocated ({}) + free ({}) must equal count ({})",
-                                   s.status.allocated, s.status.free, s.status.count));
-      }
+SpecAndCount ReadKind(const JsonIn& root) {
+  CheckKind(root, SpecAndCount::kKind);
+  SpecAndCount s;
+  s.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn sp = root.Obj("spec");
+  s.spec.cluster = sp.Str("cluster", true);
+  s.spec.node = sp.Str("node", true);
+  s.spec.model = sp.Str("model", true);
+  s.spec.profile = sp.Str("profile", true);
+  s.spec.resource_name = sp.Str("resourceName");
+  if (root.Has("status")) {
+    JsonIn st = root.Obj("status");
+    s.status.count = st.Int("count");
+    s.status.allocated = st.Int("allocated");
+    s.status.free = st.Int("free");
+    if (s.status.allocated + s.status.free != s.status.count) {
+      FailAt("status", fmt::format("allocated ({}) + free ({}) must equal count ({})",
+                                 s.status.allocated, s.status.free, s.status.count));
     }
-    return s;
-  });
+  }
+  return s;
 }
 
 // --- Project -----------------------------------------------------------------------------
@@ -392,29 +416,35 @@ std::string Encode(const Project& p) {
 }
 
 template <>
-absl::StatusOr<Project> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, Project::kKind);
-    Project p;
-    p.metadata = DecodeMetaObj(root.Obj("metadata"));
-    if (root.Has("spec")) {
-      JsonIn s = root.Obj("spec");
-      p.spec.display_name = s.Str("displayName");
-      if (s.Has("quota")) {
-        JsonIn q = s.Obj("quota");
-        Project::Quota quota;
-        for (auto& [k, v] : q.Counts("fullGpus")) quota.full_gpus[k] = v;
-        for (auto& [k, v] : q.Counts("migComputeSlices")) quota.mig_compute_slices[k] = v;
-        p.spec.quota = std::move(quota);
-      }
-      if (s.Has("budget")) {
-        JsonIn b = s.Obj("budget");
-        p.spec.budget = Project::Budget{b.Int("amountMicros"), b.Int("gpuHours"), b.Bool("allowOverrun", false)};
-      }
+Project ReadKind(const JsonIn& root) {
+  CheckKind(root, Project::kKind);
+  Project p;
+  p.metadata = DecodeMetaObj(root.Obj("metadata"));
+  if (root.Has("spec")) {
+    JsonIn s = root.Obj("spec");
+    s.Doc("displayName", "The project's name as people read it.")
+        .Doc("quota", "The most the project's live pools may hold together, by GPU model; a model without an entry is limited by the fleet only.")
+        .Doc("budget", "A monthly spending limit: pools and approvals that would pass it are refused unless allowOverrun.");
+    p.spec.display_name = s.Str("displayName");
+    if (s.Has("quota")) {
+      JsonIn q = s.Obj("quota");
+      q.Doc("fullGpus", "Whole GPUs, by catalogue model (\"H200-SXM-141GB\": 8).")
+          .Doc("migComputeSlices", "MIG compute slices, by model: a 3g instance takes 3 of a GPU's 7.");
+      Project::Quota quota;
+      for (auto& [k, v] : q.Counts("fullGpus")) quota.full_gpus[k] = v;
+      for (auto& [k, v] : q.Counts("migComputeSlices")) quota.mig_compute_slices[k] = v;
+      p.spec.quota = std::move(quota);
     }
-    if (root.Has("status")) p.status.conditions = DecodeConditions(root.Obj("status"));
-    return p;
-  });
+    if (s.Has("budget")) {
+      JsonIn b = s.Obj("budget");
+      b.Doc("amountMicros", "The most the project may be billed a month, in millionths of the rate cards' currency; 0: no limit.")
+          .Doc("gpuHours", "The most GPU-hours a month; 0: no limit.")
+          .Doc("allowOverrun", "Warn instead of refusing when a pool would pass the budget.");
+      p.spec.budget = Project::Budget{b.Int("amountMicros"), b.Int("gpuHours"), b.Bool("allowOverrun", false)};
+    }
+  }
+  if (root.Has("status")) p.status.conditions = DecodeConditions(root.Obj("status"));
+  return p;
 }
 
 // --- GpuPool -----------------------------------------------------------------------------
@@ -460,59 +490,70 @@ std::string Encode(const GpuPool& p) {
 }
 
 template <>
-absl::StatusOr<GpuPool> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, GpuPool::kKind);
-    GpuPool p;
-    p.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    p.spec.cluster = s.Str("cluster");
-    s.Each("items", [&](const JsonIn& i) {
-      p.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true, 1)});
-    });
-    p.spec.workload_type = s.Enum("workloadType", kWorkloadType, WorkloadType::kTraining);
-    if (s.Has("sharing")) {
-      JsonIn sh = s.Obj("sharing");
-      if (sh.Has("timeSlicing")) p.spec.time_slicing_replicas = sh.Obj("timeSlicing").Int("replicas", true, 1);
-    }
-    p.spec.move_idle_instances = s.Bool("moveIdleInstances", false);
-    if (s.Has("releaseRequested")) {
-      JsonIn r = s.Obj("releaseRequested");
-      r.Str("time", true);
-      p.spec.release_requested = GpuPool::Spec::ReleaseRequest{r.Str("user"), *r.TimeField("time")};
-    }
-    if (root.Has("status")) {
-      JsonIn st = root.Obj("status");
-      if (st.Has("approval")) {
-        JsonIn a = st.Obj("approval");
-        GpuPool::Approval ap;
-        ap.approved = a.Bool("approved", false);
-        ap.reason = a.Str("reason");
-        ap.user = a.Str("user");
-        ap.time = a.TimeField("time").value_or(Time{});
-        p.status.approval = ap;
-      }
-      st.Each("allocation", [&](const JsonIn& d) {
-        AllocatedDevice dev;
-        dev.cluster = d.Str("cluster", true);
-        dev.node = d.Str("node", true);
-        dev.gpu_uuid = d.Str("gpuUUID", true);
-        dev.profile = d.Str("profile", true);
-        if (d.Has("placement")) dev.start = d.Obj("placement").Int("start");
-        dev.instance_uuid = d.Str("instanceUUID");
-        p.status.allocation.push_back(std::move(dev));
-      });
-      p.status.conditions = DecodeConditions(st);
-    }
-    // A pool stored before spec.releaseRequested existed was marked released by its Released
-    // condition alone: that condition's first transition was the request.
-    if (!p.spec.release_requested) {
-      if (const Condition* rel = FindCondition(p.status.conditions, kReleased)) {
-        p.spec.release_requested = GpuPool::Spec::ReleaseRequest{"", rel->last_transition_time};
-      }
-    }
-    return p;
+GpuPool ReadKind(const JsonIn& root) {
+  CheckKind(root, GpuPool::kKind);
+  GpuPool p;
+  p.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  s.Doc("cluster", "The cluster to allocate in; any cluster when empty.")
+      .Doc("items", "What the pool holds: whole GPUs (profile \"full\") and MIG instances, by model. Fixed once an operator decided on the pool.")
+      .Doc("workloadType", "What the pool runs: training, inference or development.")
+      .Doc("sharing", "How the pool's devices are shared between its workloads.")
+      .Doc("moveIdleInstances", "An operator's defragmentation may move this pool's idle MIG instances to other GPUs.")
+      .Doc("releaseRequested", "Who asked for the pool's release, and when (set by a release or a deletion; billing ends then).");
+  p.spec.cluster = s.Str("cluster");
+  s.Each("items", [&](const JsonIn& i) {
+    i.Doc("model", "A catalogue GPU model (gpuaas catalog models), e.g. H200-SXM-141GB.")
+        .Doc("profile", "\"full\" for whole GPUs, or a MIG profile of the model, e.g. 3g.71gb.")
+        .Doc("count", "How many GPUs or instances.");
+    p.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true, 1)});
   });
+  p.spec.workload_type = s.Enum("workloadType", kWorkloadType, WorkloadType::kTraining);
+  if (s.Has("sharing")) {
+    JsonIn sh = s.Obj("sharing");
+    sh.Doc("timeSlicing", "Each device is offered as this many replicas, so that several workloads share it.");
+    if (sh.Has("timeSlicing")) p.spec.time_slicing_replicas = sh.Obj("timeSlicing").Int("replicas", true, 1);
+  }
+  p.spec.move_idle_instances = s.Bool("moveIdleInstances", false);
+  if (s.Has("releaseRequested")) {
+    JsonIn r = s.Obj("releaseRequested");
+    r.Str("time", true);
+    p.spec.release_requested = GpuPool::Spec::ReleaseRequest{r.Str("user"), *r.TimeField("time")};
+  }
+  if (root.Has("status")) {
+    JsonIn st = root.Obj("status");
+    st.Doc("approval", "The operator's decision, by whom and when.")
+        .Doc("allocation", "The devices the pool holds: dedicated to it, no other project's pool may use them.")
+        .Doc("conditions", "Approved, Allocated, Provisioned, Ready, DevicesHealthy and Released, as Argo CD and kubectl wait read them.");
+    if (st.Has("approval")) {
+      JsonIn a = st.Obj("approval");
+      GpuPool::Approval ap;
+      ap.approved = a.Bool("approved", false);
+      ap.reason = a.Str("reason");
+      ap.user = a.Str("user");
+      ap.time = a.TimeField("time").value_or(Time{});
+      p.status.approval = ap;
+    }
+    st.Each("allocation", [&](const JsonIn& d) {
+      AllocatedDevice dev;
+      dev.cluster = d.Str("cluster", true);
+      dev.node = d.Str("node", true);
+      dev.gpu_uuid = d.Str("gpuUUID", true);
+      dev.profile = d.Str("profile", true);
+      if (d.Has("placement")) dev.start = d.Obj("placement").Int("start");
+      dev.instance_uuid = d.Str("instanceUUID");
+      p.status.allocation.push_back(std::move(dev));
+    });
+    p.status.conditions = DecodeConditions(st);
+  }
+  // A pool stored before spec.releaseRequested existed was marked released by its Released
+  // condition alone: that condition's first transition was the request.
+  if (!p.spec.release_requested) {
+    if (const Condition* rel = FindCondition(p.status.conditions, kReleased)) {
+      p.spec.release_requested = GpuPool::Spec::ReleaseRequest{"", rel->last_transition_time};
+    }
+  }
+  return p;
 }
 
 std::string_view ToString(WorkloadType t) { return Name(kWorkloadType, t); }
@@ -568,29 +609,33 @@ std::string Encode(const Workload& w) {
 }
 
 template <>
-absl::StatusOr<Workload> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, Workload::kKind);
-    Workload w;
-    w.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    w.spec.pool = s.Str("pool", true);
-    ResourceList res = s.Counts("resources");
-    if (res.size() != 1) FailAt("spec.resources", "name exactly one GPU resource, e.g. {\"nvidia.com/gpu\": 1}");
+Workload ReadKind(const JsonIn& root) {
+  CheckKind(root, Workload::kKind);
+  Workload w;
+  w.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  s.Doc("pool", "The project's pool the workload runs on.")
+      .Doc("resources", "The one GPU resource and how many: {\"nvidia.com/gpu\": 2} or {\"nvidia.com/mig-3g.71gb\": 1}.")
+      .Doc("priorityClassName", "inference runs before batch, and may preempt it.");
+  w.spec.pool = s.Str("pool", true);
+  ResourceList res = s.Counts("resources");
+  s.Check(res.size() == 1, "resources", "name exactly one GPU resource, e.g. {\"nvidia.com/gpu\": 1}");
+  if (!res.empty()) {
     w.spec.resource = res.begin()->first;
     w.spec.count = res.begin()->second;
-    w.spec.priority = s.Enum("priorityClassName", kPriority, PriorityClass::kBatch);
-    if (root.Has("status")) {
-      JsonIn st = root.Obj("status");
-      w.status.phase = st.Enum("phase", kPhase, WorkloadPhase::kPending);
-      w.status.reason = st.Str("reason");
-      w.status.message = st.Str("message");
-      w.status.devices = DecodeDevices(st, "devices");
-      w.status.start_time = st.TimeField("startTime");
-      w.status.profile = st.Str("profile");
-    }
-    return w;
-  });
+  }
+  w.spec.priority = s.Enum("priorityClassName", kPriority, PriorityClass::kBatch);
+  if (root.Has("status")) {
+    JsonIn st = root.Obj("status");
+    st.Doc("phase", "Pending (waiting for room), Running, Succeeded or Evicted.").Doc("devices", "The devices of the run.");
+    w.status.phase = st.Enum("phase", kPhase, WorkloadPhase::kPending);
+    w.status.reason = st.Str("reason");
+    w.status.message = st.Str("message");
+    w.status.devices = DecodeDevices(st, "devices");
+    w.status.start_time = st.TimeField("startTime");
+    w.status.profile = st.Str("profile");
+  }
+  return w;
 }
 
 template <>
@@ -604,20 +649,19 @@ std::string Encode(const Profile& p) {
 }
 
 template <>
-absl::StatusOr<Profile> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, Profile::kKind);
-    Profile p;
-    p.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    p.spec.pod = s.Str("pod", true);
-    p.spec.pool = s.Str("pool", true);
-    p.spec.project = s.Str("project", true);
-    p.spec.devices = DecodeDevices(s, "devices");
-    p.spec.start = s.TimeField("start").value_or(Time{});
-    p.spec.end = s.TimeField("end");
-    return p;
-  });
+Profile ReadKind(const JsonIn& root) {
+  CheckKind(root, Profile::kKind);
+  Profile p;
+  p.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  p.spec.pod = s.Str("pod", true);
+  p.spec.pool = s.Str("pool", true);
+  p.spec.project = s.Str("project", true);
+  p.spec.devices = DecodeDevices(s, "devices");
+  p.spec.start = s.TimeField("start").value_or(Time{});
+  p.spec.end = s.TimeField("end");
+  if (root.Has("status")) root.Obj("status");  // a record: nothing in it yet
+  return p;
 }
 
 // --- MigLayout ---------------------------------------------------------------------------
@@ -650,29 +694,27 @@ std::string Encode(const MigLayout& m) {
 }
 
 template <>
-absl::StatusOr<MigLayout> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, MigLayout::kKind);
-    MigLayout m;
-    m.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    m.spec.cluster = s.Str("cluster", true);
-    m.spec.node = s.Str("node", true);
-    m.spec.gpu_uuid = s.Str("gpuUUID", true);
-    m.spec.mig_enabled = s.Bool("migEnabled", true);
-    s.Each("instances", [&](const JsonIn& i) {
-      m.spec.instances.push_back({i.Str("profile", true), i.Int("start", true)});
-    });
-    if (root.Has("status")) {
-      JsonIn st = root.Obj("status");
-      m.status.state = st.Enum("state", kLayoutState, MigLayout::State::kPending);
-      m.status.message = st.Str("message");
-      m.status.attempts = st.Int("attempts");
-      m.status.last_attempt = st.TimeField("lastAttempt").value_or(Time{});
-      m.status.observed_generation = st.Int("observedGeneration");
-    }
-    return m;
+MigLayout ReadKind(const JsonIn& root) {
+  CheckKind(root, MigLayout::kKind);
+  MigLayout m;
+  m.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  m.spec.cluster = s.Str("cluster", true);
+  m.spec.node = s.Str("node", true);
+  m.spec.gpu_uuid = s.Str("gpuUUID", true);
+  m.spec.mig_enabled = s.Bool("migEnabled", true);
+  s.Each("instances", [&](const JsonIn& i) {
+    m.spec.instances.push_back({i.Str("profile", true), i.Int("start", true)});
   });
+  if (root.Has("status")) {
+    JsonIn st = root.Obj("status");
+    m.status.state = st.Enum("state", kLayoutState, MigLayout::State::kPending);
+    m.status.message = st.Str("message");
+    m.status.attempts = st.Int("attempts");
+    m.status.last_attempt = st.TimeField("lastAttempt").value_or(Time{});
+    m.status.observed_generation = st.Int("observedGeneration");
+  }
+  return m;
 }
 
 // --- Defragmentation ---------------------------------------------------------------------
@@ -737,23 +779,21 @@ std::string Encode(const Defragmentation& d) {
 }
 
 template <>
-absl::StatusOr<Defragmentation> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, Defragmentation::kKind);
-    Defragmentation d;
-    d.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    d.spec.gpus = s.StrList("gpus");
-    d.spec.requested_by = s.Str("requestedBy");
-    if (root.Has("status")) {
-      JsonIn st = root.Obj("status");
-      d.status.phase = st.Enum("phase", kDefragPhase, Defragmentation::Phase::kPending);
-      d.status.message = st.Str("message");
-      st.Each("moves", [&](const JsonIn& m) { d.status.moves.push_back(DecodeMove(m)); });
-      d.status.completed = st.TimeField("completed");
-    }
-    return d;
-  });
+Defragmentation ReadKind(const JsonIn& root) {
+  CheckKind(root, Defragmentation::kKind);
+  Defragmentation d;
+  d.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  d.spec.gpus = s.StrList("gpus");
+  d.spec.requested_by = s.Str("requestedBy");
+  if (root.Has("status")) {
+    JsonIn st = root.Obj("status");
+    d.status.phase = st.Enum("phase", kDefragPhase, Defragmentation::Phase::kPending);
+    d.status.message = st.Str("message");
+    st.Each("moves", [&](const JsonIn& m) { d.status.moves.push_back(DecodeMove(m)); });
+    d.status.completed = st.TimeField("completed");
+  }
+  return d;
 }
 
 std::string_view TopLevelMember(std::string_view text, std::string_view key) {
@@ -832,22 +872,25 @@ std::string Encode(const RateCard& c) {
 }
 
 template <>
-absl::StatusOr<RateCard> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, RateCard::kKind);
-    RateCard c;
-    c.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    c.spec.currency = s.Str("currency", true);
-    if (!s.Has("effectiveFrom")) FailAt(s.Path("effectiveFrom"), "required");
-    c.spec.effective_from = *s.TimeField("effectiveFrom");
-    c.spec.mig_pricing = s.Enum("migPricing", kMigPricing, RateCard::MigPricing::kCompute);
-    if (!s.Has("prices")) FailAt(s.Path("prices"), "required");
-    s.Each("prices", [&](const JsonIn& p) {
-      c.spec.prices.push_back({p.Str("model", true), p.Str("profile", true), p.Int("pricePerHourMicros", true)});
-    });
-    return c;
+RateCard ReadKind(const JsonIn& root) {
+  CheckKind(root, RateCard::kKind);
+  RateCard c;
+  c.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  s.Doc("currency", "ISO 4217 code; every card prices in one currency.")
+      .Doc("effectiveFrom", "When the card takes effect, no earlier than the current month; a later card supersedes it.")
+      .Doc("migPricing", "How MIG instances are priced from a GPU's price: by compute slices or by memory.")
+      .Doc("prices", "Hourly prices by model and profile.");
+  c.spec.currency = s.Str("currency", true);
+  s.Needs("effectiveFrom");
+  c.spec.effective_from = *s.TimeField("effectiveFrom");
+  c.spec.mig_pricing = s.Enum("migPricing", kMigPricing, RateCard::MigPricing::kCompute);
+  s.Needs("prices");
+  s.Each("prices", [&](const JsonIn& p) {
+    c.spec.prices.push_back({p.Str("model", true), p.Str("profile", true), p.Int("pricePerHourMicros", true)});
   });
+  if (root.Has("status")) root.Obj("status");  // a record: nothing in it
+  return c;
 }
 
 // --- CreditNote --------------------------------------------------------------------------
@@ -865,19 +908,21 @@ std::string Encode(const CreditNote& n) {
 }
 
 template <>
-absl::StatusOr<CreditNote> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, CreditNote::kKind);
-    CreditNote n;
-    n.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    n.spec.period = s.Str("period", true);
-    n.spec.amount_micros = s.Int("amountMicros", true);
-    n.spec.reason = s.Str("reason", true);
-    n.spec.issued = s.TimeField("issued").value_or(Time{});
-    n.spec.issued_by = s.Str("issuedBy");
-    return n;
-  });
+CreditNote ReadKind(const JsonIn& root) {
+  CheckKind(root, CreditNote::kKind);
+  CreditNote n;
+  n.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  s.Doc("period", "The closed month the note corrects: YYYY-MM.")
+      .Doc("amountMicros", "The credit, in millionths of the currency.")
+      .Doc("reason", "Why the credit is given.");
+  n.spec.period = s.Str("period", true);
+  n.spec.amount_micros = s.Int("amountMicros", true);
+  n.spec.reason = s.Str("reason", true);
+  n.spec.issued = s.TimeField("issued").value_or(Time{});
+  n.spec.issued_by = s.Str("issuedBy");
+  if (root.Has("status")) root.Obj("status");  // a record: nothing in it
+  return n;
 }
 
 // --- UsageRecord -------------------------------------------------------------------------
@@ -914,48 +959,41 @@ std::string Encode(const UsageRecord& u) {
 }
 
 template <>
-absl::StatusOr<UsageRecord> Decode(std::string_view text, JsonFields* fields) {
-  return ReadJson(text, {.fields = fields}, [&](const JsonIn& root) {
-    CheckKind(root, UsageRecord::kKind);
-    UsageRecord u;
-    u.metadata = DecodeMetaObj(root.Obj("metadata"));
-    JsonIn s = root.Obj("spec");
-    u.spec.pool = s.Str("pool", true);
-    u.spec.pool_uid = s.Str("poolUID");
-    u.spec.cluster = s.Str("cluster");
-    s.Each("items", [&](const JsonIn& i) { u.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true)}); });
-    if (!s.Has("start")) FailAt(s.Path("start"), "required");
-    u.spec.start = *s.TimeField("start");
-    u.spec.end = s.TimeField("end");
-    s.Each("credits", [&](const JsonIn& c) {
-      UsageRecord::Credit credit;
-      credit.gpu_uuid = c.Str("gpuUUID", true);
-      credit.model = c.Str("model", true);
-      credit.profile = c.Str("profile", true);
-      credit.reason = c.Str("reason");
-      if (!c.Has("start")) FailAt(c.Path("start"), "required");
-      credit.start = *c.TimeField("start");
-      credit.end = c.TimeField("end");
-      u.spec.credits.push_back(std::move(credit));
-    });
-    if (s.Find("held") != nullptr) {
-      u.spec.held.emplace();
-      s.Each("held", [&](const JsonIn& h) {
-        UsageRecord::Held held{h.Str("model", true), h.Str("profile", true), h.Int("count", true, 1), {}};
-        if (!h.Has("since")) FailAt(h.Path("since"), "required");
-        held.since = *h.TimeField("since");
-        if (const json* d = h.Find("devices")) {
-          if (!d->is_array()) FailAt(h.Path("devices"), "expected an array");
-          for (const json& key : *d) {
-            if (!key.is_string()) FailAt(h.Path("devices"), "expected strings");
-            held.devices.push_back(key.get<std::string>());
-          }
-        }
-        u.spec.held->push_back(std::move(held));
-      });
-    }
-    return u;
+UsageRecord ReadKind(const JsonIn& root) {
+  CheckKind(root, UsageRecord::kKind);
+  UsageRecord u;
+  u.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  u.spec.pool = s.Str("pool", true);
+  u.spec.pool_uid = s.Str("poolUID");
+  u.spec.cluster = s.Str("cluster");
+  s.Each("items", [&](const JsonIn& i) { u.spec.items.push_back({i.Str("model", true), i.Str("profile", true), i.Int("count", true)}); });
+  s.Needs("start");
+  u.spec.start = *s.TimeField("start");
+  u.spec.end = s.TimeField("end");
+  s.Each("credits", [&](const JsonIn& c) {
+    UsageRecord::Credit credit;
+    credit.gpu_uuid = c.Str("gpuUUID", true);
+    credit.model = c.Str("model", true);
+    credit.profile = c.Str("profile", true);
+    credit.reason = c.Str("reason");
+    c.Needs("start");
+    credit.start = *c.TimeField("start");
+    credit.end = c.TimeField("end");
+    u.spec.credits.push_back(std::move(credit));
   });
+  if (s.Has("held")) {
+    u.spec.held.emplace();
+    s.Each("held", [&](const JsonIn& h) {
+      UsageRecord::Held held{h.Str("model", true), h.Str("profile", true), h.Int("count", true, 1), {}};
+      h.Needs("since");
+      held.since = *h.TimeField("since");
+      held.devices = h.StrList("devices");
+      u.spec.held->push_back(std::move(held));
+    });
+  }
+  if (root.Has("status")) root.Obj("status");  // a record: nothing in it
+  return u;
 }
 
 absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view text) {
@@ -970,5 +1008,36 @@ absl::StatusOr<ObjectMeta> DecodeMeta(std::string_view text) {
 std::string_view ToString(MigMode m) { return Name(kMigMode, m); }
 std::string_view ToString(Health h) { return Name(kHealth, h); }
 std::string_view ToString(ConditionStatus s) { return Name(kConditionStatus, s); }
+
+template <typename T>
+absl::StatusOr<T> Decode(std::string_view text, JsonFields* fields) {
+  return ReadJson(text, {.fields = fields}, [](const JsonIn& root) { return ReadKind<T>(root); });
+}
+
+template <typename T>
+std::string SchemaOf() {
+  json schema;
+  DescribeJson([](const JsonIn& root) { ReadKind<T>(root); }, schema);
+  return schema.dump();
+}
+
+#define GPUAAS_KIND_CODEC(T)                                                   \
+  template absl::StatusOr<T> Decode<T>(std::string_view, JsonFields*); \
+  template std::string SchemaOf<T>();
+GPUAAS_KIND_CODEC(Cluster)
+GPUAAS_KIND_CODEC(ClusterRegistration)
+GPUAAS_KIND_CODEC(NodeCapacity)
+GPUAAS_KIND_CODEC(GpuCapacity)
+GPUAAS_KIND_CODEC(SpecAndCount)
+GPUAAS_KIND_CODEC(Project)
+GPUAAS_KIND_CODEC(GpuPool)
+GPUAAS_KIND_CODEC(Workload)
+GPUAAS_KIND_CODEC(Profile)
+GPUAAS_KIND_CODEC(MigLayout)
+GPUAAS_KIND_CODEC(Defragmentation)
+GPUAAS_KIND_CODEC(RateCard)
+GPUAAS_KIND_CODEC(CreditNote)
+GPUAAS_KIND_CODEC(UsageRecord)
+#undef GPUAAS_KIND_CODEC
 
 }  // namespace gpuaas::model

@@ -26,6 +26,12 @@ std::string Encode(const T& obj);
 template <typename T>
 absl::StatusOr<T> Decode(std::string_view json, JsonFields* fields = nullptr);
 
+// The OpenAPI v3 schema of kind T (JSON text: an object schema with properties, types,
+// formats, enums, minimums, required members and descriptions), described by the very function
+// that decodes T, so that the API's OpenAPI documents cannot drift from what it accepts.
+template <typename T>
+std::string SchemaOf();
+
 // The moves of a defragmentation as JSON (an array), as a Defragmentation's status.moves holds
 // them: for the plan that the API shows before anything is made.
 std::string EncodeMoves(const std::vector<Defragmentation::Move>& moves);

@@ -1,6 +1,7 @@
 #include "model/codec.h"
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace gpuaas::model {
 namespace {
@@ -183,6 +184,53 @@ TEST(Conditions, SetKeepsTransitionTimeWhenStatusHolds) {
   EXPECT_EQ(conds[0].last_transition_time, T(30));
   EXPECT_EQ(FindCondition(conds, "Ready")->reason, "Done");
   EXPECT_EQ(FindCondition(conds, "Other"), nullptr);
+}
+
+// Every property a schema names has a type (or is kept whole); a description given for a member
+// no decoder reads would have none, so this also catches a Doc that drifted from the decoder.
+void ExpectTyped(const nlohmann::json& schema, const std::string& path) {
+  if (schema.contains("x-kubernetes-preserve-unknown-fields")) return;
+  ASSERT_TRUE(schema.contains("type")) << path << ": " << schema.dump();
+  if (schema.contains("properties")) {
+    for (const auto& [k, v] : schema["properties"].items()) ExpectTyped(v, path + "." + k);
+  }
+  if (schema.contains("items")) ExpectTyped(schema["items"], path + "[]");
+}
+
+TEST(Codec, EachKindsSchemaIsWhatItsDecoderReads) {
+  const nlohmann::json pool = nlohmann::json::parse(SchemaOf<GpuPool>());
+  ExpectTyped(pool, "GpuPool");
+  for (const std::string& kind :
+       {SchemaOf<Cluster>(), SchemaOf<NodeCapacity>(), SchemaOf<GpuCapacity>(), SchemaOf<SpecAndCount>(),
+        SchemaOf<Project>(), SchemaOf<MigLayout>(), SchemaOf<Defragmentation>(), SchemaOf<Workload>(),
+        SchemaOf<Profile>(), SchemaOf<RateCard>(), SchemaOf<UsageRecord>(), SchemaOf<CreditNote>()}) {
+    ExpectTyped(nlohmann::json::parse(kind), "kind");
+  }
+  // Required as the decoder requires them: a pool needs metadata and spec; its items each a
+  // model, a profile and a count of at least 1.
+  EXPECT_EQ(pool["required"], nlohmann::json({"apiVersion", "kind", "metadata", "spec"}));
+  const nlohmann::json& item = pool["properties"]["spec"]["properties"]["items"];
+  EXPECT_EQ(item["type"], "array");
+  EXPECT_EQ(item["items"]["required"], nlohmann::json({"model", "profile", "count"}));
+  EXPECT_EQ(item["items"]["properties"]["count"]["minimum"], 1);
+  EXPECT_EQ(item["items"]["properties"]["count"]["format"], "int64");
+  EXPECT_NE(item["items"]["properties"]["profile"]["description"].get<std::string>().find("MIG profile"),
+            std::string::npos);
+  EXPECT_EQ(pool["properties"]["spec"]["properties"]["workloadType"]["enum"],
+            nlohmann::json({"training", "inference", "development"}));
+  // What a decoder reads only when present is optional, whatever accessor reads it: a
+  // project's spec, and its quota within.
+  const nlohmann::json project = nlohmann::json::parse(SchemaOf<Project>());
+  EXPECT_EQ(project["required"], nlohmann::json({"apiVersion", "kind", "metadata"}));
+  EXPECT_FALSE(project["properties"]["spec"].contains("required")) << project["properties"]["spec"].dump();
+  EXPECT_EQ(project["properties"]["spec"]["properties"]["quota"]["properties"]["fullGpus"]["additionalProperties"]["minimum"],
+            0);
+  // Times are RFC 3339; a RateCard's effectiveFrom is required (JsonIn::Needs).
+  const nlohmann::json card = nlohmann::json::parse(SchemaOf<RateCard>());
+  EXPECT_EQ(card["properties"]["spec"]["properties"]["effectiveFrom"]["format"], "date-time");
+  EXPECT_NE(std::find(card["properties"]["spec"]["required"].begin(), card["properties"]["spec"]["required"].end(),
+                      "effectiveFrom"),
+            card["properties"]["spec"]["required"].end());
 }
 
 }  // namespace

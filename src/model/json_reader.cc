@@ -1,5 +1,6 @@
 #include "model/json_reader.h"
 
+#include <algorithm>
 #include <limits>
 #include <set>
 #include <utility>
@@ -110,6 +111,60 @@ JsonIn::JsonIn(const json& j, std::string path, JsonNulls nulls, internal::JsonR
   if (!j_.is_object()) FailAt(path_.empty() ? "(root)" : path_, "expected an object");
 }
 
+namespace {
+const json& EmptyObject() {
+  static const json* const kEmpty = new json(json::object());
+  return *kEmpty;
+}
+}  // namespace
+
+JsonIn::JsonIn(json* schema, std::string path)
+    : j_(EmptyObject()), path_(std::move(path)), nulls_(JsonNulls::kAbsent), log_(nullptr), schema_(schema) {
+  (*schema_)["type"] = "object";
+}
+
+// While describing, the members a decoder asked Has about: read only when present, so never
+// required, whatever the accessor that reads them says. Removed once the schema is complete.
+constexpr std::string_view kOptional = "x-gpuaas-optional";
+
+namespace {
+void DropOptionalMarks(json& schema) {
+  if (!schema.is_object()) return;
+  schema.erase(std::string(kOptional));
+  if (auto p = schema.find("properties"); p != schema.end()) {
+    for (auto& [k, v] : p->items()) DropOptionalMarks(v);
+  }
+  if (auto i = schema.find("items"); i != schema.end()) DropOptionalMarks(*i);
+}
+}  // namespace
+
+json& JsonIn::Describe(std::string_view key, bool required) const {
+  json& member = (*schema_)["properties"][std::string(key)];
+  const json& optional = schema_->contains(kOptional) ? (*schema_)[std::string(kOptional)] : EmptyObject();
+  if (required && std::find(optional.begin(), optional.end(), key) == optional.end()) {
+    json& req = (*schema_)["required"];
+    if (std::find(req.begin(), req.end(), key) == req.end()) req.push_back(key);
+  }
+  return member;
+}
+
+const JsonIn& JsonIn::Doc(std::string_view key, std::string_view description) const {
+  if (schema_ != nullptr) Describe(key, false)["description"] = description;
+  return *this;
+}
+
+void JsonIn::Check(bool ok, std::string_view key, std::string_view what) const {
+  if (!ok && schema_ == nullptr) FailAt(Path(key), what);
+}
+
+void JsonIn::Needs(std::string_view key) const {
+  if (schema_ != nullptr) {
+    Describe(key, true);
+  } else {
+    Require(key, false);
+  }
+}
+
 const json* JsonIn::Lookup(std::string_view key, bool whole) const {
   auto it = j_.find(key);
   if (it == j_.end()) return nullptr;
@@ -127,24 +182,50 @@ const json& JsonIn::Require(std::string_view key, bool whole) const {
   return *v;
 }
 
-const json* JsonIn::Find(std::string_view key) const { return Lookup(key, /*whole=*/true); }
+const json* JsonIn::Find(std::string_view key) const {
+  if (schema_ != nullptr) {
+    Describe(key, false)["x-kubernetes-preserve-unknown-fields"] = true;
+    return nullptr;
+  }
+  return Lookup(key, /*whole=*/true);
+}
 
-bool JsonIn::Has(std::string_view key) const { return Lookup(key, /*whole=*/false) != nullptr; }
+bool JsonIn::Has(std::string_view key) const {
+  if (schema_ != nullptr) {
+    (*schema_)[std::string(kOptional)].push_back(key);
+    return true;
+  }
+  return Lookup(key, /*whole=*/false) != nullptr;
+}
 
 bool JsonIn::IsNull(std::string_view key) const {
+  if (schema_ != nullptr) return false;
   auto it = j_.find(key);
   if (it == j_.end()) return false;
   if (log_ != nullptr) log_->read.emplace(&j_, std::string(key));
   return it->is_null();
 }
 
-const json& JsonIn::Need(std::string_view key) const { return Require(key, /*whole=*/true); }
+const json& JsonIn::Need(std::string_view key) const {
+  if (schema_ != nullptr) {
+    Describe(key, true)["x-kubernetes-preserve-unknown-fields"] = true;
+    return EmptyObject();
+  }
+  return Require(key, /*whole=*/true);
+}
 
 std::string JsonIn::Path(std::string_view key) const { return Join(path_, key); }
 
-JsonIn JsonIn::Obj(std::string_view key) const { return JsonIn(Require(key, false), Path(key), nulls_, log_); }
+JsonIn JsonIn::Obj(std::string_view key) const {
+  if (schema_ != nullptr) return JsonIn(&Describe(key, true), Path(key));
+  return JsonIn(Require(key, false), Path(key), nulls_, log_);
+}
 
 std::string JsonIn::Str(std::string_view key, bool required) const {
+  if (schema_ != nullptr) {
+    Describe(key, required)["type"] = "string";
+    return "";
+  }
   const json* v = required ? &Require(key, false) : Lookup(key, false);
   if (v == nullptr) return "";
   if (!v->is_string()) FailAt(Path(key), "expected a string");
@@ -152,6 +233,13 @@ std::string JsonIn::Str(std::string_view key, bool required) const {
 }
 
 int64_t JsonIn::Int(std::string_view key, bool required, int64_t min) const {
+  if (schema_ != nullptr) {
+    json& m = Describe(key, required);
+    m["type"] = "integer";
+    m["format"] = "int64";
+    m["minimum"] = min;
+    return min;
+  }
   const json* v = required ? &Require(key, false) : Lookup(key, false);
   if (v == nullptr) return 0;
   if (!v->is_number_integer()) FailAt(Path(key), "expected an integer");
@@ -164,6 +252,10 @@ int64_t JsonIn::Int(std::string_view key, bool required, int64_t min) const {
 }
 
 bool JsonIn::Bool(std::string_view key, bool dflt) const {
+  if (schema_ != nullptr) {
+    Describe(key, false)["type"] = "boolean";
+    return dflt;
+  }
   const json* v = Lookup(key, false);
   if (v == nullptr) return dflt;
   if (!v->is_boolean()) FailAt(Path(key), "expected true or false");
@@ -171,12 +263,23 @@ bool JsonIn::Bool(std::string_view key, bool dflt) const {
 }
 
 bool JsonIn::Bool(std::string_view key) const {
+  if (schema_ != nullptr) {
+    Describe(key, true)["type"] = "boolean";
+    return false;
+  }
   Require(key, false);
   return Bool(key, false);
 }
 
 std::optional<size_t> JsonIn::OneOf(std::string_view key, std::span<const std::string_view> names,
                                     bool required) const {
+  if (schema_ != nullptr) {
+    json& m = Describe(key, required);
+    m["type"] = "string";
+    m["enum"] = json::array();
+    for (std::string_view n : names) m["enum"].push_back(n);
+    return 0;
+  }
   const json* v = required ? &Require(key, false) : Lookup(key, false);
   if (v == nullptr) return std::nullopt;
   if (!v->is_string()) FailAt(Path(key), "expected a string");
@@ -189,6 +292,10 @@ std::optional<size_t> JsonIn::OneOf(std::string_view key, std::span<const std::s
 
 std::map<std::string, std::string> JsonIn::StrMap(std::string_view key) const {
   std::map<std::string, std::string> out;
+  if (schema_ != nullptr) {
+    Describe(key, false).update({{"type", "object"}, {"additionalProperties", {{"type", "string"}}}});
+    return out;
+  }
   const json* v = Lookup(key, /*whole=*/true);
   if (v == nullptr) return out;
   if (!v->is_object()) FailAt(Path(key), "expected an object of strings");
@@ -201,6 +308,10 @@ std::map<std::string, std::string> JsonIn::StrMap(std::string_view key) const {
 
 std::vector<std::string> JsonIn::StrList(std::string_view key) const {
   std::vector<std::string> out;
+  if (schema_ != nullptr) {
+    Describe(key, false).update({{"type", "array"}, {"items", {{"type", "string"}}}});
+    return out;
+  }
   const json* v = Lookup(key, false);
   if (v == nullptr) return out;
   if (!v->is_array()) FailAt(Path(key), "expected an array of strings");
@@ -213,6 +324,11 @@ std::vector<std::string> JsonIn::StrList(std::string_view key) const {
 
 std::map<std::string, int64_t> JsonIn::Counts(std::string_view key) const {
   std::map<std::string, int64_t> out;
+  if (schema_ != nullptr) {
+    Describe(key, false).update(
+        {{"type", "object"}, {"additionalProperties", {{"type", "integer"}, {"format", "int64"}, {"minimum", 0}}}});
+    return out;
+  }
   const json* v = Lookup(key, /*whole=*/true);
   if (v == nullptr) return out;
   if (!v->is_object()) FailAt(Path(key), "expected an object of integers");
@@ -226,6 +342,12 @@ std::map<std::string, int64_t> JsonIn::Counts(std::string_view key) const {
 }
 
 void JsonIn::Each(std::string_view key, absl::FunctionRef<void(const JsonIn&)> f) const {
+  if (schema_ != nullptr) {
+    json& m = Describe(key, false);
+    m["type"] = "array";
+    f(JsonIn(&m["items"], Element(Path(key), 0)));
+    return;
+  }
   const json* v = Lookup(key, false);
   if (v == nullptr) return;
   if (!v->is_array()) FailAt(Path(key), "expected an array");
@@ -234,11 +356,58 @@ void JsonIn::Each(std::string_view key, absl::FunctionRef<void(const JsonIn&)> f
 }
 
 std::optional<Time> JsonIn::TimeField(std::string_view key) const {
+  if (schema_ != nullptr) {
+    json& m = Describe(key, false);
+    m["type"] = "string";
+    m["format"] = "date-time";
+    return Time{};
+  }
   const std::string s = Str(key);
   if (s.empty()) return std::nullopt;
   std::optional<Time> t = ParseTime(s);
   if (!t) FailAt(Path(key), fmt::format("\"{}\" is not an RFC 3339 UTC time", s));
   return t;
+}
+
+bool NestsDeeperThan(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<json> ParseJson(std::string_view text, std::string_view what, std::vector<std::string>* duplicates) {
+  // What is read as a tree is walked by recursion (writing, patching, field sets): a document
+  // deeper than any kind is refused before it is built.
+  if (NestsDeeperThan(text, kMaxJsonDepth)) {
+    return absl::InvalidArgumentError(fmt::format("{} nests deeper than {} levels", what, kMaxJsonDepth));
+  }
+  json j = duplicates == nullptr
+               ? json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false)
+               : json::parse(text.begin(), text.end(), DuplicateFinder("", *duplicates), /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(fmt::format("{} is not valid JSON", what));
+  return j;
+}
+
+void DescribeJson(absl::FunctionRef<void(const JsonIn&)> read, json& schema) {
+  schema = json::object();
+  read(JsonIn(&schema, ""));
+  DropOptionalMarks(schema);
 }
 
 absl::Status ReadJsonRoot(std::string_view text, const JsonDocument& doc,

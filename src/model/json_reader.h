@@ -69,7 +69,13 @@ struct JsonError {
 // allocated (3) + free (2) must equal count (4)").
 [[noreturn]] void FailAt(std::string_view path, std::string_view what);
 
-// A cursor over one JSON object that knows its path. Each accessor returns the member's value,
+// A cursor over one JSON object that knows its path.
+//
+// The same decode function also describes what it reads: run by DescribeJson, each accessor
+// records its member's OpenAPI v3 schema (type, format, enum, minimum, required, and the
+// description given with Doc) instead of reading a value, and answers a default (Has: true, so
+// that every branch is described; Find: nullptr). One definition thus both decodes a kind and
+// gives its schema, which cannot drift apart. Each accessor returns the member's value,
 // or a default when it is absent and not required, and otherwise throws JsonError naming the
 // member: "required", "expected a string", "must be at least 1". The document must outlive
 // the cursor and the cursors made from it.
@@ -79,6 +85,17 @@ class JsonIn {
   // `log`, when set, records the members read (ReadJson's JsonDocument::fields).
   JsonIn(const nlohmann::json& j, std::string path, JsonNulls nulls = JsonNulls::kAbsent,
          internal::JsonReadLog* log = nullptr);
+  // A cursor that describes: accessors record into `schema`, an OpenAPI object schema.
+  JsonIn(nlohmann::json* schema, std::string path);
+
+  // The member's description in the schema; nothing when reading.
+  const JsonIn& Doc(std::string_view key, std::string_view description) const;
+  // Throws "path.key: what" unless `ok`: a check of a value beyond its type. Never fails while
+  // describing (there are no values then).
+  void Check(bool ok, std::string_view key, std::string_view what) const;
+  // Throws "required" when the member is absent (for a member read by another accessor that
+  // has no `required` flag, such as TimeField).
+  void Needs(std::string_view key) const;
 
   // Present, and not null where nulls are read as absent.
   bool Has(std::string_view key) const;
@@ -129,11 +146,14 @@ class JsonIn {
   // looked into for unknown members.
   const nlohmann::json* Lookup(std::string_view key, bool whole) const;
   const nlohmann::json& Require(std::string_view key, bool whole) const;
+  // While describing: the member's schema (created empty), listed as required when `required`.
+  nlohmann::json& Describe(std::string_view key, bool required) const;
 
   const nlohmann::json& j_;
   std::string path_;
   JsonNulls nulls_;
   internal::JsonReadLog* log_;
+  nlohmann::json* schema_ = nullptr;  // set while describing
 };
 
 // Parses `text` and reads its root with `read` (const JsonIn& -> the value). The not-throwing
@@ -156,6 +176,22 @@ template <typename F>
 auto ReadJson(std::string_view text, F&& read) {
   return ReadJson(text, JsonDocument{}, read);
 }
+
+// How deep ParseJson lets a document nest (arrays and objects); gpuaas's kinds nest 7 deep.
+inline constexpr int kMaxJsonDepth = 64;
+// Whether `text` opens more than `limit` arrays and objects within one another (strings skipped;
+// the text need not be valid JSON, nor JSON at all: YAML's flow collections count alike).
+bool NestsDeeperThan(std::string_view text, int limit);
+
+// `text` parsed, for a document handled as JSON rather than read into a type (a patch):
+// InvalidArgument "WHAT is not valid JSON", or "WHAT nests deeper than 64 levels".
+// `duplicates`, when set, receives the path of each member given twice in one object.
+absl::StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view what,
+                                         std::vector<std::string>* duplicates = nullptr);
+
+// The OpenAPI v3 schema (an object schema) of what `read` reads, by running it over a
+// describing cursor. `read` must not throw for lack of values: checks go through JsonIn::Check.
+void DescribeJson(absl::FunctionRef<void(const JsonIn&)> read, nlohmann::json& schema);
 
 }  // namespace gpuaas::model
 

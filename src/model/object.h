@@ -19,6 +19,21 @@ namespace gpuaas::model {
 inline constexpr std::string_view kApiVersion = "gpuaas.io/v1";
 inline constexpr std::string_view kGroup = "gpuaas.io";
 
+// Which fields of an object one writer set (Kubernetes' managedFields entry): server-side
+// apply's record of ownership. `fields` is the FieldsV1 set as JSON text
+// ({"f:spec":{"f:items":{}}}); api/internal/apply.h reads and writes it.
+struct ManagedFields {
+  std::string manager;     // "kubectl", "argocd-controller", "gpuaas"
+  std::string operation;   // "Apply" or "Update"
+  Time time{};
+  std::string fields;
+  friend bool operator==(const ManagedFields&, const ManagedFields&) = default;
+};
+
+// The finalizer that keeps a deleted pool until its release is done (the pool controller removes
+// the pool once it is Released).
+inline constexpr std::string_view kReleaseFinalizer = "gpuaas.io/release";
+
 struct ObjectMeta {
   std::string name;
   std::string ns;  // "namespace"; empty for cluster-scoped kinds
@@ -28,6 +43,10 @@ struct ObjectMeta {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::optional<Time> creation_timestamp;
+  // Set when a deletion was asked for and finalizers keep the object until its end is done.
+  std::optional<Time> deletion_timestamp;
+  std::vector<std::string> finalizers;
+  std::vector<ManagedFields> managed_fields;
   friend bool operator==(const ObjectMeta&, const ObjectMeta&) = default;
 };
 

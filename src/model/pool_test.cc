@@ -183,17 +183,20 @@ TEST(PoolQuota, LivePoolsDevicesByClusterAndResource) {
 
 TEST(NodeOwners, NodesOnePoolHoldsWholeAreItsAlone) {
   GpuPool train;
-  train.metadata = {"train", "vision", "", 0, 0, {}, {}, {}};
+  train.metadata.name = "train";
+  train.metadata.ns = "vision";
   // n1: both GPUs (one whole, one as two MIG instances); n2: one of its two GPUs.
   train.status.allocation = {{"east", "east.n1", "GPU-1", "full", 0, ""},
                              {"east", "east.n1", "GPU-2", "3g.71gb", 0, ""},
                              {"east", "east.n1", "GPU-2", "3g.71gb", 4, ""},
                              {"east", "east.n2", "GPU-3", "full", 0, ""}};
   GpuPool serve;
-  serve.metadata = {"serve", "nlp", "", 0, 0, {}, {}, {}};
+  serve.metadata.name = "serve";
+  serve.metadata.ns = "nlp";
   serve.status.allocation = {{"east", "east.n3", "GPU-5", "full", 0, ""}, {"east", "east.n4", "GPU-7", "full", 0, ""}};
   GpuPool other;  // shares n3 with serve
-  other.metadata = {"other", "nlp", "", 0, 0, {}, {}, {}};
+  other.metadata.name = "other";
+  other.metadata.ns = "nlp";
   other.status.allocation = {{"east", "east.n3", "GPU-6", "1g.18gb", 0, ""}};
   const std::map<std::string, int64_t> gpus = {{"east.n1", 2}, {"east.n2", 2}, {"east.n3", 2}, {"east.n4", 1}};
   serve.spec.time_slicing_replicas = 4;
