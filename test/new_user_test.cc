@@ -78,10 +78,18 @@ TEST_F(NewUserTest, RequestsAreWithdrawnAndNamesUsedAgain) {
   ASSERT_EQ(RunGpuaas("workload delete serve -p vision" + member).code, 0);
   RunResult again = RunGpuaas("workload run serve -p vision --pool train --resource nvidia.com/gpu=1" + member);
   EXPECT_EQ(again.code, 0) << again.out;
-  // A pool in force cannot be deleted; released, it can, and its name is free.
-  RunResult in_force = RunGpuaas("pool delete train -p vision" + member);
-  EXPECT_EQ(in_force.code, 1);
-  EXPECT_TRUE(Has(in_force, "release it first")) << in_force.out;
+  // A pool in force is released by its delete (billing ends then), and goes once its devices
+  // are free.
+  ASSERT_EQ(RunGpuaas("pool request spare -p vision --item H200-SXM-141GB/full=1" + member).code, 0);
+  ASSERT_EQ(RunGpuaas("pool approve spare -p vision" + s).code, 0);
+  Until("pool get spare -p vision -o json" + s, [](const RunResult& r) { return r.out.find("\"Ready\"") != std::string::npos; });
+  RunResult in_force = RunGpuaas("pool delete spare -p vision" + member);
+  EXPECT_EQ(in_force.code, 0) << in_force.out;
+  EXPECT_TRUE(Has(in_force, "gpupools/spare releasing (billing ended now); deleted once its devices are free"))
+      << in_force.out;
+  RunResult gone = Until("pool get spare -p vision" + s, [](const RunResult& r) { return Has(r, "NotFound"); });
+  EXPECT_TRUE(Has(gone, "NotFound")) << gone.out;
+  // Released by a release, a pool stays until it is deleted, and its name is taken until then.
   ASSERT_EQ(RunGpuaas("workload delete serve -p vision" + member).code, 0);
   ASSERT_EQ(RunGpuaas("pool release train -p vision" + member).code, 0);
   RunResult released = Until("pool get train -p vision" + s, [](const RunResult& r) {

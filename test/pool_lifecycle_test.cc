@@ -836,25 +836,29 @@ TEST_F(BillingLifecycle, AnOlderMeterIsConvertedWithoutBillingWhatThePoolLacks) 
 // bills what the pool held.
 TEST_F(BillingLifecycle, DeletedPoolsFreeTheirNamesAndKeepTheirMeters) {
   Request("train", {{"H200-SXM-141GB", "full", 1}}, /*approve=*/false);
-  // In force or being released: refused, saying what to do first.
   ASSERT_TRUE(service_->DeletePool("vision", "train", "alice").ok()) << "a request not yet decided is withdrawn";
   EXPECT_TRUE(absl::IsNotFound(service_->DeletePool("vision", "train", "alice").status()));
   Request("train", {{"H200-SXM-141GB", "full", 1}});
   Converge(1);
   ASSERT_EQ(Cond(Get("train"), "Ready"), "True/Ready");
-  absl::Status in_force = service_->DeletePool("vision", "train", "alice").status();
-  EXPECT_TRUE(absl::IsFailedPrecondition(in_force));
-  EXPECT_NE(in_force.message().find("pool release train -p vision"), std::string::npos) << in_force.message();
   const std::string first_uid = Get("train").metadata.uid;
   const Time first_from = std::chrono::floor<std::chrono::seconds>(Get("train").status.approval->time);
   clock_.Advance(std::chrono::minutes(10));
   const Time first_to = std::chrono::floor<std::chrono::seconds>(clock_.Now());
-  ASSERT_TRUE(service_->Release("vision", "train", "alice").ok());
-  cp_->RunUntilIdle();
-  ASSERT_EQ(Cond(Get("train"), "Released"), "True/Released");
+  // In force: the delete is its release (billing ends now), and the pool is kept, marked, until
+  // the pool controller has freed its devices.
+  absl::StatusOr<GpuPool> deleting = service_->DeletePool("vision", "train", "alice");
+  ASSERT_TRUE(deleting.ok()) << deleting.status();
+  EXPECT_EQ(deleting->metadata.deletion_timestamp, first_to);
+  EXPECT_EQ(deleting->metadata.finalizers, std::vector<std::string>{std::string(model::kReleaseFinalizer)});
+  ASSERT_TRUE(deleting->spec.release_requested);
+  EXPECT_EQ(deleting->spec.release_requested->time, first_to);
+  EXPECT_EQ(Get("train").metadata.uid, first_uid) << "kept until released";
   const int64_t before = store_->Revision();
-  ASSERT_TRUE(service_->DeletePool("vision", "train", "alice").ok());
-  EXPECT_GT(store_->Revision(), before);
+  ASSERT_TRUE(service_->DeletePool("vision", "train", "alice").ok()) << "asked again: the same answer";
+  EXPECT_EQ(store_->Revision(), before) << "and nothing written";
+  cp_->RunUntilIdle();
+  EXPECT_TRUE(Get("train").metadata.uid.empty()) << "gone once released";
   // Used again.
   Request("train", {{"H200-SXM-141GB", "full", 1}});
   const Time second_from = std::chrono::floor<std::chrono::seconds>(clock_.Now());

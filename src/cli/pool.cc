@@ -69,7 +69,16 @@ int PoolReleaseCmd(const ClientOptions& o, const std::string& project, const std
 
 int PoolDeleteCmd(const ClientOptions& o, const std::string& project, const std::string& name,
                   std::ostream& out, std::ostream& err) {
-  return PrintWritten(o, Send(o, "DELETE", PoolPath(project, name), ""), "deleted", out, err);
+  const absl::StatusOr<std::string> body = Send(o, "DELETE", PoolPath(project, name), "");
+  std::string verb = "deleted";
+  if (body.ok()) {
+    // A pool in force is released by its delete and kept until its devices are free.
+    const json j = json::parse(*body, nullptr, false);
+    if (j.is_object() && j.contains("metadata") && j["metadata"].contains("deletionTimestamp")) {
+      verb = "releasing (billing ended now); deleted once its devices are free";
+    }
+  }
+  return PrintWritten(o, body, verb, out, err);
 }
 
 int PoolGetCmd(const ClientOptions& o, const std::string& project, const std::string& name,

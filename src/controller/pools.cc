@@ -197,6 +197,7 @@ bool PoolController::Settled(const std::string& key, const GpuPool* pool) const 
   const std::shared_ptr<const model::UsageRecord> meter = meters_.Get(key);
   if (pool == nullptr) return meter == nullptr;  // else: the meter of a deleted pool, to retire
   if (meter != nullptr && meter->spec.pool_uid != pool->metadata.uid) return false;
+  if (pool->metadata.deletion_timestamp) return false;  // to remove once released
   if (!Approved(*pool)) return true;
   if (meter == nullptr) return false;                                // to open
   if (!model::PoolIsLive(*pool)) return meter->spec.end.has_value();  // released: ended?
@@ -247,6 +248,13 @@ absl::StatusOr<runtime::Result> PoolController::Reconcile(const std::string& key
       if (!c.waiting) Provision(c);
     }
     ASSIGN_OR_RETURN(const bool metered, c.meter.Save(tx, c.now));
+    if (c.pool.metadata.deletion_timestamp && !model::PoolIsLive(c.pool)) {
+      // Deleted while in force, and now released: the finalizer's work is done. Its meter is
+      // retired on the next pass, as a deleted pool's is.
+      RETURN_IF_ERROR(store::DeleteObject<GpuPool>(tx, ns, name));
+      c.changed = false;
+      wrote = true;
+    }
     if (c.changed) RETURN_IF_ERROR(store::UpdateObject(tx, c.pool));
     wrote = wrote || metered || c.changed;
     delta = c.delta;

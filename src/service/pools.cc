@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "nlohmann/json.hpp"
 #include "store/objects.h"
 
@@ -98,8 +99,7 @@ absl::StatusOr<model::Project> PoolService::CreateProject(model::Project p, cons
   return p;
 }
 
-absl::StatusOr<GpuPool> PoolService::CreatePool(GpuPool pool, const std::string& user) {
-  pool.status = {};
+absl::Status PoolService::CheckPoolRequest(GpuPool& pool) const {
   RETURN_IF_ERROR(model::ValidatePool(pool));
   // Normalise model names to the catalogue's spelling.
   for (model::PoolItem& i : pool.spec.items) i.model = std::string(catalog::FindModel(i.model)->name);
@@ -117,41 +117,53 @@ absl::StatusOr<GpuPool> PoolService::CreatePool(GpuPool pool, const std::string&
           i.count, i.model, i.profile, gpus, i.model, gpus * per_gpu));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status PoolService::CheckPoolInProject(store::Txn& tx, const GpuPool& pool) const {
+  ASSIGN_OR_RETURN(std::optional<model::Project> project, store::GetObject<model::Project>(tx, "", pool.metadata.ns));
+  if (!project) {
+    return absl::NotFoundError(fmt::format("projects \"{}\" not found", pool.metadata.ns));
+  }
+  if (project->spec.quota) {
+    // What the project's other live pools ask for (a pool being edited counts once, as edited).
+    std::map<std::string, int64_t> full, slices;
+    ASSIGN_OR_RETURN(std::vector<GpuPool> pools, store::ListObjects<GpuPool>(tx, pool.metadata.ns));
+    for (const GpuPool& other : pools) {
+      if (model::PoolIsLive(other) && other.metadata.name != pool.metadata.name) {
+        AddDemand(other.spec.items, full, slices);
+      }
+    }
+    std::map<std::string, int64_t> want_full, want_slices;
+    AddDemand(pool.spec.items, want_full, want_slices);
+    auto check = [&](const std::map<std::string, int64_t>& want, const std::map<std::string, int64_t>& have,
+                     const std::map<std::string, int64_t>& quota, std::string_view what) -> absl::Status {
+      for (const auto& [model, n] : want) {
+        auto q = quota.find(model);
+        if (q == quota.end()) continue;  // no limit set for this model
+        const int64_t used = have.count(model) ? have.at(model) : 0;
+        if (used + n > q->second) {
+          return absl::ResourceExhaustedError(fmt::format(
+              "project {} quota exceeded: {} {} of {} asked, {} in use by its pools, quota {}",
+              pool.metadata.ns, n, what, model, used, q->second));
+        }
+      }
+      return absl::OkStatus();
+    };
+    RETURN_IF_ERROR(check(want_full, full, project->spec.quota->full_gpus, "full GPUs"));
+    RETURN_IF_ERROR(check(want_slices, slices, project->spec.quota->mig_compute_slices, "MIG compute slices"));
+  }
+  return CheckBudgetIn(tx, *project, pool.spec.items, clock_.Now());
+}
+
+absl::StatusOr<GpuPool> PoolService::CreatePool(GpuPool pool, const std::string& user) {
+  pool.status = {};
+  RETURN_IF_ERROR(CheckPoolRequest(pool));
   pool.status.conditions = {{std::string(model::kApproved), ConditionStatus::kUnknown,
                              "AwaitingApproval", "an operator must approve or reject the pool",
                              clock_.Now(), 1}};
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
-    ASSIGN_OR_RETURN(std::optional<model::Project> project,
-                     store::GetObject<model::Project>(tx, "", pool.metadata.ns));
-    if (!project) {
-      return absl::NotFoundError(fmt::format("projects \"{}\" not found", pool.metadata.ns));
-    }
-    if (project->spec.quota) {
-      std::map<std::string, int64_t> full, slices;
-      ASSIGN_OR_RETURN(std::vector<GpuPool> pools, store::ListObjects<GpuPool>(tx, pool.metadata.ns));
-      for (const GpuPool& other : pools) {
-        if (model::PoolIsLive(other)) AddDemand(other.spec.items, full, slices);
-      }
-      std::map<std::string, int64_t> want_full, want_slices;
-      AddDemand(pool.spec.items, want_full, want_slices);
-      auto check = [&](const std::map<std::string, int64_t>& want, const std::map<std::string, int64_t>& have,
-                       const std::map<std::string, int64_t>& quota, std::string_view what) -> absl::Status {
-        for (const auto& [model, n] : want) {
-          auto q = quota.find(model);
-          if (q == quota.end()) continue;  // no limit set for this model
-          const int64_t used = have.count(model) ? have.at(model) : 0;
-          if (used + n > q->second) {
-            return absl::ResourceExhaustedError(fmt::format(
-                "project {} quota exceeded: {} {} of {} asked, {} in use by its pools, quota {}",
-                pool.metadata.ns, n, what, model, used, q->second));
-          }
-        }
-        return absl::OkStatus();
-      };
-      RETURN_IF_ERROR(check(want_full, full, project->spec.quota->full_gpus, "full GPUs"));
-      RETURN_IF_ERROR(check(want_slices, slices, project->spec.quota->mig_compute_slices, "MIG compute slices"));
-    }
-    RETURN_IF_ERROR(CheckBudgetIn(tx, *project, pool.spec.items, clock_.Now()));
+    RETURN_IF_ERROR(CheckPoolInProject(tx, pool));
     absl::Status s = store::CreateObject(tx, pool, clock_.Now());
     if (absl::IsAlreadyExists(s)) {
       // What the caller can do about it depends on the pool that has the name.
@@ -224,6 +236,13 @@ absl::StatusOr<GpuPool> PoolService::Approve(const std::string& ns, const std::s
   return pool;
 }
 
+absl::Status PoolService::RequestRelease(store::Txn& tx, GpuPool& pool, const std::string& user) {
+  // The request is the pool's spec; the pool controller ends its runs, frees its devices and
+  // ends its billing at this time.
+  pool.spec.release_requested = GpuPool::Spec::ReleaseRequest{user, std::chrono::floor<std::chrono::seconds>(clock_.Now())};
+  return store::UpdateObject(tx, pool);
+}
+
 absl::StatusOr<GpuPool> PoolService::Release(const std::string& ns, const std::string& name,
                                              const std::string& user) {
   GpuPool pool;
@@ -248,10 +267,7 @@ absl::StatusOr<GpuPool> PoolService::Release(const std::string& ns, const std::s
               : fmt::format("gpupools \"{}\" is already released; delete it to use its name again: "
                             "gpuaas pool delete {} -p {}", name, name, ns));
     }
-    // The request is the pool's spec; the pool controller ends its runs, frees its devices and
-    // ends its billing at this time.
-    cur->spec.release_requested = GpuPool::Spec::ReleaseRequest{user, std::chrono::floor<std::chrono::seconds>(clock_.Now())};
-    RETURN_IF_ERROR(store::UpdateObject(tx, *cur));
+    RETURN_IF_ERROR(RequestRelease(tx, *cur, user));
     pool = *cur;
     return Record(tx, user, "Release", PoolRef(*cur), "");
   }));
@@ -267,21 +283,27 @@ absl::StatusOr<GpuPool> PoolService::DeletePool(const std::string& ns, const std
     std::string action = "DeletePool";
     if (!cur->status.approval) {
       action = "WithdrawPool";
-    } else if (cur->status.approval->approved) {
-      if (!model::PoolReleaseRequested(*cur)) {
-        return absl::FailedPreconditionError(fmt::format(
-            "gpupools \"{}\" is approved and in force; release it first (gpuaas pool release {} -p {}), then delete "
-            "it once it is Released", name, name, ns));
+    } else if (model::PoolIsLive(*cur)) {
+      // In force or being released: released as a release is (billing ends now), and kept until
+      // the pool controller has freed its devices; it then removes the pool.
+      if (cur->metadata.deletion_timestamp) {
+        pool = *cur;  // asked before: nothing more to do
+        return absl::OkStatus();
       }
-      if (model::PoolIsLive(*cur)) {
-        const Condition* rel = model::FindCondition(cur->status.conditions, model::kReleased);
-        return absl::FailedPreconditionError(fmt::format(
-            "gpupools \"{}\" is being released ({}); delete it once it is Released", name,
-            rel != nullptr ? rel->message : "the pool controller has not started yet"));
+      const bool asked = model::PoolReleaseRequested(*cur);
+      cur->metadata.deletion_timestamp = std::chrono::floor<std::chrono::seconds>(clock_.Now());
+      cur->metadata.finalizers.emplace_back(model::kReleaseFinalizer);
+      if (asked) {
+        RETURN_IF_ERROR(store::UpdateObject(tx, *cur));
+      } else {
+        RETURN_IF_ERROR(RequestRelease(tx, *cur, user));
       }
-      // Its meter stays (its months are billed from it): the pool controller renames it
-      // model::RetiredMeterName, so that the name can be used again.
+      pool = *cur;
+      return Record(tx, user, "DeletePool", PoolRef(*cur),
+                    asked ? "kept until its release is done" : "released; kept until its release is done");
     }
+    // Released or rejected: its meter stays (its months are billed from it); the pool controller
+    // renames it model::RetiredMeterName, so that the name can be used again.
     RETURN_IF_ERROR(store::DeleteObject<GpuPool>(tx, ns, name));
     pool = *cur;
     pool.metadata.resource_version = tx.revision();  // the deletion's: a reader waits for it
@@ -452,6 +474,122 @@ absl::StatusOr<model::Workload> PoolService::DeleteWorkload(const std::string& n
     return Record(tx, user, "DeleteWorkload", fmt::format("workloads/{}/{}", ns, name), ran ? "" : "ended before");
   }));
   return w;
+}
+
+template <typename T>
+absl::StatusOr<T> PoolService::Update(const std::string& ns, const std::string& name, Edit<T> edit,
+                                      const std::string& user,
+                                      absl::FunctionRef<absl::Status(store::Txn&, const T&, T&)> spec_rule) {
+  const std::string ref = ns.empty() ? fmt::format("{}/{}", T::kPlural, name) : fmt::format("{}/{}/{}", T::kPlural, ns, name);
+  T out;
+  RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<T> stored, store::GetObject<T>(tx, ns, name));
+    if (!stored) {
+      return absl::NotFoundError(ns.empty() ? fmt::format("{} \"{}\" not found", T::kPlural, name)
+                                            : fmt::format("{} \"{}\" not found in project {}", T::kPlural, name, ns));
+    }
+    ASSIGN_OR_RETURN(T desired, edit(*stored));
+    model::ObjectMeta& m = desired.metadata;
+    if (m.name != name) {
+      return absl::InvalidArgumentError(fmt::format("metadata.name: \"{}\" does not match the object's name \"{}\"", m.name, name));
+    }
+    if (!m.ns.empty() && m.ns != ns) {
+      return absl::InvalidArgumentError(
+          fmt::format("metadata.namespace: \"{}\" does not match the object's namespace \"{}\"", m.ns, ns));
+    }
+    if (!m.uid.empty() && m.uid != stored->metadata.uid) {
+      return absl::AbortedError(fmt::format("Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                                            m.uid, stored->metadata.uid));
+    }
+    if (m.resource_version != 0 && m.resource_version != stored->metadata.resource_version) {
+      return absl::AbortedError(fmt::format(
+          "Operation cannot be fulfilled on {}.{} \"{}\": the object has been modified; please apply your changes to "
+          "the latest version and try again",
+          T::kPlural, model::kGroup, name));
+    }
+    RETURN_IF_ERROR(model::ValidateLabels(m.labels));
+    RETURN_IF_ERROR(model::ValidateAnnotations(m.annotations));
+    m.ns = ns;
+    m.uid = stored->metadata.uid;
+    m.resource_version = stored->metadata.resource_version;
+    m.generation = stored->metadata.generation;
+    m.creation_timestamp = stored->metadata.creation_timestamp;
+    m.deletion_timestamp = stored->metadata.deletion_timestamp;
+    m.finalizers = stored->metadata.finalizers;
+    desired.status = stored->status;
+    if (!(desired.spec == stored->spec)) RETURN_IF_ERROR(spec_rule(tx, *stored, desired));
+    if (desired.metadata == stored->metadata && desired.spec == stored->spec) {
+      out = *std::move(stored);  // nothing to write
+      return absl::OkStatus();
+    }
+    std::vector<std::string> changed;
+    if (desired.metadata.labels != stored->metadata.labels) changed.emplace_back("labels");
+    if (desired.metadata.annotations != stored->metadata.annotations) changed.emplace_back("annotations");
+    if (!(desired.spec == stored->spec)) changed.emplace_back("spec");
+    RETURN_IF_ERROR(store::UpdateObject(tx, desired));
+    out = desired;
+    return Record(tx, user, fmt::format("Update{}", T::kKind), ref,
+                  changed.empty() ? "field managers" : fmt::format("{}", fmt::join(changed, ", ")));
+  }));
+  return out;
+}
+
+namespace {
+// The spec rule of kinds whose spec never changes after creation.
+template <typename T>
+absl::Status SpecIsFixed(std::string_view why) {
+  return absl::InvalidArgumentError(fmt::format("spec: a {}'s spec cannot change ({}); labels and annotations may",
+                                                T::kKind, why));
+}
+}  // namespace
+
+absl::StatusOr<model::Project> PoolService::UpdateProject(const std::string& name, Edit<model::Project> edit,
+                                                          const std::string& user) {
+  return Update<model::Project>("", name, edit, user, [](store::Txn&, const model::Project&, model::Project& p) {
+    return model::ValidateProject(p);
+  });
+}
+
+absl::StatusOr<GpuPool> PoolService::UpdatePool(const std::string& ns, const std::string& name, Edit<GpuPool> edit,
+                                                const std::string& user) {
+  return Update<GpuPool>(ns, name, edit, user, [&](store::Txn& tx, const GpuPool& stored, GpuPool& p) -> absl::Status {
+    if (p.spec.release_requested != stored.spec.release_requested) {
+      return absl::InvalidArgumentError(fmt::format(
+          "spec.releaseRequested: set by a release, not written: release the pool (gpuaas pool release {} -p {}) "
+          "or delete it", name, ns));
+    }
+    if (stored.status.approval) {
+      return absl::InvalidArgumentError(fmt::format(
+          "spec: gpupools \"{}\" was {}, and a decided pool's spec cannot change; ask for another pool{}", name,
+          stored.status.approval->approved ? "approved" : "rejected",
+          stored.status.approval->approved ? " and release this one" : ""));
+    }
+    RETURN_IF_ERROR(CheckPoolRequest(p));
+    if (p.spec == stored.spec) return absl::OkStatus();  // the same, spelled otherwise
+    return CheckPoolInProject(tx, p);
+  });
+}
+
+absl::StatusOr<model::Workload> PoolService::UpdateWorkload(const std::string& ns, const std::string& name,
+                                                            Edit<model::Workload> edit, const std::string& user) {
+  return Update<model::Workload>(ns, name, edit, user, [](store::Txn&, const model::Workload&, model::Workload&) {
+    return SpecIsFixed<model::Workload>("delete the workload and create another");
+  });
+}
+
+absl::StatusOr<model::RateCard> PoolService::UpdateRateCard(const std::string& name, Edit<model::RateCard> edit,
+                                                            const std::string& user) {
+  return Update<model::RateCard>("", name, edit, user, [](store::Txn&, const model::RateCard&, model::RateCard&) {
+    return SpecIsFixed<model::RateCard>("cards are not edited: create another with a later effectiveFrom");
+  });
+}
+
+absl::StatusOr<model::CreditNote> PoolService::UpdateCreditNote(const std::string& ns, const std::string& name,
+                                                                Edit<model::CreditNote> edit, const std::string& user) {
+  return Update<model::CreditNote>(ns, name, edit, user,
+                                   [](store::Txn&, const model::CreditNote&, model::CreditNote&) {
+                                     return SpecIsFixed<model::CreditNote>("a note is final: issue another");
+                                   });
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, AuditEvent>>> PoolService::Audit(int64_t after, size_t limit) {

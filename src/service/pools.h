@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "model/billing.h"
@@ -56,13 +57,41 @@ class PoolService {
                                          const std::string& user);
   absl::StatusOr<model::GpuPool> Release(const std::string& ns, const std::string& name,
                                          const std::string& user);
-  // Removes a pool that holds nothing, so that its name can be used again: a request not yet
-  // decided (withdrawn), a rejected pool, or a released one (its meter stays: the pool controller
-  // renames it model::RetiredMeterName, and its invoices keep billing what it held). Returns the
-  // pool as it was. FailedPrecondition, saying what to do first, for a pool that is in force or
-  // still being released.
+  // Deletes a pool as kube-apiserver deletes an object with a finalizer. One that holds nothing
+  // goes at once, so that its name can be used again: a request not yet decided (withdrawn), a
+  // rejected pool, or a released one (its meter stays: the pool controller renames it
+  // model::RetiredMeterName, and its invoices keep billing what it held). One in force is
+  // released as Release releases it (billing ends now) and kept, with its deletionTimestamp and
+  // the finalizer model::kReleaseFinalizer, until the pool controller has freed its devices and
+  // removes it; so is one already being released. Returns the pool as it was, or as it is kept.
   absl::StatusOr<model::GpuPool> DeletePool(const std::string& ns, const std::string& name,
                                             const std::string& user);
+
+  // A write's new object, made from the stored one: a patch, a server-side apply or a
+  // replacement (the API makes it; this service only judges it).
+  template <typename T>
+  using Edit = absl::FunctionRef<absl::StatusOr<T>(const T& stored)>;
+
+  // Change a stored object as `edit` says, in one transaction with its audit event. One set of
+  // rules for every kind: the name and namespace stay; a resourceVersion or uid that the edit
+  // carries must be the stored one (Aborted: the object changed since it was read); labels and
+  // annotations are validated; status, finalizers, deletionTimestamp and what the store sets stay
+  // as stored (status is its controllers'); an edit that changes nothing writes nothing and
+  // returns the object as stored. Per kind: a project's spec may change, validated as on
+  // creation; a pool's only until an operator decided on it, checked again as a new request
+  // (catalogue, fleet, quota, budget), and never spec.releaseRequested (a release or a deletion
+  // sets it); workloads, rate cards and credit notes keep their spec (labels and annotations
+  // change). InvalidArgument names the field that may not change.
+  absl::StatusOr<model::Project> UpdateProject(const std::string& name, Edit<model::Project> edit,
+                                               const std::string& user);
+  absl::StatusOr<model::GpuPool> UpdatePool(const std::string& ns, const std::string& name, Edit<model::GpuPool> edit,
+                                            const std::string& user);
+  absl::StatusOr<model::Workload> UpdateWorkload(const std::string& ns, const std::string& name,
+                                                 Edit<model::Workload> edit, const std::string& user);
+  absl::StatusOr<model::RateCard> UpdateRateCard(const std::string& name, Edit<model::RateCard> edit,
+                                                 const std::string& user);
+  absl::StatusOr<model::CreditNote> UpdateCreditNote(const std::string& ns, const std::string& name,
+                                                     Edit<model::CreditNote> edit, const std::string& user);
 
   // Billing. The pool controller keeps each pool's UsageRecord (controller/pool_meter.h): opened
   // from the approval, ended at spec.releaseRequested. A new pool, and an approval, pass the
@@ -95,6 +124,18 @@ class PoolService {
  private:
   absl::Status Record(store::Txn& tx, const std::string& user, std::string action,
                       std::string object, std::string detail);
+  // A pool request's own checks (catalogue, what the fleet could ever hold), normalising model
+  // names; then the project's: it exists, its quota (the pool's other live pools with this
+  // one), its budget.
+  absl::Status CheckPoolRequest(model::GpuPool& pool) const;
+  absl::Status CheckPoolInProject(store::Txn& tx, const model::GpuPool& pool) const;
+  // Asks for the release of an approved pool in force (sets spec.releaseRequested).
+  absl::Status RequestRelease(store::Txn& tx, model::GpuPool& pool, const std::string& user);
+  // UpdateProject and its siblings: the common rules, then `spec_rule` (the kind's) on a changed
+  // spec, which may also normalise the desired object.
+  template <typename T>
+  absl::StatusOr<T> Update(const std::string& ns, const std::string& name, Edit<T> edit, const std::string& user,
+                           absl::FunctionRef<absl::Status(store::Txn&, const T& stored, T& desired)> spec_rule);
   struct DryRunTag {};
   PoolService(store::Store& store, const Clock& clock, FleetCounter fleet, DryRunTag);
 

@@ -57,8 +57,12 @@ TEST_F(PoolServiceTest, LifecycleWithAudit) {
   absl::Status again = svc_->Release("vision", "train", "alice").status();
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(again.message()).find("already being released (asked by alice at"), std::string::npos) << again;
-  // Not to be deleted before the release completes.
-  EXPECT_EQ(svc_->DeletePool("vision", "train", "alice").status().code(), absl::StatusCode::kFailedPrecondition);
+  // Deleted while being released: kept, marked, until the pool controller has released it.
+  absl::StatusOr<model::GpuPool> deleting = svc_->DeletePool("vision", "train", "alice");
+  ASSERT_TRUE(deleting.ok()) << deleting.status();
+  EXPECT_TRUE(deleting->metadata.deletion_timestamp);
+  EXPECT_EQ(deleting->metadata.finalizers, std::vector<std::string>{std::string(model::kReleaseFinalizer)});
+  EXPECT_EQ(deleting->spec.release_requested, released->spec.release_requested) << "the release asked stands";
   // Nor asked for with a release already in it.
   model::GpuPool forged = Pool("forged", {{"H200-SXM-141GB", "full", 1}});
   forged.spec.release_requested = model::GpuPool::Spec::ReleaseRequest{"alice", clock_.Now()};
@@ -70,7 +74,7 @@ TEST_F(PoolServiceTest, LifecycleWithAudit) {
   std::vector<std::string> actions;
   for (const auto& [rev, e] : *audit) actions.push_back(e.action + ":" + e.user);
   EXPECT_EQ(actions, (std::vector<std::string>{"CreateProject:ops", "CreatePool:alice",
-                                               "Approve:ops", "Release:alice"}));
+                                               "Approve:ops", "Release:alice", "DeletePool:alice"}));
 }
 
 TEST_F(PoolServiceTest, RejectionIsFinal) {
