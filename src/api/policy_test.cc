@@ -67,6 +67,7 @@ class PolicyTest : public ::testing::Test {
     if (method == "GET") return c.Get(path, h);
     if (method == "DELETE") return c.Delete(path, h);
     if (method == "PUT") return c.Put(path, h, "{}", "application/json");
+    if (method == "PATCH") return c.Patch(path, h, "{}", "application/merge-patch+json");
     return c.Post(path, h, "{}", "application/json");
   }
   static std::string Fill(std::string pattern, std::string_view plural, std::string_view ns) {
@@ -316,6 +317,169 @@ TEST_F(PolicyTest, EveryWriteWithABodyValidatesItsFields) {
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
   EXPECT_NE(bad->body.find("Ignore, Warn, Strict"), std::string::npos) << bad->body;
+}
+
+// PATCH and PUT as kubectl and GitOps tools send them, and as an attacker would: the update
+// rules (status is the controllers', a decided pool's spec stays, resourceVersion is a
+// precondition), field validation on the object a patch makes, tenancy, and nothing stored by
+// any refusal.
+TEST_F(PolicyTest, PatchesFollowTheUpdateRulesAndChangeNothingWhenRefused) {
+  httplib::Client ops("127.0.0.1", server_->port());
+  ops.set_bearer_token_auth(tokens_["operator"]);
+  httplib::Client mia("127.0.0.1", server_->port());
+  mia.set_bearer_token_auth(tokens_["member"]);
+  const std::string pools = "/apis/gpuaas.io/v1/namespaces/vision/gpupools";
+  const std::string p = pools + "/p";
+  ASSERT_EQ(mia.Post(pools,
+                     R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"p"},
+                         "spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":1}]}})",
+                     "application/json")
+                ->status,
+            201);
+  constexpr const char* kMerge = "application/merge-patch+json";
+  auto get = [&] { return nlohmann::json::parse(ops.Get(p)->body); };
+  auto detail = [](const httplib::Result& r) {
+    const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+    return j.is_object() ? j.value("detail", j.value("message", r->body)) : r->body;
+  };
+
+  // The member labels its pool: a merge patch.
+  httplib::Result r = mia.Patch(p + "?fieldManager=team", R"({"metadata":{"labels":{"team":"vision"}}})", kMerge);
+  ASSERT_EQ(r->status, 200) << r->body;
+  nlohmann::json cur = get();
+  EXPECT_EQ(cur["metadata"]["labels"]["team"], "vision");
+  EXPECT_EQ(cur["metadata"]["managedFields"].back()["manager"], "team");
+  const std::string rv = cur["metadata"]["resourceVersion"];
+
+  // A patch that changes nothing writes nothing.
+  r = mia.Patch(p + "?fieldManager=team", R"({"metadata":{"labels":{"team":"vision"}}})", kMerge);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(get()["metadata"]["resourceVersion"], rv);
+
+  // Refusals, each leaving the pool as it was.
+  const int64_t before = store_->Revision();
+  struct Refusal {
+    std::string path, type, body;
+    int status;
+    std::string says;
+  };
+  const std::vector<Refusal> refused = {
+      {p, kMerge, R"({"metadata":{"resourceVersion":"1"},"spec":{"workloadType":"inference"}})", 409,
+       "the object has been modified"},
+      {p, kMerge, R"({"spec":{"releaseRequested":{"time":"2026-01-01T00:00:00Z"}}})", 400, "set by a release"},
+      {p, kMerge, R"({"spec":{"workloadType":5}})", 400, "spec.workloadType: expected a string"},
+      {p, kMerge, R"({"spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":1000}]}})", 403,
+       "more than the whole fleet"},
+      {p, kMerge, R"({"metadata":{"name":"q"}})", 400, "does not match"},
+      {p, kMerge, R"({"metadata":{"labels":{"bad key!":"x"}}})", 400, "bad key!"},
+      {p + "?fieldValidation=Strict", kMerge, R"({"spec":{"quotta":1}})", 400,
+       "strict decoding error: unknown field \"spec.quotta\""},
+      {p + "?fieldValidation=Strict", kMerge, R"({"metadata":{},"metadata":{}})", 400, "duplicate field \"metadata\""},
+      {p, "application/json-patch+json", R"([{"op":"test","path":"/spec/workloadType","value":"inference"}])", 400,
+       "does not apply"},
+      {p, "application/json-patch+json", R"({"op":"add"})", 400, "array of operations"},
+      {p, "application/strategic-merge-patch+json", R"({"spec":{}})", 415, "strategic merge patch"},
+      {p, "text/plain", "x", 415, "a PATCH takes"},
+      {p, "application/apply-patch+yaml", R"({"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{"name":"p"}})",
+       400, "fieldManager: required for apply"},
+      {p + "?force=true", kMerge, "{}", 400, "only an apply takes it"},
+      {pools + "/missing", kMerge, "{}", 404, "not found"},
+      {p, kMerge, "{\"spec\":" + std::string(5000, '[') + std::string(5000, ']') + "}", 400, "nests deeper than 64"},
+      {p + "?fieldManager=t", "application/apply-patch+yaml", std::string(5000, '[') + std::string(5000, ']'), 400, "nests deeper than 64"},
+      {"/apis/gpuaas.io/v1/namespaces/vision/profiles/x", kMerge, "{}", 405, "profiles cannot be patched"},
+      {"/apis/gpuaas.io/v1/namespaces/vision/nosuchthings/x", kMerge, "{}", 404, "nosuchthings"},
+  };
+  for (const Refusal& f : refused) {
+    httplib::Result res = mia.Patch(f.path, f.body, f.type);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, f.status) << f.path << " " << f.body << ": " << res->body;
+    EXPECT_NE(detail(res).find(f.says), std::string::npos) << f.path << " " << f.body << ": " << res->body;
+  }
+  // Tenancy: another project's pool is absent to a member; projects and rate cards are operators'.
+  EXPECT_EQ(mia.Patch("/apis/gpuaas.io/v1/namespaces/other/gpupools/p", "{}", kMerge)->status, 404);
+  EXPECT_EQ(mia.Patch("/apis/gpuaas.io/v1/projects/vision", R"({"spec":{"displayName":"mine"}})", kMerge)->status, 403);
+  EXPECT_EQ(store_->Revision(), before) << "no refusal wrote anything";
+  EXPECT_EQ(get()["metadata"]["resourceVersion"], rv);
+
+  // status is the controllers': a patch of it is accepted and changes nothing of it.
+  r = mia.Patch(p, R"({"status":{"approval":{"approved":true,"time":"2026-01-01T00:00:00Z"}},"spec":{"workloadType":"inference"}})",
+                kMerge);
+  ASSERT_EQ(r->status, 200) << r->body;
+  cur = get();
+  EXPECT_FALSE(cur["status"].contains("approval")) << cur.dump();
+  EXPECT_EQ(cur["spec"]["workloadType"], "inference");
+  // A JSON patch, with a test that holds; the current resourceVersion as a precondition.
+  r = mia.Patch(p, R"([{"op":"test","path":"/spec/workloadType","value":"inference"},
+                        {"op":"replace","path":"/spec/items/0/count","value":2}])",
+                "application/json-patch+json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(get()["spec"]["items"][0]["count"], 2);
+  // Warn (the default) names an unknown field in a header and goes on.
+  r = mia.Patch(p, R"({"spec":{"quotta":1}})", kMerge);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Warning"), "299 - \"unknown field \\\"spec.quotta\\\"\"");
+
+  // Decided: the spec stays; labels still change.
+  ASSERT_EQ(ops.Put(p + "/approval", R"({"approve":true})", "application/json")->status, 200);
+  r = mia.Patch(p, R"({"spec":{"workloadType":"training"}})", kMerge);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(detail(r).find("a decided pool's spec cannot change"), std::string::npos) << r->body;
+  EXPECT_EQ(mia.Patch(p, R"({"metadata":{"labels":{"tier":"gold"}}})", kMerge)->status, 200);
+
+  // Operators patch projects (spec included, checked as on creation) and replace them.
+  r = ops.Patch("/apis/gpuaas.io/v1/projects/vision", R"({"spec":{"quota":{"fullGpus":{"H200-SXM-141GB":4}}}})", kMerge);
+  ASSERT_EQ(r->status, 200) << r->body;
+  nlohmann::json project = nlohmann::json::parse(ops.Get("/apis/gpuaas.io/v1/projects/vision")->body);
+  EXPECT_EQ(project["spec"]["quota"]["fullGpus"]["H200-SXM-141GB"], 4);
+  project["spec"]["displayName"] = "Vision";
+  r = ops.Put("/apis/gpuaas.io/v1/projects/vision", project.dump(), "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  project["metadata"]["resourceVersion"] = "1";
+  r = ops.Put("/apis/gpuaas.io/v1/projects/vision", project.dump(), "application/json");
+  EXPECT_EQ(r->status, 409) << "a stale replacement: " << r->body;
+}
+
+// Server-side apply through the API: an apply creates what is absent (201), a second manager's
+// change of an owned field is a 409 Conflict in kube-apiserver's words, and force takes it over;
+// a dry run of each stores nothing.
+TEST_F(PolicyTest, ServerSideApplyCreatesReportsConflictsAndForces) {
+  httplib::Client mia("127.0.0.1", server_->port());
+  mia.set_bearer_token_auth(tokens_["member"]);
+  const std::string p = "/apis/gpuaas.io/v1/namespaces/vision/gpupools/ssa";
+  auto config = [](int count) {
+    return fmt::format(R"(apiVersion: gpuaas.io/v1
+kind: GpuPool
+metadata:
+  name: ssa
+spec:
+  items:
+  - model: H200-SXM-141GB
+    profile: full
+    count: {}
+)", count);
+  };
+  constexpr const char* kApply = "application/apply-patch+yaml";
+  const int64_t start = store_->Revision();
+  httplib::Result r = mia.Patch(p + "?fieldManager=team&dryRun=All", config(1), kApply);
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(store_->Revision(), start) << "a dry run stores nothing";
+  r = mia.Patch(p + "?fieldManager=team", config(1), kApply);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string created = nlohmann::json::parse(r->body)["metadata"]["resourceVersion"];
+  r = mia.Patch(p + "?fieldManager=team", config(1), kApply);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(nlohmann::json::parse(r->body)["metadata"]["resourceVersion"], created) << "the same apply writes nothing";
+  r = mia.Patch(p + "?fieldManager=argocd&force=false", config(2), kApply);
+  EXPECT_EQ(r->status, 409) << r->body;
+  EXPECT_NE(r->body.find(R"(Apply failed with 1 conflict: conflict with \"team\": .spec.items)"), std::string::npos)
+      << r->body;
+  r = mia.Patch(p + "?fieldManager=argocd&force=true", config(2), kApply);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const nlohmann::json pool = nlohmann::json::parse(r->body);
+  EXPECT_EQ(pool["spec"]["items"][0]["count"], 2);
+  ASSERT_EQ(pool["metadata"]["managedFields"].size(), 1u) << pool.dump();
+  EXPECT_EQ(pool["metadata"]["managedFields"][0]["manager"], "argocd");
+  EXPECT_EQ(pool["metadata"]["managedFields"][0]["operation"], "Apply");
 }
 
 // ?dryRun=All as kube-apiserver answers it: each write of the pool service runs whole, checks,

@@ -18,6 +18,7 @@
 #include "api/internal/forward.h"
 #include "api/internal/http_server.h"
 #include "api/internal/objects.h"
+#include "api/internal/openapi.h"
 #include "api/internal/pools_api.h"
 #include "api/internal/rate_limit.h"
 #include "api/internal/resources.h"
@@ -77,10 +78,19 @@ bool LoopbackHost(std::string_view host) {
   return EqualsIgnoreCase(name, "localhost") || name == "127.0.0.1" || name == "[::1]";
 }
 
-// kubectl (it asks for Tables) reads errors as Kubernetes Status objects.
+// Kubernetes clients (kubectl, client-go, GitOps tools) read errors as Kubernetes Status objects,
+// and nothing of other bodies: a request under /apis or /openapi that asks for application/json
+// (as client-go does) gets one, unless it accepts problem+json too (the dashboard does); one that
+// takes anything (curl's */*) gets problem+json. A request that asks for Tables is kubectl's
+// wherever it goes.
 ErrorBody ErrorBodyFor(const HttpRequest& req) {
-  return req.Header("Accept").find("g=meta.k8s.io") != std::string::npos ? ErrorBody::kKubernetesStatus
-                                                                         : ErrorBody::kProblem;
+  const std::string accept = req.Header("Accept");
+  if (accept.find("g=meta.k8s.io") != std::string::npos) return ErrorBody::kKubernetesStatus;
+  const bool kube_path = req.path.starts_with("/apis") || req.path.starts_with("/openapi");
+  return kube_path && accept.find("application/json") != std::string::npos &&
+                 accept.find("problem+json") == std::string::npos
+             ? ErrorBody::kKubernetesStatus
+             : ErrorBody::kProblem;
 }
 
 Reply Refusal(const absl::Status& status, const std::string& allow, ErrorBody body = ErrorBody::kProblem) {
@@ -103,7 +113,7 @@ struct ApiServer::Impl {
     billing = std::make_unique<internal::BillingApi>(cache, h, clock);
     if (telemetry) telemetry->AddAlerts([this] { return billing->BudgetAlertsJson(); });
     resources = std::make_unique<internal::ResourceApi>(cache, clock, options.watch_bookmark_interval);
-    pools = std::make_unique<internal::PoolsApi>(p, cache, *billing, options.read_your_write_timeout);
+    pools = std::make_unique<internal::PoolsApi>(p, cache, *billing, clock, options.read_your_write_timeout);
     admin = std::make_unique<internal::AdminApi>(p, a, options.defrag, options.clusters);
     fleet = std::make_unique<internal::FleetApi>(cache, gpus, h);
     summary = std::make_unique<internal::SummaryApi>(cache);
@@ -210,7 +220,9 @@ struct ApiServer::Impl {
   absl::StatusOr<Reply> Serve(const HttpRequest& req, const Route* route, const std::string& method,
                               const Params& params, const std::string& allow) {
     ASSIGN_OR_RETURN(Principal who, Admit(req, route, method, allow, /*count=*/true));
-    if (method != "GET" && req.HasParam("dryRun") && !dry_runnable.contains({route->pattern, method})) {
+    // (A DELETE asks in its body, DeleteOptions, as kubectl sends it.)
+    const bool dry = req.HasParam("dryRun") || (method == "DELETE" && req.body.find("\"dryRun\"") != std::string::npos);
+    if (method != "GET" && dry && !dry_runnable.contains({route->pattern, method})) {
       return absl::InvalidArgumentError(fmt::format(
           "dryRun: {} {} takes no dry run; nothing was done (the writes of projects, pools, workloads, rate cards, "
           "budgets and credit notes do)",
@@ -321,6 +333,9 @@ struct ApiServer::Impl {
     Add("/apis", "GET", kSignedIn, [](R, P, W) { return internal::ApiGroupList(); });
     Add("/apis/gpuaas.io", "GET", kSignedIn, [](R, P, W) { return internal::ApiGroup(); });
     Add(std::string(kApiPrefix), "GET", kSignedIn, [](R, P, W) { return internal::ApiResourceList(); });
+    Add("/openapi/v3", "GET", kSignedIn, [](R, P, W) { return internal::OpenApiV3Index(); });
+    Add("/openapi/v3/apis/gpuaas.io/v1", "GET", kSignedIn, [](R r, P, W) { return internal::OpenApiV3GroupVersion(r); });
+    Add("/openapi/v2", "GET", kSignedIn, [](R r, P, W) { return internal::OpenApiV2(r); });
     // The objects: every project's (or the fleet's), or one project's under namespaces/.
     auto list = [this](R r, P p, W w) { return resources->List(r, p.at("plural"), p.at("namespace"), w); };
     auto get = [this](R r, P p, W w) {
@@ -328,6 +343,11 @@ struct ApiServer::Impl {
     };
     Add(std::string(kApiPrefix) + "/{plural}", "GET", kResourceRead, list);
     Add(std::string(kApiPrefix) + "/{plural}/{name}", "GET", kResourceRead, get);
+    // Projects and rate cards: patched (merge, JSON patch, server-side apply) and replaced.
+    AddDryRunnable(std::string(kApiPrefix) + "/{plural}/{name}", "PATCH", kOperatorOnly,
+        [this](R r, P p, W w) { return pools->Patch(r, p.at("plural"), "", p.at("name"), w); });
+    AddDryRunnable(std::string(kApiPrefix) + "/{plural}/{name}", "PUT", kOperatorOnly,
+        [this](R r, P p, W w) { return pools->Replace(r, p.at("plural"), "", p.at("name"), w); });
     AddDryRunnable(std::string(kApiPrefix) + "/projects", "POST", kOperatorOnly,
         [this](R r, P, W w) { return pools->CreateProject(r, w); });
     AddDryRunnable(std::string(kApiPrefix) + "/projects/{name}/budget", "PUT", kOperatorOnly,
@@ -356,6 +376,12 @@ struct ApiServer::Impl {
       return pools->DeleteWorkload(r, p.at("namespace"), p.at("name"), w);
     });
     Add(pools_path + "/{name}", "GET", kProjectWork, get);
+    AddDryRunnable(pools_path + "/{name}", "PATCH", kProjectWork, [this](R r, P p, W w) {
+      return pools->Patch(r, p.at("plural"), p.at("namespace"), p.at("name"), w);
+    });
+    AddDryRunnable(pools_path + "/{name}", "PUT", kProjectWork, [this](R r, P p, W w) {
+      return pools->Replace(r, p.at("plural"), p.at("namespace"), p.at("name"), w);
+    });
     AddDryRunnable(pools_path + "/{name}/approval", "PUT", kOperatorOnly, [this](R r, P p, W w) -> absl::StatusOr<Reply> {
       if (p.at("plural") != model::GpuPool::kPlural) return internal::UnknownResource(p.at("plural"));
       return pools->Approve(r, p.at("namespace"), p.at("name"), w);

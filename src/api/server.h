@@ -103,6 +103,7 @@ struct ResourceType {
   bool creatable = false;  // POST to its list route
   bool deletable = false;  // DELETE of one object
   bool operators_only = false;  // read by operators alone (MigLayouts, Defragmentations)
+  bool patchable = false;  // PATCH and PUT of one object (labels and annotations at least)
 };
 const std::vector<ResourceType>& ResourceTypes();
 

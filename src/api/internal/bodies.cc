@@ -8,6 +8,7 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "model/json_reader.h"
+#include "nlohmann/json.hpp"
 
 namespace gpuaas::api::internal {
 namespace {
@@ -104,6 +105,17 @@ absl::StatusOr<FieldValidation> FieldValidationOf(const HttpRequest& req) {
 }
 
 absl::StatusOr<bool> DryRunOf(const HttpRequest& req) {
+  if (req.method == "DELETE" && !Trim(req.body).empty()) {
+    // DeleteOptions, as kubectl sends them: {"propagationPolicy":"Background","dryRun":["All"]}.
+    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return absl::InvalidArgumentError("body: DeleteOptions must be a JSON object");
+    if (auto d = j.find("dryRun"); d != j.end() && !d->is_null()) {
+      if (*d != nlohmann::json::array({"All"})) {
+        return absl::InvalidArgumentError(fmt::format("dryRun: {} is not [\"All\"]", d->dump()));
+      }
+      return true;
+    }
+  }
   if (!req.HasParam("dryRun")) return false;
   const std::string v = req.Param("dryRun");
   if (v == "All") return true;

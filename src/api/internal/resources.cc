@@ -22,22 +22,22 @@
 namespace gpuaas::api {
 
 const std::vector<ResourceType>& ResourceTypes() {
+  using std::string;
   static const std::vector<ResourceType> kTypes = {
-      {std::string(model::Cluster::kPlural), std::string(model::Cluster::kKind), false},
-      {std::string(model::NodeCapacity::kPlural), std::string(model::NodeCapacity::kKind), false},
-      {std::string(model::GpuCapacity::kPlural), std::string(model::GpuCapacity::kKind), false},
-      {std::string(model::SpecAndCount::kPlural), std::string(model::SpecAndCount::kKind), false},
-      {std::string(model::Project::kPlural), std::string(model::Project::kKind), false, true},
-      {std::string(model::GpuPool::kPlural), std::string(model::GpuPool::kKind), true, true, true},
-      {std::string(model::MigLayout::kPlural), std::string(model::MigLayout::kKind), false, false, false, true},
-      {std::string(model::Defragmentation::kPlural), std::string(model::Defragmentation::kKind), false, false, false,
-       true},
-      {std::string(model::Workload::kPlural), std::string(model::Workload::kKind), true, true, true},
-      {std::string(model::Profile::kPlural), std::string(model::Profile::kKind), true},
-      {std::string(model::RateCard::kPlural), std::string(model::RateCard::kKind), false, true},
-      {std::string(model::UsageRecord::kPlural), std::string(model::UsageRecord::kKind), true},
-      {"invoices", std::string(model::kInvoiceKind), true},  // closed months' invoices, as kept
-      {std::string(model::CreditNote::kPlural), std::string(model::CreditNote::kKind), true},
+      {string(model::Cluster::kPlural), string(model::Cluster::kKind)},
+      {string(model::NodeCapacity::kPlural), string(model::NodeCapacity::kKind)},
+      {string(model::GpuCapacity::kPlural), string(model::GpuCapacity::kKind)},
+      {string(model::SpecAndCount::kPlural), string(model::SpecAndCount::kKind)},
+      {string(model::Project::kPlural), string(model::Project::kKind), false, true, false, false, true},
+      {string(model::GpuPool::kPlural), string(model::GpuPool::kKind), true, true, true, false, true},
+      {string(model::MigLayout::kPlural), string(model::MigLayout::kKind), false, false, false, true},
+      {string(model::Defragmentation::kPlural), string(model::Defragmentation::kKind), false, false, false, true},
+      {string(model::Workload::kPlural), string(model::Workload::kKind), true, true, true, false, true},
+      {string(model::Profile::kPlural), string(model::Profile::kKind), true},
+      {string(model::RateCard::kPlural), string(model::RateCard::kKind), false, true, false, false, true},
+      {string(model::UsageRecord::kPlural), string(model::UsageRecord::kKind), true},
+      {"invoices", string(model::kInvoiceKind), true},  // closed months' invoices, as kept
+      {string(model::CreditNote::kPlural), string(model::CreditNote::kKind), true, false, false, false, true},
   };
   return kTypes;
 }
@@ -106,9 +106,47 @@ absl::Status NotServed(std::string_view plural, std::string_view verb) {
   std::string verbs = "get, list, watch";
   if (t->creatable) verbs += ", create";
   if (t->deletable) verbs += ", delete";
+  if (t->patchable) verbs += ", patch, update";
   return MethodNotAllowed(fmt::format("{} cannot be {} here; {} take: {}{}", plural, verb, plural, verbs,
                                       t->namespaced ? "" : fmt::format(" (they are not in a project: /apis/gpuaas.io/v1/{})", plural)));
 }
+
+namespace {
+// A field selector as kubectl's `delete --wait` and `get --field-selector` send it: terms of
+// metadata.name and metadata.namespace, with = or ==.
+struct FieldSelector {
+  std::optional<std::string> name;
+  std::optional<std::string> ns;
+};
+absl::StatusOr<FieldSelector> ParseFieldSelector(std::string_view text) {
+  FieldSelector out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view term = Trim(text.substr(start, end - start));
+    start = end + 1;
+    if (term.empty()) continue;
+    const size_t eq = term.find('=');
+    if (eq == std::string_view::npos || (eq > 0 && term[eq - 1] == '!')) {
+      return absl::InvalidArgumentError(fmt::format(
+          "fieldSelector: \"{}\" is not supported; use metadata.name=NAME or metadata.namespace=PROJECT", term));
+    }
+    const std::string_view key = Trim(term.substr(0, eq));
+    std::string_view value = term.substr(eq + 1);
+    if (value.starts_with("=")) value.remove_prefix(1);
+    if (key == "metadata.name") {
+      out.name = std::string(Trim(value));
+    } else if (key == "metadata.namespace") {
+      out.ns = std::string(Trim(value));
+    } else {
+      return absl::InvalidArgumentError(fmt::format(
+          "fieldSelector: field label \"{}\" is not supported; use metadata.name or metadata.namespace", key));
+    }
+  }
+  return out;
+}
+}  // namespace
 
 absl::StatusOr<HttpResponse> ResourceApi::List(const HttpRequest& req, std::string_view plural, std::string_view ns,
                                                const Principal& who) {
@@ -129,6 +167,15 @@ absl::StatusOr<HttpResponse> ResourceApi::List(const HttpRequest& req, std::stri
   if (!table.ok()) return table.status();
   absl::StatusOr<model::LabelSelector> selector = model::LabelSelector::Parse(req.Param("labelSelector"));
   if (!selector.ok()) return selector.status();
+  ASSIGN_OR_RETURN(const FieldSelector fields, ParseFieldSelector(req.Param("fieldSelector")));
+  std::string field_ns = fields.ns.value_or("");
+  if (!field_ns.empty()) {
+    if (!ns.empty() && field_ns != ns) field_ns = "\x01";  // both asked: nothing is in two projects
+    if (ns.empty()) ns = field_ns;
+  }
+  // A name asked for beside a member's own project (the projects it may see): none if they differ.
+  std::optional<std::string> only_name = fields.name;
+  if (only_own_project) only_name = !fields.name || *fields.name == who.project ? who.project : "\x01";
   if (const std::string w = req.Param("watch"); !w.empty() && w != "0" && w != "false") {
     if (w != "1" && w != "true") {
       return absl::InvalidArgumentError(fmt::format("watch: \"{}\" is not true, false, 1 or 0", w));
@@ -136,7 +183,7 @@ absl::StatusOr<HttpResponse> ResourceApi::List(const HttpRequest& req, std::stri
     WatchRequest wr;
     wr.kind = type->kind;
     wr.ns = std::string(ns);
-    if (only_own_project) wr.only_name = who.project;
+    if (only_name) wr.only_name = *only_name;
     wr.selector = *selector;
     if (req.HasParam("resourceVersion") && !req.Param("resourceVersion").empty()) {
       std::optional<int64_t> rv = ParseInt(req.Param("resourceVersion"));
@@ -208,7 +255,7 @@ absl::StatusOr<HttpResponse> ResourceApi::List(const HttpRequest& req, std::stri
   size_t n = 0;
   size_t i = begin;
   auto selected = [&](size_t k) {
-    return (ns.empty() || items[k]->ns == ns) && (!only_own_project || items[k]->name == who.project) &&
+    return (ns.empty() || items[k]->ns == ns) && (!only_name || items[k]->name == *only_name) &&
            (selector->Empty() || selector->Matches(items[k]->labels));
   };
   for (; i < items.size(); ++i) {
@@ -228,7 +275,7 @@ absl::StatusOr<HttpResponse> ResourceApi::List(const HttpRequest& req, std::stri
     body += fmt::format(R"(,"continue":"{}")",
                         ContinueToken(type->plural, snap->revision, items[last]->ns, items[last]->name));
     pages_.Hold(type->kind, snap, std::chrono::steady_clock::now());
-    if (selector->Empty() && ns.empty() && !only_own_project) {
+    if (selector->Empty() && ns.empty() && !only_name) {
       body += fmt::format(R"(,"remainingItemCount":{})", items.size() - i);
     }
   }
@@ -311,6 +358,10 @@ HttpResponse ApiResourceList() {
     nlohmann::json verbs = {"get", "list", "watch"};
     if (t.creatable) verbs.push_back("create");
     if (t.deletable) verbs.push_back("delete");
+    if (t.patchable) {
+      verbs.push_back("patch");
+      verbs.push_back("update");
+    }
     auto sn = kShortNames.find(t.plural);
     j["resources"].push_back({{"name", t.plural},
                               {"singularName", ToLower(t.kind)},
