@@ -135,6 +135,200 @@ TEST(Kubectl, SignsInWithATokenOverTls) {
   fs::remove_all(dir);
 }
 
+// Declarative management as a platform team runs it: kubectl over TLS with bearer tokens,
+// validation on (no --validate=false), against files as they would sit in Git. explain, create,
+// apply twice (the second writes nothing), server-side apply by two field managers with the
+// conflict reported and a forced takeover, label, annotate, patch (merge and JSON), a server dry
+// run that stores nothing, strict field validation, and the delete of an approved pool, which
+// releases it (its meter ends) before it goes; a member of another project reads and writes none
+// of it.
+TEST(Kubectl, ManagesProjectsAndPoolsDeclarativelyOverTls) {
+  const std::string kubectl = FindKubectl();
+  if (kubectl.empty()) GTEST_SKIP() << "kubectl is not installed (scripts/install-deps.sh installs kubernetes-client)";
+  char tmpl[] = "/tmp/gpuaas-kubectl-apply-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const TestPki pki = MakeTestPki();
+  std::ofstream(dir + "/tls.crt") << pki.server.cert_pem;
+  std::ofstream(dir + "/tls.key") << pki.server.key_pem;
+  std::ofstream(dir + "/ca.crt") << pki.ca.cert_pem;
+  std::ofstream(dir + "/tokens") << "operator-t0ken-0123456789,olive,operator\n"
+                                 << "gitops-t0ken-0123456789,gina,member,gitops\n"
+                                 << "other-t0ken-0123456789,otto,member,other\n";
+  Background server;
+  ASSERT_TRUE(server.Start(Bin() + " server --listen 127.0.0.1:0 --demo --db sqlite::memory: --token-auth-file " + dir +
+                               "/tokens --tls-cert " + dir + "/tls.crt --tls-key " + dir + "/tls.key",
+                           dir + "/server.log", R"(serving https://127\.0\.0\.1:(\d+))"))
+      << server.Log();
+  const std::string url = "https://127.0.0.1:" + server.match();
+  auto as = [&](const std::string& token) {
+    return kubectl + " --server " + url + " --cache-dir " + dir + "/cache-" + token.substr(0, 5) +
+           " --certificate-authority " + dir + "/ca.crt --token " + token;
+  };
+  const std::string ops = as("operator-t0ken-0123456789");
+  const std::string gina = as("gitops-t0ken-0123456789");
+  const std::string otto = as("other-t0ken-0123456789");
+  auto file = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  auto rv = [&](const std::string& who, const std::string& what) {
+    return RunShell(who + " get " + what + " -o jsonpath='{.metadata.resourceVersion}'").out;
+  };
+
+  // explain: the schema, with its descriptions, from the decoder's own definition.
+  RunResult r = RunShell(ops + " explain gpupools.spec.items");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(count\s+<integer>\s+-required-)"))) << r.out;
+  EXPECT_NE(r.out.find("MIG profile"), std::string::npos) << r.out;
+
+  r = RunShell(ops + " create -f " + file("projects.yaml", R"(apiVersion: gpuaas.io/v1
+kind: Project
+metadata:
+  name: gitops
+spec:
+  displayName: GitOps team
+---
+apiVersion: gpuaas.io/v1
+kind: Project
+metadata:
+  name: other
+)"));
+  ASSERT_EQ(r.code, 0) << r.out << server.Log();
+  EXPECT_NE(r.out.find("project.gpuaas.io/gitops created"), std::string::npos) << r.out;
+
+  // The example repository of deploy/gitops, as Argo CD applies it (server-side, its own field
+  // manager): projects, then their pools; again, and nothing is written.
+  const std::string repo = fs::current_path().string() + "/deploy/gitops";
+  const std::string sync = ops + " apply --server-side --field-manager=argocd-controller -R -f " + repo +
+                           "/projects -f " + repo + "/pools";
+  r = RunShell(sync);
+  ASSERT_EQ(r.code, 0) << r.out << server.Log();
+  EXPECT_EQ(CountLines(r.out, "project.gpuaas.io/"), 2) << r.out;
+  EXPECT_EQ(CountLines(r.out, "gpupool.gpuaas.io/"), 2) << r.out;
+  const std::string synced = rv(ops, "gpupool -n vision train") + rv(ops, "project nlp");
+  r = RunShell(sync);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(rv(ops, "gpupool -n vision train") + rv(ops, "project nlp"), synced) << "a second sync writes nothing";
+
+  // Client-side apply, twice: the second finds nothing to change and writes nothing.
+  const std::string pool = file("pool.yaml", R"(apiVersion: gpuaas.io/v1
+kind: GpuPool
+metadata:
+  name: train
+  namespace: gitops
+  labels:
+    team: vision
+spec:
+  items:
+  - model: H200-SXM-141GB
+    profile: full
+    count: 1
+)");
+  r = RunShell(gina + " apply -f " + pool);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("gpupool.gpuaas.io/train created"), std::string::npos) << r.out;
+  const std::string first = rv(gina, "gpupool -n gitops train");
+  r = RunShell(gina + " apply -f " + pool);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("gpupool.gpuaas.io/train unchanged"), std::string::npos) << r.out;
+  EXPECT_EQ(rv(gina, "gpupool -n gitops train"), first);
+
+  // label, annotate, and patches of both kinds on the request (not decided yet, so it may change).
+  EXPECT_EQ(RunShell(gina + " label gpupool -n gitops train tier=gold").code, 0);
+  EXPECT_EQ(RunShell(gina + " annotate gpupool -n gitops train note=for-the-demo").code, 0);
+  r = RunShell(gina + " patch gpupool -n gitops train --type merge -p '{\"spec\":{\"workloadType\":\"inference\"}}'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = RunShell(gina + " patch gpupool -n gitops train --type json -p "
+                      "'[{\"op\":\"replace\",\"path\":\"/spec/items/0/count\",\"value\":2}]'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = RunShell(gina + " get gpupool -n gitops train -o jsonpath='{.metadata.labels.tier} {.metadata.annotations.note} "
+                      "{.spec.workloadType} {.spec.items[0].count}'");
+  EXPECT_EQ(r.out, "gold for-the-demo inference 2");
+
+  // Server-side apply by two managers: the second's change of a field the first owns is a
+  // conflict, until it forces the takeover.
+  const std::string serve = R"(apiVersion: gpuaas.io/v1
+kind: GpuPool
+metadata:
+  name: serve
+  namespace: gitops
+spec:
+  items:
+  - model: H200-SXM-141GB
+    profile: full
+    count: COUNT
+)";
+  r = RunShell(gina + " apply --server-side --field-manager=team -f " +
+               file("serve.yaml", std::regex_replace(serve, std::regex("COUNT"), "1")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("serverside-applied"), std::string::npos) << r.out;
+  const std::string argo = file("serve-argo.yaml", std::regex_replace(serve, std::regex("COUNT"), "2"));
+  r = RunShell(gina + " apply --server-side --field-manager=argocd -f " + argo);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Apply failed with 1 conflict: conflict with \"team\": .spec.items"), std::string::npos) << r.out;
+  r = RunShell(gina + " apply --server-side --field-manager=argocd --force-conflicts -f " + argo);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = RunShell(gina + " get gpupool -n gitops serve --show-managed-fields -o json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"re("count": 2)re"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"re("f:items": \{\}[\s\S]*"manager": "argocd")re"))) << r.out;
+
+  // Field validation: kubectl asks for Strict, so a typo is refused and names the field.
+  r = RunShell(gina + " apply -f " + file("typo.yaml", R"(apiVersion: gpuaas.io/v1
+kind: GpuPool
+metadata:
+  name: typo
+  namespace: gitops
+spec:
+  quotta: 3
+  items:
+  - model: H200-SXM-141GB
+    profile: full
+    count: 1
+)"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("strict decoding error: unknown field \"spec.quotta\""), std::string::npos) << r.out;
+  r = RunShell(gina + " apply --validate=warn -f " + dir + "/typo.yaml --dry-run=server");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Warning: unknown field \"spec.quotta\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(server dry run)"), std::string::npos) << r.out;
+  EXPECT_NE(RunShell(gina + " get gpupool -n gitops typo").code, 0) << "a dry run stores nothing";
+
+  // Another project's member sees none of it and changes none of it.
+  r = RunShell(otto + " get gpupools -A");
+  EXPECT_EQ(r.out.find("train"), std::string::npos) << r.out;
+  EXPECT_NE(RunShell(otto + " get gpupool -n gitops train").code, 0);
+  EXPECT_NE(RunShell(otto + " label gpupool -n gitops train owner=otto").code, 0);
+  EXPECT_NE(RunShell(otto + " apply --server-side --field-manager=otto -f " + argo + " --force-conflicts").code, 0);
+  EXPECT_NE(RunShell(otto + " delete gpupool -n gitops train --wait=false").code, 0);
+  EXPECT_EQ(rv(gina, "gpupool -n gitops serve"), rv(ops, "gpupool -n gitops serve"));
+  r = RunShell(gina + " get gpupool -n gitops train -o jsonpath='{.metadata.labels}'");
+  EXPECT_EQ(r.out.find("otto"), std::string::npos) << r.out;
+
+  // The delete of an approved pool is its release: metered to then, kept until its devices are
+  // free, then gone (kubectl waits for that).
+  httplib::SSLClient api("127.0.0.1", std::stoi(server.match()));
+  api.set_ca_cert_path(dir + "/ca.crt");
+  api.set_bearer_token_auth("operator-t0ken-0123456789");
+  auto approved = api.Put("/apis/gpuaas.io/v1/namespaces/gitops/gpupools/train/approval", R"({"approve":true})",
+                          "application/json");
+  ASSERT_TRUE(approved);
+  ASSERT_EQ(approved->status, 200) << approved->body;
+  r = RunShell(gina + " wait --for=condition=Ready gpupool/train -n gitops --timeout=60s");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = RunShell(gina + " patch gpupool -n gitops train --type merge -p '{\"spec\":{\"items\":[]}}'");
+  EXPECT_NE(r.code, 0) << "a decided pool's spec stays";
+  EXPECT_NE(r.out.find("cannot change"), std::string::npos) << r.out;
+  r = RunShell(gina + " delete gpupool -n gitops train --timeout=60s");
+  ASSERT_EQ(r.code, 0) << r.out << server.Log();
+  EXPECT_NE(r.out.find("gpupool.gpuaas.io \"train\" deleted"), std::string::npos) << r.out;
+  EXPECT_NE(RunShell(gina + " get gpupool -n gitops train").code, 0) << "gone once released";
+  r = RunShell(ops + " get usagerecords -n gitops -o jsonpath='{range .items[*]}{.spec.pool} {.spec.end}{\"\\n\"}{end}'");
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(train \d{4}-\d\d-\d\dT)"))) << "its meter ended: " << r.out;
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+  fs::remove_all(dir);
+}
+
 // Registered as an aggregated APIService, the server is called by kube-apiserver's front proxy:
 // a client certificate from the requestheader CA and the user in X-Remote-User/X-Remote-Group.
 // The aggregator's availability check (GET /apis/gpuaas.io/v1 as system:kube-aggregator) gets

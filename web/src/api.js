@@ -25,7 +25,7 @@ async function problem(res) {
   let detail = `HTTP ${res.status}`, reason = '';
   try {
     const j = await res.json();
-    detail = j.detail || j.title || detail;
+    detail = j.detail || j.message || j.title || detail;
     reason = j.reason || '';
   } catch {
     // not JSON: keep the status line
@@ -34,7 +34,8 @@ async function problem(res) {
 }
 
 export async function api(path, { method = 'GET', body, signal, raw = false } = {}) {
-  const headers = { Accept: 'application/json', ...authHeaders() };
+  // problem+json: errors as RFC 9457 problems (Kubernetes clients get Status objects instead).
+  const headers = { Accept: 'application/json, application/problem+json', ...authHeaders() };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
   if (!res.ok) {
