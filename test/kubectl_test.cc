@@ -94,25 +94,33 @@ TEST(Kubectl, ListsGetsAndWatchesGpuaasObjects) {
   fs::remove_all(dir);
 }
 
+// A folder with a server certificate (tls.crt, tls.key) and its authority (ca.crt), and a demo
+// server started over TLS with `tokens` (lines of --token-auth-file); returns the folder.
+std::string StartTlsDemo(Background& server, const std::string& name, const std::string& tokens) {
+  std::string tmpl = "/tmp/gpuaas-" + name + "-XXXXXX";
+  const std::string dir = mkdtemp(tmpl.data());
+  const TestPki pki = MakeTestPki();
+  std::ofstream(dir + "/tls.crt") << pki.server.cert_pem;
+  std::ofstream(dir + "/tls.key") << pki.server.key_pem;
+  std::ofstream(dir + "/ca.crt") << pki.ca.cert_pem;
+  std::ofstream(dir + "/tokens") << tokens;
+  EXPECT_TRUE(server.Start(Bin() + " server --listen 127.0.0.1:0 --demo --db sqlite::memory: --token-auth-file " + dir +
+                               "/tokens --tls-cert " + dir + "/tls.crt --tls-key " + dir + "/tls.key",
+                           dir + "/server.log", R"(serving https://127\.0\.0\.1:(\d+))"))
+      << server.Log();
+  return dir;
+}
+
 // kubectl as an operator runs it: the server's certificate checked against the authority given,
 // a bearer token (which kubectl sends over TLS only); a wrong token and an untrusted server are
 // refused.
 TEST(Kubectl, SignsInWithATokenOverTls) {
   const std::string kubectl = FindKubectl();
   if (kubectl.empty()) GTEST_SKIP() << "kubectl is not installed (scripts/install-deps.sh installs kubernetes-client)";
-  char tmpl[] = "/tmp/gpuaas-kubectl-tls-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  const TestPki pki = MakeTestPki();
-  std::ofstream(dir + "/tls.crt") << pki.server.cert_pem;
-  std::ofstream(dir + "/tls.key") << pki.server.key_pem;
-  std::ofstream(dir + "/ca.crt") << pki.ca.cert_pem;
-  std::ofstream(dir + "/other-ca.crt") << MakeTestPki().ca.cert_pem;
-  std::ofstream(dir + "/tokens") << "operator-t0ken-0123456789,olive,operator\n";
   Background server;
-  ASSERT_TRUE(server.Start(Bin() + " server --listen 127.0.0.1:0 --demo --db sqlite::memory: --token-auth-file " + dir +
-                               "/tokens --tls-cert " + dir + "/tls.crt --tls-key " + dir + "/tls.key",
-                           dir + "/server.log", R"(serving https://127\.0\.0\.1:(\d+))"))
-      << server.Log();
+  const std::string dir = StartTlsDemo(server, "kubectl-tls", "operator-t0ken-0123456789,olive,operator\n");
+  ASSERT_FALSE(server.match().empty());
+  std::ofstream(dir + "/other-ca.crt") << MakeTestPki().ca.cert_pem;
   const std::string url = "https://127.0.0.1:" + server.match();
   const std::string k = kubectl + " --server " + url + " --cache-dir " + dir + "/cache";
 
@@ -145,20 +153,12 @@ TEST(Kubectl, SignsInWithATokenOverTls) {
 TEST(Kubectl, ManagesProjectsAndPoolsDeclarativelyOverTls) {
   const std::string kubectl = FindKubectl();
   if (kubectl.empty()) GTEST_SKIP() << "kubectl is not installed (scripts/install-deps.sh installs kubernetes-client)";
-  char tmpl[] = "/tmp/gpuaas-kubectl-apply-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  const TestPki pki = MakeTestPki();
-  std::ofstream(dir + "/tls.crt") << pki.server.cert_pem;
-  std::ofstream(dir + "/tls.key") << pki.server.key_pem;
-  std::ofstream(dir + "/ca.crt") << pki.ca.cert_pem;
-  std::ofstream(dir + "/tokens") << "operator-t0ken-0123456789,olive,operator\n"
-                                 << "gitops-t0ken-0123456789,gina,member,gitops\n"
-                                 << "other-t0ken-0123456789,otto,member,other\n";
   Background server;
-  ASSERT_TRUE(server.Start(Bin() + " server --listen 127.0.0.1:0 --demo --db sqlite::memory: --token-auth-file " + dir +
-                               "/tokens --tls-cert " + dir + "/tls.crt --tls-key " + dir + "/tls.key",
-                           dir + "/server.log", R"(serving https://127\.0\.0\.1:(\d+))"))
-      << server.Log();
+  const std::string dir = StartTlsDemo(server, "kubectl-apply",
+                                       "operator-t0ken-0123456789,olive,operator\n"
+                                       "gitops-t0ken-0123456789,gina,member,gitops\n"
+                                       "other-t0ken-0123456789,otto,member,other\n");
+  ASSERT_FALSE(server.match().empty());
   const std::string url = "https://127.0.0.1:" + server.match();
   auto as = [&](const std::string& token) {
     return kubectl + " --server " + url + " --cache-dir " + dir + "/cache-" + token.substr(0, 5) +

@@ -214,21 +214,19 @@ struct Built {
   std::string hash;
 };
 
+Built Build(bool v3) {
+  std::string text = Document(Dialect{v3}).dump();
+  std::string hash = Hash(text);
+  return Built{std::move(text), std::move(hash)};
+}
+
 const Built& V3() {
-  static const Built* const kDoc = [] {
-    std::string text = Document(Dialect{true}).dump();
-    std::string hash = Hash(text);
-    return new Built{std::move(text), std::move(hash)};
-  }();
+  static const Built* const kDoc = new Built(Build(true));
   return *kDoc;
 }
 
 const Built& V2() {
-  static const Built* const kDoc = [] {
-    std::string text = Document(Dialect{false}).dump();
-    std::string hash = Hash(text);
-    return new Built{std::move(text), std::move(hash)};
-  }();
+  static const Built* const kDoc = new Built(Build(false));
   return *kDoc;
 }
 
