@@ -371,6 +371,7 @@ TEST_F(PolicyTest, PatchesFollowTheUpdateRulesAndChangeNothingWhenRefused) {
       {p, kMerge, R"({"spec":{"items":[{"model":"H200-SXM-141GB","profile":"full","count":1000}]}})", 403,
        "more than the whole fleet"},
       {p, kMerge, R"({"metadata":{"name":"q"}})", 400, "does not match"},
+      {p, kMerge, R"({"metadata":{"namespace":"other"}})", 400, "does not match the project in the path"},
       {p, kMerge, R"({"metadata":{"labels":{"bad key!":"x"}}})", 400, "bad key!"},
       {p + "?fieldValidation=Strict", kMerge, R"({"spec":{"quotta":1}})", 400,
        "strict decoding error: unknown field \"spec.quotta\""},

@@ -232,7 +232,13 @@ absl::StatusOr<HttpResponse> PoolsApi::Write(const HttpRequest& req, Change how,
       }
     }
     if (!next.is_object()) return absl::InvalidArgumentError("the patched object is not an object");
-    if (next.contains("metadata") && next["metadata"].is_object() && !ns_s.empty()) next["metadata"]["namespace"] = ns_s;
+    if (auto md = next.find("metadata"); md != next.end() && md->is_object() && !ns_s.empty()) {
+      if (auto at = md->find("namespace"); at != md->end() && *at != ns_s) {
+        return absl::InvalidArgumentError(fmt::format(
+            "metadata.namespace: {} does not match the project in the path ({})", at->dump(), ns_s));
+      }
+      (*md)["namespace"] = ns_s;
+    }
     model::JsonFields fields;
     ASSIGN_OR_RETURN(T out, model::Decode<T>(next.dump(), mode == FieldValidation::kIgnore ? nullptr : &fields));
     SetManagedFields(out, next);
