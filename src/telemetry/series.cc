@@ -2,15 +2,83 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "fmt/format.h"
+#include "telemetry/chunk.h"
 
 namespace gpuaas::telemetry {
 namespace {
 
-struct RawPoint {
-  uint32_t t;  // unix seconds
-  double v;    // full precision: energy counters in mJ run past what a float holds
+// Samples a chunk holds before the next one starts: an hour at 15 s. A query decodes only the
+// chunks its range touches; a chunk's own 64 bytes and its first sample's 16 are spread over 240
+// points (Prometheus cuts at 120, and compresses further on disk).
+constexpr uint32_t kChunkSamples = 240;
+
+// The raw samples of a series, full precision (energy counters in mJ run past what a float
+// holds), in Gorilla-compressed chunks; the oldest chunk goes once the newer ones hold
+// `raw_points` without it. A reader skips what lies beyond the newest `raw_points`.
+class HotSamples {
+ public:
+  void Push(int64_t t_ms, double v, size_t cap) {
+    if (chunks_.empty() || chunks_.back().size() >= kChunkSamples) {
+      if (!chunks_.empty()) chunks_.back().Seal();
+      chunks_.reserve(chunks_.size() + 1);  // exactly: a series holds a few dozen chunks at most
+      chunks_.emplace_back();
+    }
+    chunks_.back().Append(t_ms, v);
+    ++count_;
+    while (count_ - chunks_.front().size() >= cap) {
+      count_ -= chunks_.front().size();
+      chunks_.erase(chunks_.begin());
+      chunks_.shrink_to_fit();
+    }
+  }
+  size_t size(size_t cap) const { return std::min(count_, cap); }
+  // The time of the oldest sample a reader sees (ms); `fallback` when there is none.
+  int64_t OldestMs(size_t cap, int64_t fallback) const {
+    int64_t t = fallback;
+    ForEach(cap, std::numeric_limits<int64_t>::min(), [&](int64_t ms, double) {
+      t = ms;
+      return false;
+    });
+    return t;
+  }
+  // Calls f(t_ms, v) for the newest `cap` samples from `from_ms` on, oldest first, until f
+  // returns false; chunks that end before `from_ms` are not decoded.
+  template <typename F>
+  void ForEach(size_t cap, int64_t from_ms, F&& f) const {
+    size_t skip = count_ > cap ? count_ - cap : 0;
+    for (const XorChunk& c : chunks_) {
+      if (skip >= c.size()) {
+        skip -= c.size();
+        continue;
+      }
+      if (c.last_t() < from_ms) {
+        skip = 0;
+        continue;
+      }
+      XorChunk::Reader r = c.Read();
+      int64_t t = 0;
+      double v = 0;
+      while (r.Next(t, v)) {
+        if (skip > 0) {
+          --skip;
+          continue;
+        }
+        if (t >= from_ms && !f(t, v)) return;
+      }
+    }
+  }
+  size_t bytes() const {
+    size_t b = chunks_.capacity() * sizeof(XorChunk);
+    for (const XorChunk& c : chunks_) b += c.bytes() - sizeof(XorChunk);
+    return b;
+  }
+
+ private:
+  std::vector<XorChunk> chunks_;
+  size_t count_ = 0;
 };
 
 struct AggPoint {
@@ -57,7 +125,7 @@ struct Acc {
 struct SeriesStore::Series {
   std::string device;
   Field field;
-  Ring<RawPoint> raw;
+  HotSamples raw;
   Ring<AggPoint> minute, hour;
   Acc minute_acc, hour_acc;
   int64_t last_ms = -1;
@@ -113,7 +181,7 @@ size_t SeriesStore::Append(const std::vector<Sample>& samples) {
     s->last_value = smp.value;
     const int64_t t = smp.t_ms / 1000;
     const float v = static_cast<float>(smp.value);
-    s->raw.Push({static_cast<uint32_t>(t), smp.value}, static_cast<size_t>(limits_.raw_points));
+    s->raw.Push(smp.t_ms, smp.value, static_cast<size_t>(limits_.raw_points));
     auto roll = [&](Acc& acc, Ring<AggPoint>& ring, int64_t step, size_t cap) {
       const int64_t b = t / step;
       if (b != acc.bucket) {
@@ -158,12 +226,20 @@ std::vector<Bucket> SeriesStore::Query(std::string_view device, Field field, int
     sums[i] += mean * static_cast<double>(weight);
     b.count += weight;
   };
-  // The finest resolution that still holds `from`: raw within the last hour, unless its ring is
-  // full and has already dropped samples after `from` (a fast sampler) that the minutes still hold.
-  const bool raw_full = s.raw.size() >= static_cast<size_t>(limits_.raw_points);
-  const int64_t raw_oldest = s.raw.empty() ? now : s.raw.at(0).t;
-  if (from >= now - 3600 && (!raw_full || raw_oldest <= from + step)) {
-    for (size_t i = 0; i < s.raw.size(); ++i) add(s.raw.at(i).t, s.raw.at(i).v, s.raw.at(i).v, 1);
+  // The finest resolution that holds `from`: the raw samples within the hot window when they
+  // reach back to it, or when they are all the series has (a young series); else the rollups
+  // (the raw samples were cut by their count, or lost in a restart that kept the rollups).
+  const size_t cap = static_cast<size_t>(limits_.raw_points);
+  const bool has_raw = s.raw.size(cap) > 0;
+  const int64_t raw_oldest = s.raw.OldestMs(cap, now * 1000) / 1000;
+  const bool rollups_older = (!s.minute.empty() && int64_t{s.minute.at(0).bucket} * 60 < raw_oldest) ||
+                             (!s.hour.empty() && int64_t{s.hour.at(0).bucket} * 3600 < raw_oldest);
+  if (from >= now - limits_.hot_window_s && has_raw && (raw_oldest <= from + step || !rollups_older)) {
+    s.raw.ForEach(cap, from * 1000, [&](int64_t t_ms, double v) {
+      if (t_ms >= to * 1000) return false;
+      add(t_ms / 1000, v, v, 1);
+      return true;
+    });
   } else {
     const bool minute = from >= now - 86400 && step < 3600;
     const Ring<AggPoint>& ring = minute ? s.minute : s.hour;

@@ -1,12 +1,13 @@
-// The in-memory series store: one series per (device, field), each kept at three resolutions in
-// ring buffers of fixed capacity, so memory is bounded by the number of series whatever the
-// sampling rate:
-//   raw     the last `raw_points` samples (720: an hour at a 5 s interval), as doubles,
+// The in-memory series store: one series per (device, field), each kept at three resolutions,
+// bounded by count, so memory is bounded by the number of series whatever the sampling rate:
+//   raw     the last `raw_points` samples (4,320: the hot window of 6 hours at a 5 s interval),
+//           full precision, in Gorilla-compressed chunks of 120 (telemetry/chunk.h); queries
+//           within `hot_window_s` read them, decoding only the chunks their range touches,
 //   minute  1-minute mean and max for `minute_points` minutes (1,440: a day),
 //   hour    1-hour mean and max for `hour_points` hours (720: 30 days).
 //   (rollups as floats: 7 significant digits are plenty for a mean)
-// A series costs at most 720×16 + 1,440×12 + 720×12 bytes ≈ 36 KiB plus its key; rings grow as
-// history arrives, so a young series costs less. Closed minute and hour buckets are handed out
+// Raw samples take 0.3 to 8 bytes each by how much a value moves (bench/telemetry_bench), against
+// 16 as plain pairs; rollup rings grow as history arrives, so a young series costs less. Closed minute and hour buckets are handed out
 // (TakeClosedRollups) to be persisted, and loaded back at start (LoadRollups), so a restart
 // keeps the rollups (raw samples of the last hour are not kept).
 //
@@ -33,7 +34,8 @@ namespace gpuaas::telemetry {
 using SeriesId = uint32_t;
 
 struct SeriesLimits {
-  int raw_points = 720;
+  int raw_points = 4320;
+  int64_t hot_window_s = 6 * 3600;  // how far back queries read raw samples
   int minute_points = 1440;
   int hour_points = 720;
   size_t max_series = 2'000'000;

@@ -94,6 +94,53 @@ TEST(SeriesStore, AYoungSeriesAnswersFromItsRawSamples) {
   EXPECT_EQ(b[29].mean, 41);
 }
 
+TEST(SeriesStore, TheHotWindowAnswersFromCompressedRawSamplesExactly) {
+  SeriesStore st;
+  SeriesId id = *st.Intern("GPU-a", Field::kEnergyMj);
+  // Six hours at 15 s of an energy counter in mJ: past what a float holds, kept to the unit.
+  std::vector<Sample> s;
+  std::vector<double> v;
+  double e = 319159391123.0;
+  for (int i = 0; i < 1440; ++i) {
+    e += 6'000'000 + (i * 7919) % 100'000;
+    v.push_back(e);
+    s.push_back({id, (kT0 + i * 15) * 1000, e});
+  }
+  ASSERT_EQ(st.Append(s), 1440u);
+  const int64_t now = kT0 + 1440 * 15;
+  // The whole window, a step a sample: every sample as it went in.
+  std::vector<Bucket> all = st.Query("GPU-a", Field::kEnergyMj, kT0, now, 15, now);
+  ASSERT_EQ(all.size(), 1440u);
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_EQ(all[i].count, 1) << i;
+    ASSERT_EQ(all[i].mean, v[i]) << i;
+  }
+  // Five minutes in the middle: twenty samples.
+  std::vector<Bucket> mid = st.Query("GPU-a", Field::kEnergyMj, kT0 + 3 * 3600, kT0 + 3 * 3600 + 300, 300, now);
+  ASSERT_EQ(mid.size(), 1u);
+  EXPECT_EQ(mid[0].count, 20);
+  // Rollup rings included, less than the plain 16-byte pairs of the raw samples alone.
+  EXPECT_LT(st.MemoryBytes(), 1440u * 16);
+}
+
+TEST(SeriesStore, AfterARestartTheRollupsAnswerWhatTheRawSamplesLost) {
+  SeriesStore a;
+  SeriesId id = *a.Intern("GPU-a", Field::kPowerW);
+  std::vector<Sample> s;
+  for (int i = 0; i < 720; ++i) s.push_back({id, (kT0 + i * 10) * 1000, 250});  // two hours at 10 s
+  a.Append(s);
+  SeriesStore b;  // restarted: the rollups are loaded, the raw samples are gone
+  b.LoadRollups(a.TakeClosedRollups());
+  SeriesId again = *b.Intern("GPU-a", Field::kPowerW);
+  b.Append({{again, (kT0 + 7200) * 1000, 300}});
+  const int64_t now = kT0 + 7210;
+  // Within the hot window, but the one raw sample does not reach back: the minutes answer.
+  std::vector<Bucket> q = b.Query("GPU-a", Field::kPowerW, kT0 + 3600, now, 600, now);
+  ASSERT_EQ(q.size(), 7u);
+  EXPECT_EQ(q[0].count, 10) << "ten closed minutes";
+  EXPECT_FLOAT_EQ(q[0].mean, 250);
+}
+
 TEST(SeriesStore, SeriesLimitIsEnforced) {
   SeriesLimits lim;
   lim.max_series = 2;
