@@ -483,6 +483,44 @@ spec:
   EXPECT_EQ(pool["metadata"]["managedFields"][0]["operation"], "Apply");
 }
 
+// fieldSelector, as kubectl's `delete --wait` and `wait` send it: by name and by namespace; a
+// selector that contradicts the path, or a member's own project, selects nothing.
+TEST_F(PolicyTest, FieldSelectorsPickByNameAndNamespace) {
+  httplib::Client ops("127.0.0.1", server_->port());
+  ops.set_bearer_token_auth(tokens_["operator"]);
+  httplib::Client mia("127.0.0.1", server_->port());
+  mia.set_bearer_token_auth(tokens_["member"]);
+  const std::string api = "/apis/gpuaas.io/v1";
+  for (const char* name : {"a", "b"}) {
+    ASSERT_EQ(ops.Post(api + "/namespaces/vision/gpupools",
+                       fmt::format(R"({{"apiVersion":"gpuaas.io/v1","kind":"GpuPool","metadata":{{"name":"{}"}},
+                                      "spec":{{"items":[{{"model":"H200-SXM-141GB","profile":"full","count":1}}]}}}})",
+                                   name),
+                       "application/json")
+                  ->status,
+              201);
+  }
+  auto names = [](httplib::Client& c, const std::string& path) {
+    httplib::Result r = c.Get(path);
+    std::vector<std::string> out;
+    if (!r || r->status != 200) return std::vector<std::string>{r ? "status " + std::to_string(r->status) : "none"};
+    const nlohmann::json list = nlohmann::json::parse(r->body);
+    for (const auto& item : list["items"]) out.push_back(item["metadata"]["name"]);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(ops, api + "/gpupools?fieldSelector=metadata.name%3Da"), V{"a"});
+  EXPECT_EQ(names(ops, api + "/gpupools?fieldSelector=metadata.namespace%3Dvision,metadata.name%3D%3Db"), V{"b"});
+  EXPECT_EQ(names(ops, api + "/gpupools?fieldSelector=metadata.namespace%3Dother"), V{});
+  EXPECT_EQ(names(ops, api + "/namespaces/vision/gpupools?fieldSelector=metadata.namespace%3Dother"), V{})
+      << "the path says vision, the selector other";
+  EXPECT_EQ(names(ops, api + "/gpupools?fieldSelector=spec.cluster%3Dx"), V{"status 400"});
+  EXPECT_EQ(names(ops, api + "/gpupools?fieldSelector=metadata.name!%3Da"), V{"status 400"});
+  EXPECT_EQ(names(mia, api + "/projects?fieldSelector=metadata.name%3Dvision"), V{"vision"});
+  EXPECT_EQ(names(mia, api + "/projects?fieldSelector=metadata.name%3Dother"), V{}) << "only its own project";
+  EXPECT_EQ(names(mia, api + "/gpupools?fieldSelector=metadata.namespace%3Dother"), V{});
+}
+
 // ?dryRun=All as kube-apiserver answers it: each write of the pool service runs whole, checks,
 // quota and audit included, and is answered as it would be; nothing is stored. A write that
 // takes no dry run refuses it rather than doing the write.

@@ -123,11 +123,11 @@ JsonIn::JsonIn(json* schema, std::string path)
   (*schema_)["type"] = "object";
 }
 
+namespace {
+
 // While describing, the members a decoder asked Has about: read only when present, so never
 // required, whatever the accessor that reads them says. Removed once the schema is complete.
 constexpr std::string_view kOptional = "x-gpuaas-optional";
-
-namespace {
 void DropOptionalMarks(json& schema) {
   if (!schema.is_object()) return;
   schema.erase(std::string(kOptional));

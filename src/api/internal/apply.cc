@@ -264,55 +264,51 @@ absl::StatusOr<json> ServerSideApply(const json* live, const json& config, std::
     if (!shared) Remove(result, p);
   }
   MergeInto(result, config);
-  // Conflicts: fields another manager owns whose value this apply changes, named as
-  // kube-apiserver names them ("mgr" for an applier, "mgr" using gpuaas.io/v1 for an updater).
-  std::map<std::string, std::vector<std::string>> conflicts;  // manager -> fields
-  size_t count = 0;
-  for (Entry& e : entries) {
-    if (&e == &mine || e.manager == manager) continue;
-    const std::string who = e.operation == "Apply" ? fmt::format("\"{}\"", e.manager)
-                                                   : fmt::format("\"{}\" using {}", e.manager, model::kApiVersion);
-    for (const Path& q : e.fields) {
-      for (const Path& p : applied) {
-        if (!Overlap(p, q)) continue;
-        const Path& at = p.size() <= q.size() ? p : q;
-        const json* was = live == nullptr ? nullptr : At(*live, at);
-        const json* will = At(result, at);
-        if (was != nullptr && will != nullptr && *was == *will) continue;  // the same value: shared
-        if (!force) {
+  // Whether applying field `p` changes the value of another manager's field `q`: they overlap,
+  // and the value at the shorter of the two paths differs (the same value is shared, no conflict).
+  auto changes = [&](const Path& p, const Path& q) {
+    if (!Overlap(p, q)) return false;
+    const Path& at = p.size() <= q.size() ? p : q;
+    const json* was = live == nullptr ? nullptr : At(*live, at);
+    const json* will = At(result, at);
+    return was == nullptr || will == nullptr || *was != *will;
+  };
+  if (!force) {
+    // Conflicts, named as kube-apiserver names them: "mgr" for an applier, "mgr" using
+    // gpuaas.io/v1 for an updater.
+    std::map<std::string, std::vector<std::string>> conflicts;  // manager -> fields
+    size_t count = 0;
+    for (const Entry& e : entries) {
+      if (&e == &mine || e.manager == manager) continue;
+      const std::string who = e.operation == "Apply" ? fmt::format("\"{}\"", e.manager)
+                                                     : fmt::format("\"{}\" using {}", e.manager, model::kApiVersion);
+      for (const Path& q : e.fields) {
+        if (std::any_of(applied.begin(), applied.end(), [&](const Path& p) { return changes(p, q); })) {
           conflicts[who].push_back(FieldName(q));
           ++count;
         }
-        break;
       }
     }
-  }
-  if (count > 0) {
-    std::string text;
     if (count == 1) {
-      text = fmt::format("conflict with {}: {}", conflicts.begin()->first, conflicts.begin()->second.front());
-    } else {
+      return absl::AbortedError(fmt::format("Apply failed with 1 conflict: conflict with {}: {}",
+                                            conflicts.begin()->first, conflicts.begin()->second.front()));
+    }
+    if (count > 1) {
       std::vector<std::string> lines;
       for (const auto& [who, fields] : conflicts) {
         lines.push_back(fmt::format("conflicts with {}:", who));
         for (const std::string& f : fields) lines.push_back("- " + f);
       }
-      text = fmt::format("{}", fmt::join(lines, "\n"));
+      return absl::AbortedError(fmt::format("Apply failed with {} conflicts: {}", count, fmt::join(lines, "\n")));
     }
-    return absl::AbortedError(fmt::format("Apply failed with {} conflict{}: {}", count, count == 1 ? "" : "s", text));
   }
-  // The applied fields are the manager's now (and shared with owners whose value they keep).
-  for (const Path& p : applied) {
-    for (Entry& e : entries) {
-      if (&e == &mine) continue;
-      std::erase_if(e.fields, [&](const Path& q) {
-        if (!Overlap(p, q)) return false;
-        const Path& at = p.size() <= q.size() ? p : q;
-        const json* was = live == nullptr ? nullptr : At(*live, at);
-        const json* will = At(result, at);
-        return !(was != nullptr && will != nullptr && *was == *will);
-      });
-    }
+  // The applied fields are the manager's now: taken from the managers whose values they change,
+  // shared with those whose values they keep.
+  for (Entry& e : entries) {
+    if (&e == &mine) continue;
+    std::erase_if(e.fields, [&](const Path& q) {
+      return std::any_of(applied.begin(), applied.end(), [&](const Path& p) { return changes(p, q); });
+    });
   }
   mine.fields = applied;
   SetEntries(result, std::move(entries), old, now);

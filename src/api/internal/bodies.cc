@@ -1,9 +1,12 @@
 #include "api/internal/bodies.h"
 
+#include <algorithm>
+#include <cctype>
 #include <limits>
 #include <optional>
 
 #include "common/problem.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
@@ -107,7 +110,7 @@ absl::StatusOr<FieldValidation> FieldValidationOf(const HttpRequest& req) {
 absl::StatusOr<bool> DryRunOf(const HttpRequest& req) {
   if (req.method == "DELETE" && !Trim(req.body).empty()) {
     // DeleteOptions, as kubectl sends them: {"propagationPolicy":"Background","dryRun":["All"]}.
-    const nlohmann::json j = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    ASSIGN_OR_RETURN(const nlohmann::json j, model::ParseJson(req.body, "body"));
     if (!j.is_object()) return absl::InvalidArgumentError("body: DeleteOptions must be a JSON object");
     if (auto d = j.find("dryRun"); d != j.end() && !d->is_null()) {
       if (*d != nlohmann::json::array({"All"})) {
@@ -144,12 +147,19 @@ void AddWarnings(HttpResponse& r, const std::vector<std::string>& warnings) {
   }
 }
 
-absl::Status NeedJson(const HttpRequest& req) {
+std::string MediaTypeOf(const HttpRequest& req) {
   const std::string ct = req.Header("Content-Type");
+  std::string type(Trim(std::string_view(ct).substr(0, ct.find(';'))));
+  std::transform(type.begin(), type.end(), type.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return type;
+}
+
+absl::Status NeedJson(const HttpRequest& req) {
   // "application/json", optionally with parameters ("; charset=utf-8"); not "application/jsonx".
-  const std::string_view type = Trim(std::string_view(ct).substr(0, ct.find(';')));
-  if (!EqualsIgnoreCase(type, "application/json")) {
-    return UnsupportedMediaType(fmt::format("Content-Type must be application/json, not \"{}\"", ct));
+  if (MediaTypeOf(req) != "application/json") {
+    return UnsupportedMediaType(
+        fmt::format("Content-Type must be application/json, not \"{}\"", req.Header("Content-Type")));
   }
   if (!IsValidUtf8(req.body)) return absl::InvalidArgumentError("the body is not valid UTF-8 (JSON text is UTF-8)");
   return absl::OkStatus();

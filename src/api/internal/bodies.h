@@ -114,6 +114,9 @@ struct Read {
   std::vector<std::string> warnings;
 };
 
+// The request's media type: its Content-Type without parameters, in lower case.
+std::string MediaTypeOf(const HttpRequest& req);
+
 // OK when the request carries JSON: Content-Type application/json (parameters allowed) or
 // UnsupportedMediaType (415), and UTF-8 text or InvalidArgument.
 absl::Status NeedJson(const HttpRequest& req);

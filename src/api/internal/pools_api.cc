@@ -23,14 +23,6 @@ constexpr std::string_view kJson = "application/json";
 
 using nlohmann::json;
 
-// The media type of a request, without parameters, in lower case.
-std::string MediaType(const HttpRequest& req) {
-  const std::string ct = req.Header("Content-Type");
-  std::string t(Trim(std::string_view(ct).substr(0, ct.find(';'))));
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return t;
-}
-
 // A YAML node as JSON: plain scalars typed as YAML 1.2's core schema types them (null, booleans,
 // integers, floats), quoted ones strings.
 json YamlToJson(const YAML::Node& n) {
@@ -72,13 +64,6 @@ absl::StatusOr<json> ParseApplyBody(std::string_view body, std::vector<std::stri
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(fmt::format("body is neither JSON nor YAML: {}", e.what()));
   }
-}
-
-// What a write of kind T is told when the kind takes no such write.
-template <typename T>
-absl::Status NotCreatedByApply() {
-  return MethodNotAllowed(fmt::format("{} \"...\" does not exist, and {} are not created by an apply", T::kPlural,
-                                      T::kPlural));
 }
 
 // The kinds a PATCH or PUT writes, each with its service calls.
@@ -150,6 +135,20 @@ void SetManagedFields(T& out, const json& made) {
   out.metadata.managed_fields = meta.ok() ? std::move(meta->managed_fields) : std::vector<model::ManagedFields>{};
 }
 
+// The object a write made (as JSON), decoded under the request's field validation: its warnings
+// (unknown fields, and `duplicates` found in the request's text) into `warnings`, and its
+// managedFields kept to the fields it has.
+template <typename T>
+absl::StatusOr<T> DecodeMade(const json& made, FieldValidation mode, std::vector<std::string> duplicates,
+                             std::vector<std::string>& warnings) {
+  model::JsonFields fields;
+  ASSIGN_OR_RETURN(T out, model::Decode<T>(made.dump(), mode == FieldValidation::kIgnore ? nullptr : &fields));
+  SetManagedFields(out, made);
+  fields.duplicate = std::move(duplicates);
+  ASSIGN_OR_RETURN(warnings, CheckFields(mode, fields));
+  return out;
+}
+
 }  // namespace
 
 template <typename T>
@@ -157,19 +156,16 @@ absl::StatusOr<Read<T>> PoolsApi::ReadCreated(const HttpRequest& req) {
   RETURN_IF_ERROR(NeedJson(req));
   ASSIGN_OR_RETURN(const FieldValidation mode, FieldValidationOf(req));
   ASSIGN_OR_RETURN(const std::string manager, FieldManagerOf(req, /*apply=*/false));
-  model::JsonFields fields;
-  ASSIGN_OR_RETURN(json body, model::ParseJson(req.body, "body", &fields.duplicate));
+  std::vector<std::string> duplicates;
+  ASSIGN_OR_RETURN(json body, model::ParseJson(req.body, "body", &duplicates));
   if (body.is_object() && body.contains("metadata") && body["metadata"].is_object()) {
     // What the server sets, whatever the body says.
     for (const char* k : {"deletionTimestamp", "finalizers", "managedFields"}) body["metadata"].erase(k);
   }
-  std::vector<std::string> duplicates = std::move(fields.duplicate);
   if (body.is_object()) RecordUpdate(nullptr, body, manager, clock_.Now());
-  ASSIGN_OR_RETURN(T value, model::Decode<T>(body.dump(), mode == FieldValidation::kIgnore ? nullptr : &fields));
-  SetManagedFields(value, body);
-  fields.duplicate = std::move(duplicates);
-  ASSIGN_OR_RETURN(std::vector<std::string> warnings, CheckFields(mode, fields));
-  return Read<T>{std::move(value), std::move(warnings)};
+  Read<T> read;
+  ASSIGN_OR_RETURN(read.value, DecodeMade<T>(body, mode, std::move(duplicates), read.warnings));
+  return read;
 }
 
 template <typename T>
@@ -239,12 +235,7 @@ absl::StatusOr<HttpResponse> PoolsApi::Write(const HttpRequest& req, Change how,
       }
       (*md)["namespace"] = ns_s;
     }
-    model::JsonFields fields;
-    ASSIGN_OR_RETURN(T out, model::Decode<T>(next.dump(), mode == FieldValidation::kIgnore ? nullptr : &fields));
-    SetManagedFields(out, next);
-    fields.duplicate = duplicates;
-    ASSIGN_OR_RETURN(warnings, CheckFields(mode, fields));
-    return out;
+    return DecodeMade<T>(next, mode, duplicates, warnings);
   };
   bool found = false;
   absl::StatusOr<T> written = Kind<T>::Update(*to.service, ns_s, name_s, [&](const T& stored) -> absl::StatusOr<T> {
@@ -289,7 +280,7 @@ absl::StatusOr<HttpResponse> PoolsApi::Dispatch(const HttpRequest& req, Change h
 
 absl::StatusOr<HttpResponse> PoolsApi::Patch(const HttpRequest& req, std::string_view plural, std::string_view ns,
                                              std::string_view name, const Principal& who) {
-  const std::string type = MediaType(req);
+  const std::string type = MediaTypeOf(req);
   Change how;
   if (type == "application/merge-patch+json") {
     how = Change::kMergePatch;

@@ -168,14 +168,17 @@ absl::StatusOr<HttpResponse> ResourceApi::List(const HttpRequest& req, std::stri
   absl::StatusOr<model::LabelSelector> selector = model::LabelSelector::Parse(req.Param("labelSelector"));
   if (!selector.ok()) return selector.status();
   ASSIGN_OR_RETURN(const FieldSelector fields, ParseFieldSelector(req.Param("fieldSelector")));
-  std::string field_ns = fields.ns.value_or("");
-  if (!field_ns.empty()) {
-    if (!ns.empty() && field_ns != ns) field_ns = "\x01";  // both asked: nothing is in two projects
-    if (ns.empty()) ns = field_ns;
+  // No object or project is named this (names are DNS-1123): what a selector that contradicts the
+  // path, or the caller's own project, selects.
+  constexpr std::string_view kNone = "\x01";
+  std::string field_ns;
+  if (fields.ns && !fields.ns->empty()) {
+    field_ns = ns.empty() || *fields.ns == ns ? *fields.ns : std::string(kNone);
+    ns = field_ns;
   }
-  // A name asked for beside a member's own project (the projects it may see): none if they differ.
+  // A member lists the one project it may see, whatever name it asks for.
   std::optional<std::string> only_name = fields.name;
-  if (only_own_project) only_name = !fields.name || *fields.name == who.project ? who.project : "\x01";
+  if (only_own_project) only_name = !fields.name || *fields.name == who.project ? who.project : std::string(kNone);
   if (const std::string w = req.Param("watch"); !w.empty() && w != "0" && w != "false") {
     if (w != "1" && w != "true") {
       return absl::InvalidArgumentError(fmt::format("watch: \"{}\" is not true, false, 1 or 0", w));
