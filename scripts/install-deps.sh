@@ -19,9 +19,11 @@ packages=(
   libpq-dev postgresql-15                # the PostgreSQL store (libpq); tests start throwaway servers
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and micro-benchmarks
   wrk nginx curl python3                  # API benchmark (load generator and baseline)
-  prometheus                             # test: a real Prometheus scrapes gpuaas and the agent
+  prometheus                             # test: a real Prometheus scrapes gpuaas and receives its remote write
+  victoria-metrics                       # test: the other remote-write receiver gpuaas writes to and reads back from
+  libsnappy-dev                          # remote write: the snappy block around each WriteRequest
   libtinyxml2-dev                        # nvidia-smi -q -x reports (the agent's second source)
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # the agent's kubelet PodResources client
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # the agent's kubelet PodResources client; remote write
   chromium fonts-noto-cjk                # dashboard browser tests (playwright-core drives Debian's Chromium)
 )
 # The dashboard is built with node (>= 20) and npm; Debian's own nodejs is taken only when the

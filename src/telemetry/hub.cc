@@ -208,7 +208,7 @@ absl::StatusOr<IngestResult> Hub::IngestReport(const NodeReport& report, int64_t
     NoteUnmatched(batch, res);
     health_changed = health_.HasChanged();
   }
-  res.stored = static_cast<int64_t>(series_.Append(batch.samples));
+  res.stored = static_cast<int64_t>(Store(batch.samples));
   if (health_changed) HealthChanged();
   return res;
 }
@@ -338,9 +338,19 @@ absl::StatusOr<IngestResult> Hub::IngestText(std::string_view text, int64_t now_
     samples_total_ += res.samples;
     health_changed = health_.HasChanged();
   }
-  res.stored = static_cast<int64_t>(series_.Append(batch.samples));
+  res.stored = static_cast<int64_t>(Store(batch.samples));
   if (health_changed) HealthChanged();
   return res;
+}
+
+size_t Hub::Store(const std::vector<Sample>& samples) {
+  if (!sink_) return series_.Append(samples);
+  std::vector<Sample> stored;
+  stored.reserve(samples.size());
+  std::lock_guard<std::mutex> l(append_mu_);
+  const size_t n = series_.Append(samples, &stored);
+  sink_(stored);
+  return n;
 }
 
 std::optional<int> Hub::FindInstance(std::string_view gpu_uuid, int start, std::string_view mig_uuid) const {

@@ -19,8 +19,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,9 @@ namespace gpuaas::telemetry {
 // Asked for each GPU a body names (once per GPU) before any of the body applies: a non-OK
 // answer refuses the whole body with that status (who may push for which GPU).
 using GpuAdmission = std::function<absl::Status(std::string_view gpu_uuid)>;
+
+// Told of the samples each ingest stored, in the order stored (telemetry/remote_write.h).
+using SampleSink = std::function<void(std::span<const Sample> stored)>;
 
 // How far ahead of the server's clock a reading's timestamp may be.
 inline constexpr int64_t kMaxAheadMs = 5 * 60 * 1000;
@@ -124,6 +129,10 @@ class Hub {
   }
   std::vector<Alert> Alerts(bool active_only) const;
 
+  // Set once, before the first ingest (null: none). Each ingest's stored samples reach the sink
+  // in the order ingests stored them, so that a series' samples leave in time order.
+  void SetSink(SampleSink sink) { sink_ = std::move(sink); }
+
   SeriesStore& series() { return series_; }
   const SeriesStore& series() const { return series_; }
   int64_t samples_total() const;
@@ -184,7 +193,12 @@ class Hub {
   std::optional<double> DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,
                                    std::vector<Bucket>& out) const;
 
+  // Stores a batch and tells the sink, both under append_mu_ (only with a sink).
+  size_t Store(const std::vector<Sample>& samples);
+
   SeriesStore series_;
+  SampleSink sink_;
+  std::mutex append_mu_;
   mutable absl::Mutex mu_;
   HealthTracker health_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<int, InstanceInfo>, std::less<>> instances_ ABSL_GUARDED_BY(mu_);

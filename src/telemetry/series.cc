@@ -167,7 +167,14 @@ std::optional<SeriesId> SeriesStore::Find(std::string_view device, Field field) 
   return std::nullopt;
 }
 
-size_t SeriesStore::Append(const std::vector<Sample>& samples) {
+std::optional<std::pair<std::string, Field>> SeriesStore::Describe(SeriesId id) const {
+  absl::MutexLock l(&mu_);
+  const Series* s = Get(id);
+  if (s == nullptr) return std::nullopt;
+  return std::make_pair(s->device, s->field);
+}
+
+size_t SeriesStore::Append(const std::vector<Sample>& samples, std::vector<Sample>* kept) {
   absl::MutexLock l(&mu_);
   size_t stored = 0;
   for (const Sample& smp : samples) {
@@ -199,6 +206,7 @@ size_t SeriesStore::Append(const std::vector<Sample>& samples) {
     roll(s->minute_acc, s->minute, 60, static_cast<size_t>(limits_.minute_points));
     roll(s->hour_acc, s->hour, 3600, static_cast<size_t>(limits_.hour_points));
     ++stored;
+    if (kept != nullptr) kept->push_back(smp);
   }
   // Persistence is optional: without a taker the closed list must not grow without bound.
   if (closed_.size() > 4 * limits_.max_series) closed_.clear();

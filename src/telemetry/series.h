@@ -1,7 +1,7 @@
 // The in-memory series store: one series per (device, field), each kept at three resolutions,
 // bounded by count, so memory is bounded by the number of series whatever the sampling rate:
 //   raw     the last `raw_points` samples (4,320: the hot window of 6 hours at a 5 s interval),
-//           full precision, in Gorilla-compressed chunks of 120 (telemetry/chunk.h); queries
+//           full precision, in Gorilla-compressed chunks of 240 (telemetry/chunk.h); queries
 //           within `hot_window_s` read them, decoding only the chunks their range touches,
 //   minute  1-minute mean and max for `minute_points` minutes (1,440: a day),
 //   hour    1-hour mean and max for `hour_points` hours (720: 30 days).
@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -73,9 +74,12 @@ class SeriesStore {
   // The series of (device, field), created on first use. nullopt when max_series is reached.
   std::optional<SeriesId> Intern(std::string_view device, Field field);
   std::optional<SeriesId> Find(std::string_view device, Field field) const;
+  // The device and field of a series; nullopt for an id never handed out.
+  std::optional<std::pair<std::string, Field>> Describe(SeriesId id) const;
 
-  // Appends samples (in time order per series). Returns how many were stored.
-  size_t Append(const std::vector<Sample>& samples);
+  // Appends samples (in time order per series). Returns how many were stored; `stored`, when
+  // given, receives them (not those dropped as older than, or as old as, their series' newest).
+  size_t Append(const std::vector<Sample>& samples, std::vector<Sample>* stored = nullptr);
 
   // Buckets of `step` seconds covering [from, to), from the finest resolution that still holds
   // `from` relative to `now`. Empty when the series does not exist.
