@@ -129,6 +129,15 @@ int main(int argc, char** argv) {
   server->add_option("--requests-per-second", sf.request_rates,
                      "ROLE=N: requests a second per token of a role (operator, member, agent or all; bursts of 2N; "
                      "0: no limit; default all=100; repeatable)");
+  server->add_option("--telemetry-remote-write", sf.remote_write,
+                     "Prometheus remote write: a receiver's URL, e.g. http://127.0.0.1:8428/api/v1/write (repeatable)");
+  server->add_option("--telemetry-remote-write-bearer-token-file", sf.remote_write_token_file,
+                     "a file holding the bearer token sent to the receivers (read at each send)");
+  server->add_option("--telemetry-remote-write-ca-file", sf.remote_write_ca_file,
+                     "CA certificates (PEM) that https receivers are checked against (default: the system's)");
+  server->add_option("--telemetry-remote-write-queue", sf.remote_write_queue,
+                     "samples each receiver's queue holds while it is slow or down; more are dropped and counted")
+      ->capture_default_str();
   server->add_option("--telemetry-bytes-per-second", sf.telemetry_rates,
                      "ROLE=N: telemetry body bytes a second per token of a role (default all=4194304; repeatable)");
   server->add_flag("--insecure-no-auth", sf.no_auth,

@@ -1,6 +1,9 @@
 #include "exe/server_flags.h"
 
+#include <fstream>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include "common/strings.h"
 #include "fmt/format.h"
@@ -67,6 +70,24 @@ absl::StatusOr<ServerPlan> PlanServer(const ServerFlags& flags) {
     }
     plan.webhook_host = webhook->first;
     plan.webhook_port = webhook->second;
+  }
+  for (const std::string& url : flags.remote_write) {
+    const bool http = url.starts_with("http://") || url.starts_with("https://");
+    const size_t host_at = url.find("://") + 3;
+    const size_t path_at = url.find('/', host_at);
+    if (!http || path_at == std::string::npos || path_at == host_at) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--telemetry-remote-write {}: expected http(s)://HOST[:PORT]/PATH, e.g. http://127.0.0.1:8428/api/v1/write", url));
+    }
+  }
+  for (const auto& [flag, file] : {std::pair<std::string_view, const std::string&>{"--telemetry-remote-write-bearer-token-file",
+                                                                                   flags.remote_write_token_file},
+                                   {"--telemetry-remote-write-ca-file", flags.remote_write_ca_file}}) {
+    if (file.empty()) continue;
+    if (!std::ifstream(file).good()) return absl::InvalidArgumentError(fmt::format("{} {}: cannot read it", flag, file));
+  }
+  if (flags.remote_write_queue < 1000) {
+    return absl::InvalidArgumentError("--telemetry-remote-write-queue: at least 1000 samples");
   }
   return plan;
 }

@@ -4,6 +4,7 @@
 #ifndef GPUAAS_EXE_SERVER_FLAGS_H_
 #define GPUAAS_EXE_SERVER_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct ServerFlags {
   int scrape_interval_s = 15;
   bool simulate_telemetry = false;  // play a node agent for every simulated GPU (on with --demo)
   int telemetry_interval_s = 10;
+  // Prometheus remote write: receivers' URLs (".../api/v1/write"), a file holding the bearer
+  // token sent to them (read at each POST, so that a rotated token is picked up), a CA bundle for
+  // https receivers (empty: the system's), and the samples each receiver's queue holds.
+  std::vector<std::string> remote_write;
+  std::string remote_write_token_file;
+  std::string remote_write_ca_file;
+  int64_t remote_write_queue = 500'000;
   std::string web_root;  // the dashboard's built files (web/dist); empty: no dashboard
   // Kubernetes clusters to manage: "NAME=KUBECONFIG[#CONTEXT]" or "NAME=in-cluster".
   std::vector<std::string> kubernetes;

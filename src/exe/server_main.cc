@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <span>
 #include <thread>
 
 #include "api/auth.h"
@@ -20,9 +21,12 @@
 #include "controller/inventory.h"
 #include "controller/runtime/informer.h"
 #include "controller/runtime/leader_election.h"
+#include "controller/telemetry_labels.h"
 #include "exe/cluster_drivers.h"
 #include "exe/demo.h"
+#include "exe/telemetry_http.h"
 #include "exe/terms.h"
+#include "fmt/ranges.h"
 #include "fmt/format.h"
 #include "model/fleet.h"
 #include "model/pool.h"
@@ -33,6 +37,7 @@
 #include "store/fenced_store.h"
 #include "store/store.h"
 #include "telemetry/hub.h"
+#include "telemetry/remote_write.h"
 
 namespace gpuaas::exe {
 int RunServer(const ServerFlags& flags, const std::string& version) {
@@ -88,6 +93,28 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   ClusterDrivers& drivers = *clusters_or;
   const std::vector<cluster::kubernetes::KubernetesDriver*>& kubernetes = drivers.kubernetes;
   telemetry::Hub hub;
+  // Remote write: every sample the hub stores also goes to each receiver, labelled from a
+  // directory that a manager of this replica's own keeps current (every replica sends what its
+  // hub ingests, leader or not).
+  telemetry::DeviceDirectory directory;
+  telemetry::RemoteWrite remote_write(hub, directory);
+  std::optional<controller::runtime::Manager> replica_manager;
+  std::optional<controller::TelemetryLabels> labeller;
+  for (const std::string& url : flags.remote_write) {
+    telemetry::RemoteWriteOptions o;
+    o.url = url;
+    o.capacity = static_cast<size_t>(flags.remote_write_queue);
+    remote_write.Add(o, RemoteWritePost(url, {flags.remote_write_token_file, flags.remote_write_ca_file},
+                                        "gpuaas/" + version));
+  }
+  if (!flags.remote_write.empty()) {
+    replica_manager.emplace(RealClock::Get(), cache);
+    labeller.emplace(directory, *replica_manager);
+    replica_manager->Start();
+    hub.SetSink([&remote_write](std::span<const telemetry::Sample> stored) { remote_write.Take(stored); });
+    remote_write.Start();
+    log::Info("remote write to {}", fmt::join(flags.remote_write, ", "));
+  }
   controller::ControlPlaneOptions cp_options;
   cp_options.inventory_resync = std::chrono::seconds(std::max(1, flags.sync_interval_s));
   // Clusters registered at run time (gpuaas cluster add) are Kubernetes clusters.
@@ -166,6 +193,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   opts.more_metrics = [&](std::string& out) {
     elector->AppendMetrics(out);
     if (std::shared_ptr<controller::ControlPlane> cp = terms.Current()) cp->manager().AppendMetrics(out);
+    remote_write.AppendMetrics(out);
   };
   // GPUs per catalogue model, from the cache's labels (no decoding), for pool capacity checks.
   service::PoolService pools(db, RealClock::Get(), [&cache] {
@@ -273,6 +301,11 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   elector->Stop();  // a leader stops its controllers (in-flight reconciles finish), then releases the lease
   for (cluster::kubernetes::KubernetesDriver* k : kubernetes) k->Stop();
   server.Stop();
+  // What is queued for the receivers goes out before the process ends (a batch each, at most,
+  // when a receiver does not answer).
+  hub.SetSink(nullptr);
+  remote_write.Stop();
+  if (replica_manager) replica_manager->Stop();
   cache.Stop();
   return 0;
 }

@@ -23,6 +23,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/log.h"
+#include "common/status.h"  // formats absl::string_view
 #include "model/codec.h"
 #include "store/cache.h"
 

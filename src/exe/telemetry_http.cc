@@ -1,0 +1,86 @@
+#include "exe/telemetry_http.h"
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "httplib.h"
+
+namespace gpuaas::exe {
+namespace {
+
+struct Target {
+  std::string origin;  // scheme://host[:port]
+  std::string path;
+};
+
+Target Split(const std::string& url) {
+  const size_t host_at = url.find("://") == std::string::npos ? 0 : url.find("://") + 3;
+  const size_t path_at = url.find('/', host_at);
+  if (path_at == std::string::npos) return {url, "/"};
+  return {url.substr(0, path_at), url.substr(path_at)};
+}
+
+absl::StatusOr<std::string> ReadToken(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return absl::UnavailableError(fmt::format("bearer token file {}: cannot read it", file));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.empty()) return absl::UnavailableError(fmt::format("bearer token file {} is empty", file));
+  return token;
+}
+
+std::unique_ptr<httplib::Client> MakeClient(const Target& t, const ReceiverAuth& auth) {
+  auto c = std::make_unique<httplib::Client>(t.origin);
+  c->set_connection_timeout(5);
+  c->set_read_timeout(30);
+  c->set_write_timeout(30);
+  c->set_keep_alive(true);
+  if (t.origin.starts_with("https://")) {
+    c->enable_server_certificate_verification(true);
+    if (!auth.ca_file.empty()) {
+      c->set_ca_cert_path(auth.ca_file.c_str());
+    } else if (const char* ca = std::getenv("SSL_CERT_FILE"); ca != nullptr && *ca != '\0') {
+      c->set_ca_cert_path(ca);
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+telemetry::PostFn RemoteWritePost(const std::string& url, const ReceiverAuth& auth, const std::string& user_agent) {
+  const Target target = Split(url);
+  auto client = std::shared_ptr<httplib::Client>(MakeClient(target, auth));
+  httplib::Headers base;
+  for (const auto& [k, v] : telemetry::RemoteWriteHeaders(user_agent)) {
+    if (k != "Content-Type") base.emplace(k, v);  // httplib writes the content type it is given
+  }
+  return [client, target, auth, base](const std::string& body) -> telemetry::PostResult {
+    httplib::Headers headers = base;
+    if (!auth.bearer_token_file.empty()) {
+      absl::StatusOr<std::string> token = ReadToken(auth.bearer_token_file);
+      if (!token.ok()) return {0, std::string(token.status().message()), std::nullopt};
+      headers.emplace("Authorization", "Bearer " + *token);
+    }
+    httplib::Result res = client->Post(target.path, headers, body, "application/x-protobuf");
+    if (!res) return {0, httplib::to_string(res.error()), std::nullopt};
+    telemetry::PostResult out{res->status, "", std::nullopt};
+    if (res->status < 200 || res->status >= 300) {
+      out.error = res->body.substr(0, 256);
+      while (!out.error.empty() && (out.error.back() == '\n' || out.error.back() == '\r')) out.error.pop_back();
+    }
+    if (res->has_header("Retry-After")) {
+      if (std::optional<int64_t> s = ParseInt(res->get_header_value("Retry-After")); s && *s >= 0 && *s <= 3600) {
+        out.retry_after = std::chrono::seconds(*s);
+      }
+    }
+    return out;
+  };
+}
+
+}  // namespace gpuaas::exe
