@@ -158,7 +158,9 @@ std::vector<std::pair<std::string, std::string>> RemoteWriteHeaders(std::string_
 // ---- RemoteWriteQueue ----
 
 RemoteWriteQueue::RemoteWriteQueue(RemoteWriteOptions options, PostFn post)
-    : options_(std::move(options)), post_(std::move(post)) {}
+    : options_(std::move(options)),
+      post_(std::move(post)),
+      batch_(std::clamp<size_t>(options_.capacity / 2, 1, std::max<size_t>(1, options_.max_samples_per_send))) {}
 
 RemoteWriteQueue::~RemoteWriteQueue() { Stop(); }
 
@@ -181,10 +183,13 @@ void RemoteWriteQueue::Stop() {
 
 void RemoteWriteQueue::Enqueue(std::span<const QueuedSample> samples) {
   if (samples.empty()) return;
-  bool full_batch = false;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> l(mu_);
-    const size_t room = options_.capacity > queue_.size() ? options_.capacity - queue_.size() : 0;
+    // The sender sleeps until a first sample starts a batch's clock, or a batch is full.
+    wake = queue_.empty();
+    const size_t held = queue_.size() + in_flight_;  // a batch being retried still counts
+    const size_t room = options_.capacity > held ? options_.capacity - held : 0;
     const size_t take = std::min(room, samples.size());
     if (queue_.empty() && take > 0) oldest_since_ = std::chrono::steady_clock::now();
     for (size_t i = 0; i < take; ++i) {
@@ -193,9 +198,9 @@ void RemoteWriteQueue::Enqueue(std::span<const QueuedSample> samples) {
     }
     stats_.samples_dropped += static_cast<int64_t>(samples.size() - take);
     stats_.samples_pending = static_cast<int64_t>(queue_.size() + in_flight_);
-    full_batch = queue_.size() >= options_.max_samples_per_send;
+    wake = (wake && !queue_.empty()) || queue_.size() >= batch_;
   }
-  if (full_batch) wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 RemoteWriteStats RemoteWriteQueue::stats() const {
@@ -213,7 +218,7 @@ void RemoteWriteQueue::Run() {
   while (true) {
     // A batch is due when full, when its oldest sample has waited long enough, or at stop.
     wake_.wait_until(l, oldest_since_ + options_.batch_deadline, [this] {
-      return stopping_ || queue_.size() >= options_.max_samples_per_send ||
+      return stopping_ || queue_.size() >= batch_ ||
              (!queue_.empty() && std::chrono::steady_clock::now() >= oldest_since_ + options_.batch_deadline);
     });
     if (queue_.empty()) {
@@ -222,10 +227,10 @@ void RemoteWriteQueue::Run() {
       wake_.wait(l, [this] { return stopping_ || !queue_.empty(); });
       continue;
     }
-    const bool due = stopping_ || queue_.size() >= options_.max_samples_per_send ||
+    const bool due = stopping_ || queue_.size() >= batch_ ||
                      std::chrono::steady_clock::now() >= oldest_since_ + options_.batch_deadline;
     if (!due) continue;
-    const size_t n = std::min(queue_.size(), options_.max_samples_per_send);
+    const size_t n = std::min(queue_.size(), batch_);
     std::vector<QueuedSample> batch(std::make_move_iterator(queue_.begin()),
                                     std::make_move_iterator(queue_.begin() + static_cast<std::ptrdiff_t>(n)));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));

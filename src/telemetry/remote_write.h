@@ -11,7 +11,7 @@
 // empty values are dropped. A series' samples leave in the order they were stored.
 //
 // Each receiver has a bounded queue: samples that arrive while it is full are dropped and
-// counted. A batch goes out when it holds max_samples_per_send samples or its oldest sample has
+// counted. A batch goes out when it holds max_samples_per_send samples (at most half the capacity) or its oldest sample has
 // waited batch_deadline. A batch that gets no answer, a 5xx or a 429 is sent again after a
 // backoff that doubles from min_backoff to max_backoff (a 429's Retry-After, when longer), until
 // it is accepted or the queue is stopped; any other 4xx (400: a sample the receiver refuses, such
@@ -135,8 +135,8 @@ using PostFn = std::function<PostResult(const std::string& body)>;
 
 struct RemoteWriteOptions {
   std::string url;                         // the receiver, as named in metrics and logs
-  size_t capacity = 500'000;               // samples queued at most (~32 MB); more are dropped
-  size_t max_samples_per_send = 2'000;     // samples in one POST
+  size_t capacity = 500'000;               // samples held at most, in flight included (32 bytes each); more are dropped
+  size_t max_samples_per_send = 2'000;     // samples in one POST (at most half the capacity)
   std::chrono::milliseconds batch_deadline{5'000};
   std::chrono::milliseconds min_backoff{30};
   std::chrono::milliseconds max_backoff{5'000};
@@ -182,6 +182,9 @@ class RemoteWriteQueue {
 
   const RemoteWriteOptions options_;
   const PostFn post_;
+  // Samples in a full batch: max_samples_per_send, or half the capacity when that is smaller,
+  // so that a small queue sends before it fills rather than at the batch's deadline.
+  const size_t batch_;
   mutable std::mutex mu_;
   mutable std::condition_variable wake_, idle_;
   std::deque<QueuedSample> queue_;

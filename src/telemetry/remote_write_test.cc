@@ -187,6 +187,12 @@ TEST(RemoteWrite, ABatchLeavesWhenFullOrWhenItsOldestSampleHasWaited) {
   ASSERT_TRUE(q.WaitSent(5s));
   EXPECT_EQ(rx.calls(), 2u);
   EXPECT_EQ(q.stats().samples_total, 5);
+  // A lone sample into an idle queue leaves at its deadline too.
+  std::vector<QueuedSample> one = {{l, 6, 6}};
+  q.Enqueue(one);
+  ASSERT_TRUE(q.WaitSent(5s));
+  EXPECT_EQ(rx.calls(), 3u);
+  EXPECT_EQ(q.stats().highest_sent_ms, 6);
 }
 
 TEST(RemoteWrite, TheHubsStoredSamplesLeaveLabelledAndAreRelabelledWhenAPoolChanges) {
