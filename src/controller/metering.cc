@@ -103,11 +103,13 @@ absl::Status MeteringController::FinalizeClosedMonths(bool all) {
         if (inv.lines.empty()) return absl::OkStatus();  // nothing happened that month
         for (billing::Line& l : inv.lines) {
           if (l.category != "Usage") continue;
-          if (std::optional<telemetry::GpuHoursUsed> used = telemetry::UsedGpuHours(
-                  hub_, telemetry::MeteredDevices(hub_, records, l.pool, l.model, l.profile, UnixSeconds(now)),
-                  UnixSeconds(l.start), UnixSeconds(l.end), UnixSeconds(now))) {
-            l.used_gpu_hours = used->used;
-          }
+          // A telemetry history that does not answer fails the keeping, retried later: a kept
+          // invoice is final, so it waits for its used GPU-hours rather than go without.
+          ASSIGN_OR_RETURN(const std::optional<telemetry::GpuHoursUsed> used,
+                           telemetry::UsedGpuHours(
+                               hub_, telemetry::MeteredDevices(hub_, records, l.pool, l.model, l.profile, UnixSeconds(now)),
+                               UnixSeconds(l.start), UnixSeconds(l.end), UnixSeconds(now)));
+          if (used) l.used_gpu_hours = used->used;
         }
         wrote = true;
         return tx.Put(key, "", billing::EncodeInvoice(inv), store::kMustNotExist);

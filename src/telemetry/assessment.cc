@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "catalog/catalog.h"
+#include "common/status.h"
 #include "fmt/format.h"
 
 namespace gpuaas::telemetry {
@@ -16,7 +17,7 @@ std::string DeviceName(const DeviceRef& d) {
 
 }  // namespace
 
-PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
+absl::StatusOr<PoolAssessment> AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
                           const AssessmentOptions& options) {
   PoolAssessment a;
   a.ns = pool.ns;
@@ -24,7 +25,8 @@ PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, i
   // GPU-hours as the pool's invoice counts them: allocated from its meter, used by the devices
   // it billed, to the second (UsedGpuHours).
   a.allocated_gpu_hours = pool.allocated_gpu_hours;
-  if (std::optional<GpuHoursUsed> used = UsedGpuHours(hub, pool.metered, from, to, now)) {
+  ASSIGN_OR_RETURN(const std::optional<GpuHoursUsed> used, UsedGpuHours(hub, pool.metered, from, to, now));
+  if (used) {
     a.used_gpu_hours = used->used;
     a.covered_gpu_hours = used->measured;
   }
@@ -37,7 +39,7 @@ PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, i
     a.allocated_gpus += d.ref.weight;
   }
   if (to <= from || refs.empty()) return a;
-  const std::vector<UtilizationPoint> points = hub.Utilization(refs, from, to, step, now);
+  ASSIGN_OR_RETURN(const std::vector<UtilizationPoint> points, hub.Utilization(refs, from, to, step, now));
   int64_t idle_run = 0;
   bool any_data = false;
   for (const UtilizationPoint& p : points) {
@@ -53,11 +55,12 @@ PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, i
   bool uniform = true;
   for (const AssessedDevice& d : pool.devices) {
     const std::string dev = DeviceName(d.ref);
-    for (const Bucket& b : hub.series().Query(dev, Field::kFbUsedMib, from, to, to - from, now)) {
+    ASSIGN_OR_RETURN(const std::vector<Bucket> fb, hub.Query(dev, Field::kFbUsedMib, from, to, to - from, now));
+    for (const Bucket& b : fb) {
       if (b.count > 0) a.peak_fb_used_mib = std::max(a.peak_fb_used_mib, b.max);
     }
     for (Field f : {Field::kSmActive, Field::kGrEngineActive}) {
-      std::vector<Bucket> q = hub.series().Query(dev, f, from, to, to - from, now);
+      ASSIGN_OR_RETURN(const std::vector<Bucket> q, hub.Query(dev, f, from, to, to - from, now));
       if (q.empty()) continue;
       for (const Bucket& b : q) {
         if (b.count > 0) a.peak_sm_gpu_fraction = std::max(a.peak_sm_gpu_fraction, std::min(1.0, b.max) * d.ref.weight);
@@ -124,7 +127,7 @@ DeviceRef WorkloadDeviceRef(const Hub& hub, const model::WorkloadDevice& d, cons
   return ref;
 }
 
-std::optional<GpuHoursUsed> UsedGpuHours(const Hub& hub, const std::vector<DeviceRef>& devices, int64_t from,
+absl::StatusOr<std::optional<GpuHoursUsed>> UsedGpuHours(const Hub& hub, const std::vector<DeviceRef>& devices, int64_t from,
                                          int64_t to, int64_t now) {
   if (to <= from || devices.empty()) return std::nullopt;
   // Minute steps as the rollups hold them (coarser for long spans, at most about 2,000 steps),
@@ -136,7 +139,8 @@ std::optional<GpuHoursUsed> UsedGpuHours(const Hub& hub, const std::vector<Devic
   for (const DeviceRef& d : devices) {
     const int64_t a = std::max(from, d.from_s), b = std::min(to, d.to_s);
     if (b <= a) continue;
-    for (const UtilizationPoint& p : hub.Utilization({d}, first, to, step, now)) {
+    ASSIGN_OR_RETURN(const std::vector<UtilizationPoint> points, hub.Utilization({d}, first, to, step, now));
+    for (const UtilizationPoint& p : points) {
       if (p.covered_gpus <= 0) continue;
       const int64_t inside = std::min(p.t + step, b) - std::max(p.t, a);
       if (inside <= 0) continue;

@@ -25,6 +25,7 @@
 #include "model/fleet.h"
 #include "model/billing.h"
 #include "model/pool.h"
+#include "absl/status/statusor.h"
 #include "telemetry/hub.h"
 
 namespace gpuaas::telemetry {
@@ -71,8 +72,9 @@ struct PoolAssessment {
   std::map<std::string, std::string> suggestion_params;
 };
 
-// `step`: 60 for periods up to a day, else 3600, as the rollups hold them.
-PoolAssessment AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
+// `step`: 60 for periods up to a day, else 3600, as the rollups hold them. Unavailable when the
+// telemetry history does not answer (Hub::Query).
+absl::StatusOr<PoolAssessment> AssessPool(const Hub& hub, const PoolUsage& pool, int64_t from, int64_t to, int64_t now,
                           const AssessmentOptions& options);
 
 // The GPU with a UUID (as the inventory spells it), or null: how the functions below find the
@@ -93,7 +95,7 @@ struct GpuHoursUsed {
   double used = 0;
   double measured = 0;  // the allocated GPU-hours that had readings
 };
-std::optional<GpuHoursUsed> UsedGpuHours(const Hub& hub, const std::vector<DeviceRef>& devices, int64_t from,
+absl::StatusOr<std::optional<GpuHoursUsed>> UsedGpuHours(const Hub& hub, const std::vector<DeviceRef>& devices, int64_t from,
                                          int64_t to, int64_t now);
 
 // The devices `meters` bill for `pool` (of `model`/`profile` when they are not empty: one invoice

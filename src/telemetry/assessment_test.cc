@@ -48,7 +48,7 @@ TEST(Assessment, GpuHoursUtilizationAndARightSize) {
   const PoolUsage pool = Usage("big", kT0,
                                {{{"GPU-a", 0, 1}, "H200-SXM-141GB", "7g.141gb"}, {{"GPU-b", 0, 1}, "H200-SXM-141GB", "7g.141gb"}},
                                hub, "7g.141gb", {"GPU-a@0", "GPU-b@0"}, 4);
-  PoolAssessment a = AssessPool(hub, pool, kT0, kT0 + 7200, kT0 + 7200, {});
+  PoolAssessment a = AssessPool(hub, pool, kT0, kT0 + 7200, kT0 + 7200, {}).value();
   EXPECT_DOUBLE_EQ(a.allocated_gpus, 2);
   EXPECT_NEAR(a.allocated_gpu_hours, 4, 1e-9) << "as the invoice counts them";
   EXPECT_NEAR(a.used_gpu_hours, 0.3 * 2 + 0.1 * 2, 1e-6);
@@ -65,22 +65,22 @@ TEST(Assessment, IdlePoolsAndPoolsThatNeedTheirSize) {
   Feed(hub, "GPU-a", -1, 120, 0.01, 1000);
   Feed(hub, "GPU-b", -1, 120, 0.9, 120000);
   const PoolUsage idle = Usage("idle", kT0, {{{"GPU-a", -1, 1}, "H200-SXM-141GB", "full"}}, hub, "full", {"GPU-a"}, 2);
-  PoolAssessment a = AssessPool(hub, idle, kT0, kT0 + 7200, kT0 + 7200, {});
+  PoolAssessment a = AssessPool(hub, idle, kT0, kT0 + 7200, kT0 + 7200, {}).value();
   EXPECT_TRUE(a.idle);
   EXPECT_EQ(a.idle_seconds, 7200);
   AssessmentOptions strict;
   strict.idle_for_s = 3 * 3600;
-  EXPECT_FALSE(AssessPool(hub, idle, kT0, kT0 + 7200, kT0 + 7200, strict).idle);
+  EXPECT_FALSE(AssessPool(hub, idle, kT0, kT0 + 7200, kT0 + 7200, strict)->idle);
 
   const PoolUsage busy = Usage("busy", kT0, {{{"GPU-b", -1, 1}, "H200-SXM-141GB", "full"}}, hub, "full", {"GPU-b"}, 2);
-  PoolAssessment b = AssessPool(hub, busy, kT0, kT0 + 7200, kT0 + 7200, {});
+  PoolAssessment b = AssessPool(hub, busy, kT0, kT0 + 7200, kT0 + 7200, {}).value();
   EXPECT_FALSE(b.idle);
   EXPECT_TRUE(b.suggestion.empty()) << b.suggestion;
 
   // Allocated an hour in (and a half minute): only that time counts, to the second.
   const PoolUsage late =
       Usage("late", kT0 + 3630, {{{"GPU-a", -1, 1}, "H200-SXM-141GB", "full"}}, hub, "full", {"GPU-a"}, 3570.0 / 3600);
-  PoolAssessment l = AssessPool(hub, late, kT0, kT0 + 7200, kT0 + 7200, {});
+  PoolAssessment l = AssessPool(hub, late, kT0, kT0 + 7200, kT0 + 7200, {}).value();
   EXPECT_NEAR(l.used_gpu_hours, 0.01 * 3570 / 3600, 1e-9);
   EXPECT_NEAR(l.covered_gpu_hours, 3570.0 / 3600, 1e-9);
 }
@@ -95,14 +95,16 @@ TEST(Assessment, UsedGpuHoursAreTheMeteredDevicesWhileTheyWereBilled) {
   const std::vector<model::UsageRecord> meters = {Meter("train", kT0, kT0 + 3600, "full", {"GPU-a"}),
                                                   Meter("other", kT0, std::nullopt, "full", {"GPU-b"})};
   const std::optional<GpuHoursUsed> used =
-      UsedGpuHours(hub, MeteredDevices(hub, meters, "train", "H200-SXM-141GB", "full", kT0 + 7200), kT0, kT0 + 7200, kT0 + 7200);
+      UsedGpuHours(hub, MeteredDevices(hub, meters, "train", "H200-SXM-141GB", "full", kT0 + 7200), kT0, kT0 + 7200, kT0 + 7200)
+          .value();
   ASSERT_TRUE(used);
   EXPECT_NEAR(used->used, 0.5, 1e-6);  // one hour at 0.5, counted only while billed
   EXPECT_NEAR(used->measured, 1, 1e-6);
   // No device of that item, or no readings in the window: no figure, not zero.
   EXPECT_TRUE(MeteredDevices(hub, meters, "train", "H200-SXM-141GB", "3g.71gb", kT0 + 7200).empty());
   EXPECT_FALSE(UsedGpuHours(hub, MeteredDevices(hub, meters, "train", "", "", kT0 + 7200), kT0 + 86400, kT0 + 90000,
-                            kT0 + 90000));
+                            kT0 + 90000)
+                   .value());
   // A meter without device names (written before it had them) names none.
   model::UsageRecord old = meters[0];
   old.spec.held.reset();

@@ -71,7 +71,7 @@ Hub::Digest Hub::DigestOf(std::string_view text) {
   return {Mix(a), Mix(b ^ Rotl(a, 32))};
 }
 
-Hub::Hub(SeriesLimits limits) : series_(limits) {}
+Hub::Hub(SeriesLimits limits) : series_(limits), limits_(limits) {}
 
 void Hub::SetKnownGpus(std::set<std::string> uuids) {
   absl::MutexLock l(&mu_);
@@ -375,21 +375,40 @@ std::vector<InstanceInfo> Hub::Instances(std::string_view gpu_uuid) const {
   return out;
 }
 
-std::optional<double> Hub::DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,
-                                      std::vector<Bucket>& out) const {
+absl::StatusOr<std::vector<Bucket>> Hub::Query(std::string_view device, Field field, int64_t from, int64_t to,
+                                               int64_t step, int64_t now) const {
+  const int64_t hot_from = now - limits_.hot_window_s;
+  if (history_ == nullptr || step <= 0 || to <= from || from >= hot_from) {
+    return series_.Query(device, field, from, to, step, now);
+  }
+  // The steps that start before the hot window come from the history, the others from memory.
+  const int64_t cut = std::min(to, from + (hot_from - from + step - 1) / step * step);
+  ASSIGN_OR_RETURN(std::vector<Bucket> out, history_->Buckets(device, field, from, cut, step));
+  if (cut < to) {
+    std::vector<Bucket> hot = series_.Query(device, field, cut, to, step, now);
+    if (hot.empty()) {  // no such series in memory: empty steps, as the history shapes them
+      for (int64_t t = cut; t < to; t += step) out.push_back({t, 0, 0, 0});
+    }
+    out.insert(out.end(), hot.begin(), hot.end());
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<double>> Hub::DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step,
+                                                      int64_t now, std::vector<Bucket>& out) const {
   if (d.gi < -1) return std::nullopt;  // a MIG instance no reading has named
   const std::string dev = DeviceName(d.gpu_uuid, d.gi);
   for (Field f : {Field::kSmActive, Field::kGrEngineActive, Field::kGpuUtil}) {
     if (f == Field::kGpuUtil && d.gi >= 0) break;  // GPU utilization does not exist per MIG instance
     if (!series_.Find(dev, f)) continue;
-    out = series_.Query(dev, f, from, to, step, now);
+    ASSIGN_OR_RETURN(out, Query(dev, f, from, to, step, now));
     return f == Field::kGpuUtil ? 0.01 : 1.0;
   }
   return std::nullopt;
 }
 
-std::vector<UtilizationPoint> Hub::Utilization(const std::vector<DeviceRef>& devices, int64_t from, int64_t to,
-                                               int64_t step, int64_t now) const {
+absl::StatusOr<std::vector<UtilizationPoint>> Hub::Utilization(const std::vector<DeviceRef>& devices, int64_t from,
+                                                               int64_t to, int64_t step, int64_t now) const {
   std::vector<UtilizationPoint> out;
   if (step <= 0 || to <= from) return out;
   const size_t n = static_cast<size_t>((to - from + step - 1) / step);
@@ -402,7 +421,7 @@ std::vector<UtilizationPoint> Hub::Utilization(const std::vector<DeviceRef>& dev
     for (UtilizationPoint& p : out) {
       if (in_window(p.t)) p.allocated_gpus += d.weight;
     }
-    std::optional<double> scale = DeviceUtil(d, from, to, step, now, b);
+    ASSIGN_OR_RETURN(std::optional<double> scale, DeviceUtil(d, from, to, step, now, b));
     if (!scale) continue;
     for (size_t i = 0; i < n && i < b.size(); ++i) {
       if (b[i].count == 0 || !in_window(out[i].t)) continue;

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "telemetry/health.h"
+#include "telemetry/history.h"
 #include "telemetry/prom_text.h"
 #include "telemetry/report.h"
 #include "telemetry/series.h"
@@ -110,10 +111,15 @@ class Hub {
   std::optional<int> FindInstance(std::string_view gpu_uuid, int start, std::string_view mig_uuid) const;
   std::vector<InstanceInfo> Instances(std::string_view gpu_uuid) const;
 
-  // Utilization of a set of devices per step: SM activity (DCGM_FI_PROF_SM_ACTIVE), else the
-  // graphics-engine activity, else GPU utilization / 100 for whole GPUs.
-  std::vector<UtilizationPoint> Utilization(const std::vector<DeviceRef>& devices, int64_t from, int64_t to,
+  // Buckets of one series (SeriesStore::Query), with the steps that start before the hot window
+  // read from the history when there is one (telemetry/history.h); Unavailable, with the
+  // reason, when the history does not answer.
+  absl::StatusOr<std::vector<Bucket>> Query(std::string_view device, Field field, int64_t from, int64_t to,
                                             int64_t step, int64_t now) const;
+  // Utilization of a set of devices per step: SM activity (DCGM_FI_PROF_SM_ACTIVE), else the
+  // graphics-engine activity, else GPU utilization / 100 for whole GPUs. Read through Query.
+  absl::StatusOr<std::vector<UtilizationPoint>> Utilization(const std::vector<DeviceRef>& devices, int64_t from,
+                                                            int64_t to, int64_t step, int64_t now) const;
 
   GpuVerdict Verdict(std::string_view gpu_uuid) const;
   // See HealthTracker::Restore.
@@ -132,6 +138,9 @@ class Hub {
   // Set once, before the first ingest (null: none). Each ingest's stored samples reach the sink
   // in the order ingests stored them, so that a series' samples leave in time order.
   void SetSink(SampleSink sink) { sink_ = std::move(sink); }
+  // Set once, before serving (null: none): where ranges older than the hot window are read.
+  void SetHistory(std::shared_ptr<const History> history) { history_ = std::move(history); }
+  const History* history() const { return history_.get(); }
 
   SeriesStore& series() { return series_; }
   const SeriesStore& series() const { return series_; }
@@ -190,14 +199,16 @@ class Hub {
   std::optional<std::string> Spelling(std::string_view uuid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Apply(const Resolved& r, double value, int64_t t_ms, Batch& batch, IngestResult& res)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::optional<double> DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step, int64_t now,
-                                   std::vector<Bucket>& out) const;
+  absl::StatusOr<std::optional<double>> DeviceUtil(const DeviceRef& d, int64_t from, int64_t to, int64_t step,
+                                                   int64_t now, std::vector<Bucket>& out) const;
 
   // Stores a batch and tells the sink, both under append_mu_ (only with a sink).
   size_t Store(const std::vector<Sample>& samples);
 
   SeriesStore series_;
+  const SeriesLimits limits_;
   SampleSink sink_;
+  std::shared_ptr<const History> history_;
   std::mutex append_mu_;
   mutable absl::Mutex mu_;
   HealthTracker health_ ABSL_GUARDED_BY(mu_);

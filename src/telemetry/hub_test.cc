@@ -60,7 +60,8 @@ TEST(Hub, GpuLevelReadingsOnMigRowsAreNotSummedAndBlanksDropped) {
   EXPECT_FALSE(hub.series().Find("GPU-x", Field::kMemTempC) && hub.series().Latest("GPU-x", Field::kMemTempC));
   // Utilization of the two 3g instances (3/7 of a GPU each).
   std::vector<UtilizationPoint> u = hub.Utilization({{"GPU-x", 1, 3.0 / 7}, {"GPU-x", 2, 3.0 / 7}},
-                                                    kNowMs / 1000, kNowMs / 1000 + 1, 1, kNowMs / 1000);
+                                                    kNowMs / 1000, kNowMs / 1000 + 1, 1, kNowMs / 1000)
+                                        .value();
   ASSERT_EQ(u.size(), 1u);
   EXPECT_NEAR(u[0].allocated_gpus, 6.0 / 7, 1e-9);
   EXPECT_NEAR(u[0].used_gpus, 0.75 * 3 / 7, 1e-9);
@@ -155,7 +156,7 @@ TEST(Hub, DevicesCountOnlyWithinTheirWindow) {
   }
   // A run on the GPU from t0+20 to t0+40: two of the six 10-second steps.
   DeviceRef run{"GPU-x", -1, 1, t0 + 20, t0 + 40};
-  std::vector<UtilizationPoint> u = hub.Utilization({run}, t0, t0 + 60, 10, t0 + 60);
+  std::vector<UtilizationPoint> u = hub.Utilization({run}, t0, t0 + 60, 10, t0 + 60).value();
   ASSERT_EQ(u.size(), 6u);
   double allocated = 0, used = 0;
   for (const UtilizationPoint& p : u) {

@@ -10,6 +10,7 @@
 #include "billing/billing.h"
 #include "billing/codec.h"
 #include "billing/focus.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
@@ -76,14 +77,18 @@ billing::Invoice InvoiceOf(store::ObjectCache& cache, telemetry::Hub* hub, const
   billing::AddCreditNotes(inv, DecodeAll<model::CreditNote>(cache, project));
   if (hub == nullptr || inv.lines.empty()) return inv;
   // Used GPU-hours of the devices each line billed (telemetry::UsedGpuHours: the assessment's
-  // definition too).
+  // definition too). They inform; the charges do not depend on them, so a telemetry history that
+  // does not answer leaves them out (logged) rather than the invoice.
   for (billing::Line& l : inv.lines) {
     if (l.category != "Usage") continue;
-    if (std::optional<telemetry::GpuHoursUsed> used = telemetry::UsedGpuHours(
-            *hub, telemetry::MeteredDevices(*hub, records, l.pool, l.model, l.profile, Seconds(now)), Seconds(l.start),
-            Seconds(l.end), Seconds(now))) {
-      l.used_gpu_hours = used->used;
+    absl::StatusOr<std::optional<telemetry::GpuHoursUsed>> used = telemetry::UsedGpuHours(
+        *hub, telemetry::MeteredDevices(*hub, records, l.pool, l.model, l.profile, Seconds(now)), Seconds(l.start),
+        Seconds(l.end), Seconds(now));
+    if (!used.ok()) {
+      log::Warn("invoice of {}: used GPU-hours left out: {}", project, used.status().message());
+      break;
     }
+    if (*used) l.used_gpu_hours = (*used)->used;
   }
   return inv;
 }

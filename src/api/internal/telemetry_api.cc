@@ -207,7 +207,9 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
         return absl::NotFoundError(fmt::format("no {} readings for {} {}", metric, scope, id));
       }
       json points = json::array();
-      for (const telemetry::Bucket& bk : hub_.series().Query(dev, *field, range->from, range->to, range->step, now)) {
+      ASSIGN_OR_RETURN(const std::vector<telemetry::Bucket> buckets,
+                       hub_.Query(dev, *field, range->from, range->to, range->step, now));
+      for (const telemetry::Bucket& bk : buckets) {
         points.push_back({{"t", bk.t}, {"value", Nullable(bk.mean, bk.count > 0)}, {"max", Nullable(bk.max, bk.count > 0)}});
       }
       return Reply({{"series", series}, {"scope", scope}, {"id", id}, {"metric", metric}, {"from", range->from},
@@ -290,7 +292,8 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
     std::vector<double> sum(static_cast<size_t>((range->to - range->from + range->step - 1) / range->step), 0);
     std::vector<bool> has(sum.size(), false);
     for (const DeviceRef& d : devices) {
-      auto q = hub_.series().Query(d.gpu_uuid, telemetry::Field::kPowerW, range->from, range->to, range->step, now);
+      ASSIGN_OR_RETURN(const std::vector<telemetry::Bucket> q,
+                       hub_.Query(d.gpu_uuid, telemetry::Field::kPowerW, range->from, range->to, range->step, now));
       for (size_t i = 0; i < q.size() && i < sum.size(); ++i) {
         if (q[i].count == 0) continue;
         sum[i] += q[i].mean * d.weight;
@@ -302,7 +305,9 @@ absl::StatusOr<HttpResponse> TelemetryApi::Query(const HttpRequest& req, const P
     }
     unit = "W";
   } else {
-    for (const telemetry::UtilizationPoint& p : hub_.Utilization(devices, range->from, range->to, range->step, now)) {
+    ASSIGN_OR_RETURN(const std::vector<telemetry::UtilizationPoint> utilization,
+                     hub_.Utilization(devices, range->from, range->to, range->step, now));
+    for (const telemetry::UtilizationPoint& p : utilization) {
       const bool has = p.covered_gpus > 0;
       double v = p.allocated_gpus;
       if (metric == "utilization") v = p.utilization();
@@ -403,7 +408,7 @@ absl::StatusOr<HttpResponse> TelemetryApi::Assessment(const HttpRequest& req, co
         u.allocated_since = std::min(u.allocated_since, std::max(Seconds(meter->spec.start), Seconds(h.since)));
       }
     }
-    const telemetry::PoolAssessment a = telemetry::AssessPool(hub_, u, range->from, range->to, now, opt);
+    ASSIGN_OR_RETURN(const telemetry::PoolAssessment a, telemetry::AssessPool(hub_, u, range->from, range->to, now, opt));
     pools.push_back({{"project", a.ns},
                      {"pool", a.name},
                      {"allocatedGpus", a.allocated_gpus},
