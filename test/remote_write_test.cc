@@ -153,7 +153,10 @@ class RemoteWriteTest : public ::testing::Test {
     ASSERT_TRUE(server_.Start("--insecure-no-auth --fleet " + dir_ + "/fleet.yaml --db sqlite:" + dir_ +
                                   "/g.db --telemetry-remote-write http://127.0.0.1:" + std::to_string(prom_port_) +
                                   "/api/v1/write --telemetry-remote-write http://127.0.0.1:" + std::to_string(vm_port_) +
-                                  "/api/v1/write --telemetry-remote-write-queue " + std::to_string(kQueue),
+                                  "/api/v1/write --telemetry-remote-write-queue " + std::to_string(kQueue) +
+                                  // History older than half an hour is read back from VictoriaMetrics.
+                                  " --telemetry-hot-window 1800 --telemetry-query-timeout 2 --telemetry-query "
+                                  "http://127.0.0.1:" + std::to_string(vm_port_),
                               dir_ + "/server.log"))
         << server_.Log();
   }
@@ -196,6 +199,18 @@ class RemoteWriteTest : public ::testing::Test {
     return Eventually([&] { return Metric("gpuaas_remote_storage_samples_total", port) >= total; }, 60s) &&
            Metric("gpuaas_remote_storage_samples_total", port) == total;
   }
+  // GET /api/v1/metrics/query for a GPU's readings of `metric` in [from, to) by `step`.
+  httplib::Result Chart(const std::string& gpu, const std::string& metric, int64_t from, int64_t to, int64_t step) {
+    httplib::Client c(server_.Url());
+    c.set_read_timeout(30);
+    return c.Get("/api/v1/metrics/query",
+                 httplib::Params{{"series", "gpu:" + gpu + ":" + metric},
+                                 {"from", std::to_string(from)},
+                                 {"to", std::to_string(to)},
+                                 {"step", std::to_string(step)}},
+                 httplib::Headers{});
+  }
+
   // The sender's lines of /metrics, for failure messages.
   std::string SenderState() {
     httplib::Client c(server_.Url());
@@ -261,6 +276,21 @@ TEST_F(RemoteWriteTest, EverySampleReachesPrometheusAndVictoriaMetricsThroughOut
   ExpectHeld(ReadBack(prom_port_, after), 0, 3, "prometheus");
   ExpectHeld(ReadBack(vm_port_, after), 0, 3, "victoria-metrics");
 
+  // The GPU charts of that hour-old minute come back from VictoriaMetrics (older than the half
+  // hour kept in memory), as the store would answer them: each minute's mean and max of the raw
+  // readings (rounds 0-2 so far, all in the first minute).
+  const std::string gpu = gpu_node_.begin()->first;  // the first GPU pushed: i = 0
+  {
+    auto r = Chart(gpu, "power_w", t0_ms_ / 1000, t0_ms_ / 1000 + 120, 60);
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    const json points = json::parse(r->body)["points"];
+    ASSERT_EQ(points.size(), 2u) << r->body;
+    EXPECT_EQ(points[0]["t"], t0_ms_ / 1000);
+    EXPECT_DOUBLE_EQ(points[0]["value"].get<double>(), (100 + 100.125 + 100.25) / 3) << r->body;
+    EXPECT_DOUBLE_EQ(points[0]["max"].get<double>(), 100.25);
+    EXPECT_TRUE(points[1]["value"].is_null()) << r->body;  // nothing pushed there yet
+  }
+
   // 2. VictoriaMetrics is down for 30 s while three more rounds arrive: they wait in its queue
   // (900 of 1,000) and reach it once it is back; Prometheus is not held up meanwhile.
   const auto down = std::chrono::steady_clock::now();
@@ -268,6 +298,23 @@ TEST_F(RemoteWriteTest, EverySampleReachesPrometheusAndVictoriaMetricsThroughOut
   for (int r = 3; r < 6; ++r) Push(r);
   ASSERT_TRUE(Sent(prom_port_, 1800));
   EXPECT_EQ(Metric("gpuaas_remote_storage_samples_pending", vm_port_), 900);
+  // Meanwhile the history is unavailable: a chart reaching back there is a 503 that says why,
+  // at once; the hot half hour still answers.
+  {
+    const auto asked = std::chrono::steady_clock::now();
+    auto r = Chart(gpu, "power_w", t0_ms_ / 1000, t0_ms_ / 1000 + 120, 60);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503) << r->body;
+    EXPECT_NE(r->body.find("telemetry history at http://127.0.0.1:" + std::to_string(vm_port_) + " is unavailable"),
+              std::string::npos)
+        << r->body;
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, 10s);
+    const int64_t now_s =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    auto hot = Chart(gpu, "power_w", now_s - 600, now_s, 60);
+    ASSERT_TRUE(hot);
+    EXPECT_EQ(hot->status, 200) << hot->body;
+  }
   std::this_thread::sleep_until(down + 30s);
   EXPECT_GT(Metric("gpuaas_remote_storage_samples_retried_total", vm_port_), 0);
   StartVm();

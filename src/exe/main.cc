@@ -131,12 +131,23 @@ int main(int argc, char** argv) {
                      "0: no limit; default all=100; repeatable)");
   server->add_option("--telemetry-remote-write", sf.remote_write,
                      "Prometheus remote write: a receiver's URL, e.g. http://127.0.0.1:8428/api/v1/write (repeatable)");
-  server->add_option("--telemetry-remote-write-bearer-token-file", sf.remote_write_token_file,
-                     "a file holding the bearer token sent to the receivers (read at each send)");
-  server->add_option("--telemetry-remote-write-ca-file", sf.remote_write_ca_file,
-                     "CA certificates (PEM) that https receivers are checked against (default: the system's)");
   server->add_option("--telemetry-remote-write-queue", sf.remote_write_queue,
                      "samples each receiver's queue holds while it is slow or down; more are dropped and counted")
+      ->capture_default_str();
+  server->add_option("--telemetry-query", sf.telemetry_query,
+                     "read history older than the hot window back from this Prometheus query API, e.g. "
+                     "http://127.0.0.1:8428 (VictoriaMetrics) or http://prometheus:9090");
+  server->add_option("--telemetry-query-timeout", sf.telemetry_query_timeout_s,
+                     "seconds a query to --telemetry-query may take before the answer is 503")
+      ->capture_default_str();
+  server->add_option("--telemetry-bearer-token-file", sf.telemetry_token_file,
+                     "a file holding the bearer token sent to the remote-write receivers and the query API "
+                     "(read at each request)");
+  server->add_option("--telemetry-ca-file", sf.telemetry_ca_file,
+                     "CA certificates (PEM) that https receivers and the query API are checked against "
+                     "(default: the system's)");
+  server->add_option("--telemetry-hot-window", sf.hot_window_s,
+                     "seconds of raw samples kept in memory and answered from there")
       ->capture_default_str();
   server->add_option("--telemetry-bytes-per-second", sf.telemetry_rates,
                      "ROLE=N: telemetry body bytes a second per token of a role (default all=4194304; repeatable)");

@@ -80,14 +80,30 @@ absl::StatusOr<ServerPlan> PlanServer(const ServerFlags& flags) {
           "--telemetry-remote-write {}: expected http(s)://HOST[:PORT]/PATH, e.g. http://127.0.0.1:8428/api/v1/write", url));
     }
   }
-  for (const auto& [flag, file] : {std::pair<std::string_view, const std::string&>{"--telemetry-remote-write-bearer-token-file",
-                                                                                   flags.remote_write_token_file},
-                                   {"--telemetry-remote-write-ca-file", flags.remote_write_ca_file}}) {
+  if (!flags.telemetry_query.empty()) {
+    const std::string& url = flags.telemetry_query;
+    const bool http = url.starts_with("http://") || url.starts_with("https://");
+    if (!http || url.size() == url.find("://") + 3 || url.find('?') != std::string::npos) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--telemetry-query {}: expected the query API's base, http(s)://HOST[:PORT][/PATH], e.g. "
+          "http://127.0.0.1:8428 or http://prometheus:9090",
+          url));
+    }
+  }
+  for (const auto& [flag, file] : {std::pair<std::string_view, const std::string&>{"--telemetry-bearer-token-file",
+                                                                                   flags.telemetry_token_file},
+                                   {"--telemetry-ca-file", flags.telemetry_ca_file}}) {
     if (file.empty()) continue;
     if (!std::ifstream(file).good()) return absl::InvalidArgumentError(fmt::format("{} {}: cannot read it", flag, file));
   }
   if (flags.remote_write_queue < 1000) {
     return absl::InvalidArgumentError("--telemetry-remote-write-queue: at least 1000 samples");
+  }
+  if (!(flags.telemetry_query_timeout_s >= 0.1 && flags.telemetry_query_timeout_s <= 120)) {
+    return absl::InvalidArgumentError("--telemetry-query-timeout: between 0.1 and 120 seconds");
+  }
+  if (flags.hot_window_s < 600 || flags.hot_window_s > 7 * 86400) {
+    return absl::InvalidArgumentError("--telemetry-hot-window: between 600 seconds (10 minutes) and 604800 (7 days)");
   }
   return plan;
 }

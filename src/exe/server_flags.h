@@ -29,13 +29,17 @@ struct ServerFlags {
   int scrape_interval_s = 15;
   bool simulate_telemetry = false;  // play a node agent for every simulated GPU (on with --demo)
   int telemetry_interval_s = 10;
-  // Prometheus remote write: receivers' URLs (".../api/v1/write"), a file holding the bearer
-  // token sent to them (read at each POST, so that a rotated token is picked up), a CA bundle for
-  // https receivers (empty: the system's), and the samples each receiver's queue holds.
+  // Prometheus remote write: receivers' URLs (".../api/v1/write") and the samples each
+  // receiver's queue holds. The history read back: a Prometheus query API's base URL, and how
+  // long a query may take. For both, a file holding the bearer token sent (read at each request,
+  // so that a rotated token is picked up) and a CA bundle for https (empty: the system's).
   std::vector<std::string> remote_write;
-  std::string remote_write_token_file;
-  std::string remote_write_ca_file;
   int64_t remote_write_queue = 500'000;
+  std::string telemetry_query;
+  double telemetry_query_timeout_s = 10;
+  std::string telemetry_token_file;
+  std::string telemetry_ca_file;
+  int64_t hot_window_s = 6 * 3600;  // raw samples kept and answered from memory
   std::string web_root;  // the dashboard's built files (web/dist); empty: no dashboard
   // Kubernetes clusters to manage: "NAME=KUBECONFIG[#CONTEXT]" or "NAME=in-cluster".
   std::vector<std::string> kubernetes;

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -92,7 +93,16 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   }
   ClusterDrivers& drivers = *clusters_or;
   const std::vector<cluster::kubernetes::KubernetesDriver*>& kubernetes = drivers.kubernetes;
-  telemetry::Hub hub;
+  telemetry::SeriesLimits series_limits;
+  series_limits.hot_window_s = flags.hot_window_s;
+  series_limits.raw_points = static_cast<int>(std::max<int64_t>(720, flags.hot_window_s / 5));  // at 5 s
+  telemetry::Hub hub(series_limits);
+  const ReceiverAuth receiver_auth{flags.telemetry_token_file, flags.telemetry_ca_file};
+  if (!flags.telemetry_query.empty()) {
+    hub.SetHistory(std::make_shared<telemetry::PromHistory>(
+        flags.telemetry_query, QueryGet(flags.telemetry_query, receiver_auth, flags.telemetry_query_timeout_s)));
+    log::Info("telemetry older than {} s read back from {}", flags.hot_window_s, flags.telemetry_query);
+  }
   // Remote write: every sample the hub stores also goes to each receiver, labelled from a
   // directory that a manager of this replica's own keeps current (every replica sends what its
   // hub ingests, leader or not).
@@ -104,7 +114,7 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     telemetry::RemoteWriteOptions o;
     o.url = url;
     o.capacity = static_cast<size_t>(flags.remote_write_queue);
-    remote_write.Add(o, RemoteWritePost(url, {flags.remote_write_token_file, flags.remote_write_ca_file},
+    remote_write.Add(o, RemoteWritePost(url, receiver_auth,
                                         "gpuaas/" + version));
   }
   if (!flags.remote_write.empty()) {

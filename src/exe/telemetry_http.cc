@@ -1,5 +1,7 @@
 #include "exe/telemetry_http.h"
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -34,12 +36,12 @@ absl::StatusOr<std::string> ReadToken(const std::string& file) {
   return token;
 }
 
-std::unique_ptr<httplib::Client> MakeClient(const Target& t, const ReceiverAuth& auth) {
+std::unique_ptr<httplib::Client> MakeClient(const Target& t, const ReceiverAuth& auth, double timeout_s) {
   auto c = std::make_unique<httplib::Client>(t.origin);
-  c->set_connection_timeout(5);
-  c->set_read_timeout(30);
-  c->set_write_timeout(30);
-  c->set_keep_alive(true);
+  const auto us = std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6));
+  c->set_connection_timeout(std::min<std::chrono::microseconds>(us, std::chrono::seconds(5)));
+  c->set_read_timeout(us);
+  c->set_write_timeout(us);
   if (t.origin.starts_with("https://")) {
     c->enable_server_certificate_verification(true);
     if (!auth.ca_file.empty()) {
@@ -55,7 +57,8 @@ std::unique_ptr<httplib::Client> MakeClient(const Target& t, const ReceiverAuth&
 
 telemetry::PostFn RemoteWritePost(const std::string& url, const ReceiverAuth& auth, const std::string& user_agent) {
   const Target target = Split(url);
-  auto client = std::shared_ptr<httplib::Client>(MakeClient(target, auth));
+  auto client = std::shared_ptr<httplib::Client>(MakeClient(target, auth, 30));
+  client->set_keep_alive(true);
   httplib::Headers base;
   for (const auto& [k, v] : telemetry::RemoteWriteHeaders(user_agent)) {
     if (k != "Content-Type") base.emplace(k, v);  // httplib writes the content type it is given
@@ -80,6 +83,34 @@ telemetry::PostFn RemoteWritePost(const std::string& url, const ReceiverAuth& au
       }
     }
     return out;
+  };
+}
+
+telemetry::HttpGet QueryGet(const std::string& base_url, const ReceiverAuth& auth, double timeout_s) {
+  std::string base = base_url;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  const Target target = Split(base);
+  const std::string prefix = target.path == "/" ? "" : target.path;
+  return [target, prefix, auth, timeout_s](const std::string& path) -> absl::StatusOr<std::string> {
+    httplib::Headers headers;
+    if (!auth.bearer_token_file.empty()) {
+      absl::StatusOr<std::string> token = ReadToken(auth.bearer_token_file);
+      if (!token.ok()) return token.status();
+      headers.emplace("Authorization", "Bearer " + *token);
+    }
+    std::unique_ptr<httplib::Client> client = MakeClient(target, auth, timeout_s);
+    httplib::Result res = client->Get(prefix + path, headers);
+    if (!res) {
+      const bool late = res.error() == httplib::Error::Read || res.error() == httplib::Error::ConnectionTimeout;
+      return absl::UnavailableError(late ? fmt::format("no answer within {} s ({})", timeout_s, httplib::to_string(res.error()))
+                                         : httplib::to_string(res.error()));
+    }
+    if (res->status != 200) {
+      std::string said = res->body.substr(0, 200);
+      while (!said.empty() && (said.back() == '\n' || said.back() == '\r')) said.pop_back();
+      return absl::UnavailableError(fmt::format("HTTP {}: {}", res->status, said));
+    }
+    return res->body;
   };
 }
 
