@@ -53,6 +53,20 @@ std::unique_ptr<httplib::Client> MakeClient(const Target& t, const ReceiverAuth&
   return c;
 }
 
+// What went wrong, in words (cpp-httplib names its errors in one word).
+std::string Describe(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection: return "could not connect";
+    case httplib::Error::ConnectionTimeout: return "connecting timed out";
+    case httplib::Error::Read: return "no answer (read failed or timed out)";
+    case httplib::Error::Write: return "sending failed";
+    case httplib::Error::SSLConnection: return "TLS handshake failed";
+    case httplib::Error::SSLLoadingCerts: return "CA certificates did not load";
+    case httplib::Error::SSLServerVerification: return "the server's certificate did not verify";
+    default: return httplib::to_string(e);
+  }
+}
+
 }  // namespace
 
 telemetry::PostFn RemoteWritePost(const std::string& url, const ReceiverAuth& auth, const std::string& user_agent) {
@@ -71,7 +85,7 @@ telemetry::PostFn RemoteWritePost(const std::string& url, const ReceiverAuth& au
       headers.emplace("Authorization", "Bearer " + *token);
     }
     httplib::Result res = client->Post(target.path, headers, body, "application/x-protobuf");
-    if (!res) return {0, httplib::to_string(res.error()), std::nullopt};
+    if (!res) return {0, Describe(res.error()), std::nullopt};
     telemetry::PostResult out{res->status, "", std::nullopt};
     if (res->status < 200 || res->status >= 300) {
       out.error = res->body.substr(0, 256);
@@ -102,8 +116,7 @@ telemetry::HttpGet QueryGet(const std::string& base_url, const ReceiverAuth& aut
     httplib::Result res = client->Get(prefix + path, headers);
     if (!res) {
       const bool late = res.error() == httplib::Error::Read || res.error() == httplib::Error::ConnectionTimeout;
-      return absl::UnavailableError(late ? fmt::format("no answer within {} s ({})", timeout_s, httplib::to_string(res.error()))
-                                         : httplib::to_string(res.error()));
+      return absl::UnavailableError(late ? fmt::format("no answer within {} s", timeout_s) : Describe(res.error()));
     }
     if (res->status != 200) {
       std::string said = res->body.substr(0, 200);

@@ -2,6 +2,7 @@
 // (power, SM activity, memory, temperature) and its error history (XID, ECC) with the host named.
 import { api, isOperator } from '../api.js';
 import { html, Section, Chart, Loading, ErrorBox, HealthBadge, Link, Worded, useT } from '../ui/parts.js';
+import { useState } from 'preact/hooks';
 import { useList, useLoad } from '../ui/hooks.js';
 import { MigDrawing, annotate } from '../ui/migdraw.js';
 import { dateTime, mib, number, percent, watts } from '../logic/format.js';
@@ -9,11 +10,17 @@ import { alertAction, alertEvent, alertSource, conditionReason, conditionType, s
 import * as data from './data.js';
 
 const DAY = 86400;
+// The chart ranges, and the step each is read at. Past gpuaas's hot window (six hours by default)
+// the server reads from the TSDB it writes to (--telemetry-query) or from its rollups.
+const RANGES = { day: { span: DAY, step: 600, label: 'gpu.chartLabel' }, week: { span: 7 * DAY, step: 3600, label: 'gpu.chartLabelWeek' } };
+// What stays when the history does not answer: the last hour, from gpuaas's own memory.
+const LIVE = { span: 3600, step: 60, label: 'gpu.chartLabelHour' };
 
 export function GpuPage({ uuid }) {
   const { t, loc, lang, word } = useT();
   const pools = useList('gpupools');
   const profiles = useList('profiles');
+  const [range, setRange] = useState('day');
   const { data: d, error: loadError } = useLoad(async (signal) => {
     const [gpu, rows] = await Promise.all([
       api(`/apis/gpuaas.io/v1/gpucapacities/${encodeURIComponent(uuid.toLowerCase())}`, { signal }),
@@ -21,20 +28,32 @@ export function GpuPage({ uuid }) {
     ]);
     // GPU series are for operators, and only the readings the GPU has are asked for.
     const row = rows.items[0] ?? {};
-    const metric = (m, latest) => (isOperator() && latest !== null && latest !== undefined
-      ? data.series(`gpu:${gpu.spec.uuid}`, m, DAY, 600, signal).catch(() => null) : Promise.resolve(null));
+    // A history that does not answer (503) leaves the charts to the live hour, and says so.
+    let historyError = null;
+    const read = async (m) => {
+      const { span, step } = RANGES[range];
+      try {
+        return await data.series(`gpu:${gpu.spec.uuid}`, m, span, step, signal);
+      } catch (e) {
+        if (e.status !== 503) return null;
+        historyError = e;
+        return data.series(`gpu:${gpu.spec.uuid}`, m, LIVE.span, LIVE.step, signal).catch(() => null);
+      }
+    };
+    const metric = (m, latest) => (isOperator() && latest !== null && latest !== undefined ? read(m) : Promise.resolve(null));
     const [power, sm, fb, temp, alerts] = await Promise.all([
       metric('power_w', row.powerW), metric('sm_active', row.smActive), metric('fb_used_mib', row.fbUsedMiB), metric('temp_c', row.tempC),
       isOperator() ? api('/api/v1/alerts', { signal }).then((a) => a.items) : Promise.resolve(null),
     ]);
-    return { gpu, row, power, sm, fb, temp, alerts };
-  }, [uuid]);
+    return { gpu, row, power, sm, fb, temp, alerts, historyError };
+  }, [uuid, range]);
   const error = loadError || pools.error || profiles.error;
   if (!d || !pools.items || !profiles.items) return html`<h1>${t('page.gpu')}</h1>${error ? html`<${ErrorBox} error=${error} />` : html`<${Loading} />`}`;
   const g = d.gpu;
   const mig = g.status.migMode === 'Enabled';
   const mine = (d.alerts ?? []).filter((a) => a.gpu?.toLowerCase() === g.spec.uuid.toLowerCase());
-  const chart = (s, label, fmt, testid) => (s ? html`<${Chart} testid=${testid} label=${t('gpu.chartLabel', { what: label })} x=${s.x} series=${[{ label, values: s.values }]} fmt=${fmt} height=${150} />`
+  const shown = d.historyError ? LIVE : RANGES[range];
+  const chart = (s, label, fmt, testid) => (s ? html`<${Chart} testid=${testid} label=${t(shown.label, { what: label })} x=${s.x} series=${[{ label, values: s.values }]} fmt=${fmt} height=${150} />`
     : html`<p class="muted">${isOperator() ? t('gpu.noSeries', { what: label }) : t('gpu.readingsOperators')}</p>`);
   // The fleet row's instances say which a pool holds (whoever's), and its migRoom what the free
   // slices can still take.
@@ -62,6 +81,11 @@ export function GpuPage({ uuid }) {
     ${mig && room ? html`<${Section} id="layout" title=${t('gpu.layout')}>
       <${MigDrawing} room=${room} uuid=${g.spec.uuid} width=${640} instances=${annotate(g.spec.uuid, d.row.migInstances ?? [], pools.items, profiles.items)} />
     </${Section}>` : null}
+    ${isOperator() ? html`<div class="tabs" role="group" aria-label=${t('gpu.range')} data-testid="chart-range">
+      ${Object.keys(RANGES).map((r) => html`<button type="button" class="tab" aria-pressed=${range === r ? 'true' : 'false'} onClick=${() => setRange(r)}>${t(`gpu.range.${r}`)}</button>`)}
+    </div>` : null}
+    ${d.historyError ? html`<div class="banner warn" role="status" data-testid="history-unavailable">
+      <p title=${showsServerText(lang) ? undefined : d.historyError.message}>${t('gpu.historyUnavailable')}${showsServerText(lang) ? html` <span class="muted">${d.historyError.message}</span>` : null}</p></div>` : null}
     <div class="grid">
       <${Section} id="c-power" title=${t('series.power')}>${chart(d.power, t('series.power'), (v) => watts(v, loc), 'chart-power')}</${Section}>
       <${Section} id="c-sm" title=${t('series.sm')}>${chart(d.sm, t('series.sm'), (v) => percent(v, loc), 'chart-sm')}</${Section}>
