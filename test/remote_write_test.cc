@@ -23,6 +23,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "test_certs.h"
 
 namespace gpuaas::testing {
 namespace {
@@ -391,6 +392,98 @@ TEST_F(RemoteWriteTest, EverySampleReachesPrometheusAndVictoriaMetricsThroughOut
     }
   }
   EXPECT_GE(queries, 10);
+}
+
+
+// The same over HTTPS with a bearer token, both ways: VictoriaMetrics behind its own vmauth
+// (Debian's package), which serves TLS with a certificate of the test's CA and passes only
+// requests bearing the token. The token file is read at each request: a wrong token gets the
+// batch refused (not retried), the right one again gets the next through.
+TEST(RemoteWriteTls, WritesAndReadsBackOverHttpsWithABearerToken) {
+  if (!fs::exists("/usr/bin/victoria-metrics") || !fs::exists("/usr/bin/vmauth")) {
+    GTEST_SKIP() << "victoria-metrics is not installed (scripts/install-deps.sh installs it)";
+  }
+  char tmpl[] = "/tmp/gpuaas-rwtls-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const TestPki pki = MakeTestPki();
+  std::ofstream(dir + "/ca.pem") << pki.ca.cert_pem;
+  std::ofstream(dir + "/server.pem") << pki.server.cert_pem;
+  std::ofstream(dir + "/server.key") << pki.server.key_pem;
+  std::ofstream(dir + "/token") << "s3cret-0123456789\n";
+  const int vm_port = FreePort();
+  Background vm, auth;
+  ASSERT_TRUE(vm.Start("/usr/bin/victoria-metrics -httpListenAddr=127.0.0.1:" + std::to_string(vm_port) +
+                           " -storageDataPath=" + dir + "/vm -dedup.minScrapeInterval=1ms",
+                       dir + "/vm.log", "started VictoriaMetrics", 60))
+      << vm.Log();
+  const int auth_port = FreePort();
+  std::ofstream(dir + "/auth.yml") << "users:\n  - bearer_token: \"s3cret-0123456789\"\n    url_prefix: \"http://127.0.0.1:"
+                                   << vm_port << "\"\n";
+  ASSERT_TRUE(auth.Start("/usr/bin/vmauth -auth.config=" + dir + "/auth.yml -httpListenAddr=127.0.0.1:" +
+                             std::to_string(auth_port) + " -tls -tlsCertFile=" + dir + "/server.pem -tlsKeyFile=" + dir +
+                             "/server.key",
+                         dir + "/vmauth.log", "started vmauth", 60))
+      << auth.Log();
+  std::ofstream(dir + "/fleet.yaml") << "clusters:\n  - name: lab\n    nodePools:\n"
+                                     << "      - {name: h200, count: 2, model: H200-SXM-141GB, gpusPerNode: 4}\n";
+  const std::string receiver = "https://127.0.0.1:" + std::to_string(auth_port);
+  ServerProcess server;
+  ASSERT_TRUE(server.Start("--insecure-no-auth --fleet " + dir + "/fleet.yaml --db sqlite:" + dir +
+                               "/g.db --telemetry-remote-write " + receiver + "/api/v1/write --telemetry-query " + receiver +
+                               " --telemetry-bearer-token-file " + dir + "/token --telemetry-ca-file " + dir +
+                               "/ca.pem --telemetry-hot-window 1800",
+                           dir + "/server.log"))
+      << server.Log();
+  httplib::Client c(server.Url());
+  auto gpus = c.Get("/apis/gpuaas.io/v1/gpucapacities");
+  ASSERT_TRUE(gpus && gpus->status == 200);
+  const json list = json::parse(gpus->body);
+  std::vector<std::string> uuids;
+  for (const json& g : list["items"]) uuids.push_back(g["spec"]["uuid"]);
+  ASSERT_EQ(uuids.size(), 8u);
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t t0 = (now_s - 3600) / 60 * 60;
+  auto push = [&](int round) {
+    std::string text;
+    for (size_t i = 0; i < uuids.size(); ++i) {
+      text += "DCGM_FI_DEV_POWER_USAGE{UUID=\"" + uuids[i] + "\"} " + std::to_string(200 + 10 * round + i) + " " +
+              std::to_string((t0 + 15 * round) * 1000) + "\n";
+    }
+    auto r = c.Post("/api/v1/telemetry", text, "text/plain; version=0.0.4");
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  };
+  auto metric = [&](const std::string& name) {
+    auto r = c.Get("/metrics");
+    const std::regex re("gpuaas_remote_storage_" + name + R"(\{[^}]*\} (\S+))");
+    std::smatch m;
+    return r && std::regex_search(r->body, m, re) ? std::stod(m[1]) : -1.0;
+  };
+  push(0);
+  ASSERT_TRUE(Eventually([&] { return metric("samples_total") == 8; }, 30s)) << server.Log() << auth.Log();
+  // A wrong token: refused, dropped, not retried.
+  std::ofstream(dir + "/token", std::ios::trunc) << "wrong-token-0123456789\n";
+  push(1);
+  ASSERT_TRUE(Eventually([&] { return metric("samples_failed_total") == 8; }, 30s)) << server.Log();
+  EXPECT_EQ(metric("samples_retried_total"), 0);
+  std::ofstream(dir + "/token", std::ios::trunc) << "s3cret-0123456789\n";
+  push(2);
+  ASSERT_TRUE(Eventually([&] { return metric("samples_total") == 16; }, 30s)) << server.Log();
+  // Read back through vmauth over TLS: the first GPU's first minute, rounds 0 and 2 (round 1
+  // was refused).
+  httplib::Client(("http://127.0.0.1:" + std::to_string(vm_port)).c_str()).Get("/internal/force_flush");
+  auto r = c.Get("/api/v1/metrics/query", httplib::Params{{"series", "gpu:" + uuids[0] + ":power_w"},
+                                                          {"from", std::to_string(t0)},
+                                                          {"to", std::to_string(t0 + 60)},
+                                                          {"step", "60"}},
+                 httplib::Headers{});
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer") << server.Log();
+  const json points = json::parse(r->body)["points"];
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_DOUBLE_EQ(points[0]["value"].get<double>(), (200.0 + 220.0) / 2) << r->body;
+  EXPECT_DOUBLE_EQ(points[0]["max"].get<double>(), 220.0);
+  server.Stop();
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "telemetry/remote_write.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 
 #include "common/log.h"
@@ -60,13 +61,14 @@ size_t DeviceDirectory::size() const {
 
 // ---- labels ----
 
-LabelSet SeriesLabels(std::string_view device, Field field, const GpuLabels* gpu, const InstanceInfo* instance) {
+std::string MetricName(Field field) { return "gpuaas_" + std::string(Info(field).series); }
+
+LabelSet DeviceLabels(std::string_view device, const GpuLabels* gpu, const InstanceInfo* instance) {
   LabelSet out;
-  out.reserve(10);
+  out.reserve(9);
   const size_t slash = device.find('/');
   const std::string_view uuid = device.substr(0, slash);
   const bool mig = slash != std::string_view::npos;
-  out.emplace_back("__name__", "gpuaas_" + std::string(Info(field).series));
   out.emplace_back("gpu", std::string(uuid));
   const DeviceOwner* owner = nullptr;
   std::string profile = instance ? instance->profile : "";
@@ -101,7 +103,8 @@ LabelSet SeriesLabels(std::string_view device, Field field, const GpuLabels* gpu
     out.emplace_back("workload", owner->workload);
   }
   std::erase_if(out, [](const auto& l) { return l.second.empty(); });
-  std::sort(out.begin(), out.end());  // "__name__" sorts first: '_' < 'a'
+  std::sort(out.begin(), out.end());
+  out.shrink_to_fit();
   return out;
 }
 
@@ -109,16 +112,23 @@ LabelSet SeriesLabels(std::string_view device, Field field, const GpuLabels* gpu
 
 std::string EncodeWriteRequest(std::span<const QueuedSample> samples) {
   prompb::WriteRequest req;
-  absl::flat_hash_map<const LabelSet*, prompb::TimeSeries*> by_series;
+  std::array<std::string, kFieldCount> names;
+  for (int f = 0; f < kFieldCount; ++f) names[static_cast<size_t>(f)] = MetricName(static_cast<Field>(f));
+  // A series: the device's labels and the field.
+  absl::flat_hash_map<std::pair<const LabelSet*, Field>, prompb::TimeSeries*> by_series;
   by_series.reserve(samples.size());
   for (const QueuedSample& s : samples) {
-    auto [it, fresh] = by_series.try_emplace(s.labels.get(), nullptr);
+    auto [it, fresh] = by_series.try_emplace(std::make_pair(s.labels.get(), s.field), nullptr);
     if (fresh) {
       it->second = req.add_timeseries();
-      for (const auto& [name, value] : *s.labels) {
+      // "__name__" sorts before every label name gpuaas writes (they start with a letter).
+      prompb::Label* name = it->second->add_labels();
+      name->set_name("__name__");
+      name->set_value(names[static_cast<size_t>(s.field)]);
+      for (const auto& [n, v] : *s.labels) {
         prompb::Label* l = it->second->add_labels();
-        l->set_name(name);
-        l->set_value(value);
+        l->set_name(n);
+        l->set_value(v);
       }
     }
     prompb::Sample* out = it->second->add_samples();
@@ -306,33 +316,36 @@ void RemoteWrite::Stop() {
   for (auto& q : queues_) q->Stop();
 }
 
-const std::shared_ptr<const LabelSet>& RemoteWrite::LabelsOf(SeriesId id) {
+const RemoteWrite::Labelled& RemoteWrite::LabelsOf(SeriesId id) {
   if (id >= labelled_.size()) labelled_.resize(static_cast<size_t>(id) + 1);
   Labelled& e = labelled_[id];
-  if (e.labels && directory_.Version(e.slot) == e.version) return e.labels;
+  if (e.labels && directory_.Version(e.slot) == e.version) return e;
   std::optional<std::pair<std::string, Field>> what = hub_.series().Describe(id);
-  if (!what) {
-    static const std::shared_ptr<const LabelSet> kNone;
-    return kNone;
-  }
-  const std::string_view device = what->first;
+  if (!what) return e;  // labels stay null: not sent
+  const std::string& device = what->first;
   const size_t slash = device.find('/');
-  const std::string_view uuid = device.substr(0, slash);
+  const std::string_view uuid = std::string_view(device).substr(0, slash);
   if (!e.labels) e.slot = directory_.Slot(uuid);
+  e.field = what->second;
   e.version = directory_.Version(e.slot);
-  const std::shared_ptr<const GpuLabels> gpu = directory_.Get(e.slot);
-  std::optional<InstanceInfo> instance;
-  if (slash != std::string_view::npos) {
-    int gi = -1;
-    const std::string_view tail = device.substr(slash + 1);
-    std::from_chars(tail.data(), tail.data() + tail.size(), gi);
-    for (InstanceInfo& i : hub_.Instances(uuid)) {
-      if (i.gi == gi) instance = std::move(i);
+  // The device's other series may have made its labels at this version already.
+  DeviceEntry& d = devices_[device];
+  if (!d.labels || d.version != e.version) {
+    const std::shared_ptr<const GpuLabels> gpu = directory_.Get(e.slot);
+    std::optional<InstanceInfo> instance;
+    if (slash != std::string::npos) {
+      int gi = -1;
+      const std::string_view tail = std::string_view(device).substr(slash + 1);
+      std::from_chars(tail.data(), tail.data() + tail.size(), gi);
+      for (InstanceInfo& i : hub_.Instances(uuid)) {
+        if (i.gi == gi) instance = std::move(i);
+      }
     }
+    d.labels = std::make_shared<const LabelSet>(DeviceLabels(device, gpu.get(), instance ? &*instance : nullptr));
+    d.version = e.version;
   }
-  e.labels = std::make_shared<const LabelSet>(SeriesLabels(device, what->second, gpu.get(),
-                                                           instance ? &*instance : nullptr));
-  return e.labels;
+  e.labels = d.labels;
+  return e;
 }
 
 void RemoteWrite::Take(std::span<const Sample> stored) {
@@ -341,9 +354,9 @@ void RemoteWrite::Take(std::span<const Sample> stored) {
   scratch_.clear();
   scratch_.reserve(stored.size());
   for (const Sample& s : stored) {
-    const std::shared_ptr<const LabelSet>& labels = LabelsOf(s.series);
-    if (!labels) continue;
-    scratch_.push_back({labels, s.t_ms, s.value});
+    const Labelled& e = LabelsOf(s.series);
+    if (!e.labels) continue;
+    scratch_.push_back({e.labels, e.field, s.t_ms, s.value});
   }
   for (auto& q : queues_) q->Enqueue(scratch_);
   scratch_.clear();

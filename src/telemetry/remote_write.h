@@ -47,7 +47,7 @@ namespace gpuaas::telemetry {
 class Hub;
 struct InstanceInfo;
 
-// A series' labels as written: sorted by name, no empty value, `__name__` first.
+// Labels as written: sorted by name, no empty value.
 using LabelSet = std::vector<std::pair<std::string, std::string>>;
 
 // Who holds a device, for its series' `project`, `pool` and `workload` labels (empty: nobody).
@@ -96,16 +96,19 @@ class DeviceDirectory {
   std::deque<std::atomic<uint64_t>> versions_;                    // by slot; a deque keeps addresses
 };
 
-// The labels of the series of `field` on `device` ("GPU-…" or "GPU-…/<GPU instance id>"):
-// `__name__` = "gpuaas_" + the series name (telemetry/fields.h), `gpu`, and where known `cluster`,
-// `node`, `model`, `mig_instance`, `mig_profile` (`instance`: the hub's view of that MIG
-// instance), and `project`, `pool`, `workload` while the device belongs to one. A GPU-level
-// series of a MIG GPU names no pool (its instances may belong to several).
-LabelSet SeriesLabels(std::string_view device, Field field, const GpuLabels* gpu, const InstanceInfo* instance);
+// The labels of the series on `device` ("GPU-…" or "GPU-…/<GPU instance id>") but their name:
+// `gpu`, and where known `cluster`, `node`, `model`, `mig_instance`, `mig_profile` (`instance`:
+// the hub's view of that MIG instance), and `project`, `pool`, `workload` while the device
+// belongs to one. A GPU-level series of a MIG GPU names no pool (its instances may belong to
+// several). Every series of a device shares them; its name, `__name__` = "gpuaas_" + the series
+// name (telemetry/fields.h), is put first when it is written (MetricName).
+LabelSet DeviceLabels(std::string_view device, const GpuLabels* gpu, const InstanceInfo* instance);
+std::string MetricName(Field field);
 
-// One sample queued for a receiver.
+// One sample queued for a receiver: its series is the device's labels and the field's name.
 struct QueuedSample {
-  std::shared_ptr<const LabelSet> labels;
+  std::shared_ptr<const LabelSet> labels;  // DeviceLabels
+  Field field = Field::kPowerW;
   int64_t t_ms = 0;
   double value = 0;
 };
@@ -135,7 +138,7 @@ using PostFn = std::function<PostResult(const std::string& body)>;
 
 struct RemoteWriteOptions {
   std::string url;                         // the receiver, as named in metrics and logs
-  size_t capacity = 500'000;               // samples held at most, in flight included (32 bytes each); more are dropped
+  size_t capacity = 500'000;               // samples held at most, in flight included (40 bytes each); more are dropped
   size_t max_samples_per_send = 2'000;     // samples in one POST (at most half the capacity)
   std::chrono::milliseconds batch_deadline{5'000};
   std::chrono::milliseconds min_backoff{30};
@@ -210,18 +213,26 @@ class RemoteWrite {
   void AppendMetrics(std::string& out) const;
 
  private:
+  // A series' device labels, shared by the device's series and relabelled when the directory's
+  // version of its GPU moves.
   struct Labelled {
     uint32_t slot = 0;
     uint64_t version = 0;
+    Field field = Field::kPowerW;
     std::shared_ptr<const LabelSet> labels;
   };
-  const std::shared_ptr<const LabelSet>& LabelsOf(SeriesId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const Labelled& LabelsOf(SeriesId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Hub& hub_;
   DeviceDirectory& directory_;
   std::vector<std::unique_ptr<RemoteWriteQueue>> queues_;  // set before Start
   std::mutex mu_;
   std::vector<Labelled> labelled_ ABSL_GUARDED_BY(mu_);  // by series id
+  struct DeviceEntry {
+    uint64_t version = 0;
+    std::shared_ptr<const LabelSet> labels;
+  };
+  absl::flat_hash_map<std::string, DeviceEntry> devices_ ABSL_GUARDED_BY(mu_);  // device -> its labels
   std::vector<QueuedSample> scratch_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -15,6 +15,13 @@ constexpr int64_t kNowMs = 1'800'000'000'000;
 
 std::shared_ptr<const LabelSet> Labels(LabelSet l) { return std::make_shared<const LabelSet>(std::move(l)); }
 
+// Power samples of one series at these timestamps, each valued as its timestamp.
+std::vector<QueuedSample> Batch(const std::shared_ptr<const LabelSet>& l, std::initializer_list<int64_t> ts) {
+  std::vector<QueuedSample> out;
+  for (int64_t t : ts) out.push_back({l, Field::kPowerW, t, static_cast<double>(t)});
+  return out;
+}
+
 // A receiver played in memory: answers each POST with the next status of a script (the last
 // one repeats) and keeps the bodies it answered 2xx.
 class Receiver {
@@ -60,17 +67,20 @@ RemoteWriteOptions Fast() {
 }
 
 TEST(RemoteWrite, EncodesAWriteRequestPerSeriesInOrder) {
-  auto a = Labels({{"__name__", "gpuaas_power_w"}, {"gpu", "GPU-a"}});
-  auto b = Labels({{"__name__", "gpuaas_power_w"}, {"gpu", "GPU-b"}});
-  const std::vector<QueuedSample> in = {{a, 1000, 1.5}, {b, 1000, 2}, {a, 2000, 3.25}, {b, 2000, -0.0}};
+  auto a = Labels({{"gpu", "GPU-a"}});
+  auto b = Labels({{"gpu", "GPU-b"}});
+  const std::vector<QueuedSample> in = {{a, Field::kPowerW, 1000, 1.5}, {b, Field::kPowerW, 1000, 2},
+                                        {a, Field::kTempC, 1000, 40},   {a, Field::kPowerW, 2000, 3.25},
+                                        {b, Field::kPowerW, 2000, -0.0}};
   const std::string body = EncodeWriteRequest(in);
   absl::StatusOr<std::vector<DecodedSeries>> out = DecodeWriteRequest(body);
   ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->size(), 2u);
-  EXPECT_EQ((*out)[0].labels, *a);
+  ASSERT_EQ(out->size(), 3u);  // a's power, b's power, a's temperature: series are (device, field)
+  EXPECT_EQ((*out)[0].labels, (LabelSet{{"__name__", "gpuaas_power_w"}, {"gpu", "GPU-a"}}));
   EXPECT_EQ((*out)[0].samples, (std::vector<std::pair<int64_t, double>>{{1000, 1.5}, {2000, 3.25}}));
-  EXPECT_EQ((*out)[1].labels, *b);
+  EXPECT_EQ((*out)[1].labels, (LabelSet{{"__name__", "gpuaas_power_w"}, {"gpu", "GPU-b"}}));
   EXPECT_EQ((*out)[1].samples.size(), 2u);
+  EXPECT_EQ((*out)[2].labels, (LabelSet{{"__name__", "gpuaas_temp_c"}, {"gpu", "GPU-a"}}));
   // Not a snappy block, or snappy around something else: refused with a reason.
   EXPECT_FALSE(DecodeWriteRequest("not snappy").ok());
   const auto headers = RemoteWriteHeaders("gpuaas/1.0");
@@ -84,9 +94,8 @@ TEST(RemoteWrite, LabelsNameTheOwnerAndDropEmptyValues) {
   GpuLabels g{"c1", "node-1", "H200-SXM-141GB", {"team-a", "train", ""}, {}};
   g.instances.push_back({0, "MIG-0", "3g.71gb", {"team-b", "infer", "server-1"}});
   g.instances.push_back({4, "", "3g.71gb", {}});
-  const LabelSet whole = SeriesLabels("GPU-a", Field::kPowerW, &g, nullptr);
-  EXPECT_EQ(whole, (LabelSet{{"__name__", "gpuaas_power_w"},
-                             {"cluster", "c1"},
+  const LabelSet whole = DeviceLabels("GPU-a", &g, nullptr);
+  EXPECT_EQ(whole, (LabelSet{{"cluster", "c1"},
                              {"gpu", "GPU-a"},
                              {"model", "H200-SXM-141GB"},
                              {"node", "node-1"},
@@ -94,9 +103,8 @@ TEST(RemoteWrite, LabelsNameTheOwnerAndDropEmptyValues) {
                              {"project", "team-a"}}));  // no workload: empty values are dropped
   // A MIG instance, found by its UUID (its placement start is not known to the hub).
   InstanceInfo by_uuid{3, "3g.71gb", -1, "MIG-0"};
-  const LabelSet mig = SeriesLabels("GPU-a/3", Field::kSmActive, &g, &by_uuid);
-  EXPECT_EQ(mig, (LabelSet{{"__name__", "gpuaas_sm_active"},
-                           {"cluster", "c1"},
+  const LabelSet mig = DeviceLabels("GPU-a/3", &g, &by_uuid);
+  EXPECT_EQ(mig, (LabelSet{{"cluster", "c1"},
                            {"gpu", "GPU-a"},
                            {"mig_instance", "3"},
                            {"mig_profile", "3g.71gb"},
@@ -107,21 +115,21 @@ TEST(RemoteWrite, LabelsNameTheOwnerAndDropEmptyValues) {
                            {"workload", "server-1"}}));
   // By placement start; this one belongs to nobody.
   InstanceInfo by_start{5, "", 4, ""};
-  const LabelSet free = SeriesLabels("GPU-a/5", Field::kSmActive, &g, &by_start);
-  EXPECT_EQ(free.size(), 7u);
-  EXPECT_EQ(free[4], (std::pair<std::string, std::string>{"mig_profile", "3g.71gb"}));
+  const LabelSet free = DeviceLabels("GPU-a/5", &g, &by_start);
+  EXPECT_EQ(free.size(), 6u);
+  EXPECT_EQ(free[3], (std::pair<std::string, std::string>{"mig_profile", "3g.71gb"}));
   // A GPU the inventory does not know: its name and UUID only.
-  EXPECT_EQ(SeriesLabels("GPU-z", Field::kTempC, nullptr, nullptr),
-            (LabelSet{{"__name__", "gpuaas_temp_c"}, {"gpu", "GPU-z"}}));
+  EXPECT_EQ(DeviceLabels("GPU-z", nullptr, nullptr), (LabelSet{{"gpu", "GPU-z"}}));
+  EXPECT_EQ(MetricName(Field::kTempC), "gpuaas_temp_c");
 }
 
 TEST(RemoteWrite, RetriesServerErrorsAndNoAnswerButDropsARefusal) {
-  auto l = Labels({{"__name__", "x"}});
+  auto l = Labels({{"gpu", "GPU-x"}});
   {
     Receiver rx({503, 0, 429, 204});
     RemoteWriteQueue q(Fast(), rx.Fn());
     q.Start();
-    std::vector<QueuedSample> s = {{l, 1, 1}, {l, 2, 2}, {l, 3, 3}, {l, 4, 4}};
+    std::vector<QueuedSample> s = Batch(l, {1, 2, 3, 4});
     q.Enqueue(s);
     ASSERT_TRUE(q.WaitSent(5s));
     const RemoteWriteStats st = q.stats();
@@ -137,7 +145,7 @@ TEST(RemoteWrite, RetriesServerErrorsAndNoAnswerButDropsARefusal) {
     Receiver rx({400, 204});
     RemoteWriteQueue q(Fast(), rx.Fn());
     q.Start();
-    std::vector<QueuedSample> s = {{l, 1, 1}, {l, 2, 2}, {l, 3, 3}, {l, 4, 4}, {l, 5, 5}};
+    std::vector<QueuedSample> s = Batch(l, {1, 2, 3, 4, 5});
     q.Enqueue(s);
     ASSERT_TRUE(q.WaitSent(5s));
     const RemoteWriteStats st = q.stats();
@@ -150,13 +158,13 @@ TEST(RemoteWrite, RetriesServerErrorsAndNoAnswerButDropsARefusal) {
 }
 
 TEST(RemoteWrite, AFullQueueDropsAndCountsWhatDoesNotFit) {
-  auto l = Labels({{"__name__", "x"}});
+  auto l = Labels({{"gpu", "GPU-x"}});
   Receiver rx({0});  // the receiver is down
   RemoteWriteOptions o = Fast();
   o.capacity = 10;
   RemoteWriteQueue q(o, rx.Fn());
   std::vector<QueuedSample> s;
-  for (int i = 0; i < 25; ++i) s.push_back({l, i, static_cast<double>(i)});
+  for (int i = 0; i < 25; ++i) s.push_back({l, Field::kPowerW, i, static_cast<double>(i)});
   q.Enqueue(s);
   RemoteWriteStats st = q.stats();
   EXPECT_EQ(st.samples_dropped, 15);
@@ -172,13 +180,13 @@ TEST(RemoteWrite, AFullQueueDropsAndCountsWhatDoesNotFit) {
 }
 
 TEST(RemoteWrite, ABatchLeavesWhenFullOrWhenItsOldestSampleHasWaited) {
-  auto l = Labels({{"__name__", "x"}});
+  auto l = Labels({{"gpu", "GPU-x"}});
   Receiver rx({200});
   RemoteWriteOptions o = Fast();
   o.batch_deadline = 300ms;
   RemoteWriteQueue q(o, rx.Fn());
   q.Start();
-  std::vector<QueuedSample> s = {{l, 1, 1}, {l, 2, 2}, {l, 3, 3}, {l, 4, 4}, {l, 5, 5}};
+  std::vector<QueuedSample> s = Batch(l, {1, 2, 3, 4, 5});
   q.Enqueue(s);
   // Four go at once (a full batch); the fifth waits for the deadline.
   for (int i = 0; i < 100 && rx.calls() < 1; ++i) std::this_thread::sleep_for(2ms);
@@ -188,7 +196,7 @@ TEST(RemoteWrite, ABatchLeavesWhenFullOrWhenItsOldestSampleHasWaited) {
   EXPECT_EQ(rx.calls(), 2u);
   EXPECT_EQ(q.stats().samples_total, 5);
   // A lone sample into an idle queue leaves at its deadline too.
-  std::vector<QueuedSample> one = {{l, 6, 6}};
+  std::vector<QueuedSample> one = Batch(l, {6});
   q.Enqueue(one);
   ASSERT_TRUE(q.WaitSent(5s));
   EXPECT_EQ(rx.calls(), 3u);
