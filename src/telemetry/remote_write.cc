@@ -191,8 +191,9 @@ void RemoteWriteQueue::Stop() {
   thread_.join();
 }
 
-void RemoteWriteQueue::Enqueue(std::span<const QueuedSample> samples) {
-  if (samples.empty()) return;
+template <typename Take>
+void RemoteWriteQueue::Append(size_t n, const Take& take) {
+  if (n == 0) return;
   bool wake = false;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -200,17 +201,26 @@ void RemoteWriteQueue::Enqueue(std::span<const QueuedSample> samples) {
     wake = queue_.empty();
     const size_t held = queue_.size() + in_flight_;  // a batch being retried still counts
     const size_t room = options_.capacity > held ? options_.capacity - held : 0;
-    const size_t take = std::min(room, samples.size());
-    if (queue_.empty() && take > 0) oldest_since_ = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < take; ++i) {
-      queue_.push_back(samples[i]);
-      stats_.highest_enqueued_ms = std::max(stats_.highest_enqueued_ms, samples[i].t_ms);
+    const size_t kept = std::min(room, n);
+    if (queue_.empty() && kept > 0) oldest_since_ = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < kept; ++i) {
+      queue_.push_back(take(i));
+      stats_.highest_enqueued_ms = std::max(stats_.highest_enqueued_ms, queue_.back().t_ms);
     }
-    stats_.samples_dropped += static_cast<int64_t>(samples.size() - take);
+    stats_.samples_dropped += static_cast<int64_t>(n - kept);
     stats_.samples_pending = static_cast<int64_t>(queue_.size() + in_flight_);
     wake = (wake && !queue_.empty()) || queue_.size() >= batch_;
   }
   if (wake) wake_.notify_one();
+}
+
+void RemoteWriteQueue::Enqueue(std::span<const QueuedSample> samples) {
+  Append(samples.size(), [&](size_t i) { return samples[i]; });
+}
+
+void RemoteWriteQueue::Enqueue(std::vector<QueuedSample>&& samples) {
+  Append(samples.size(), [&](size_t i) { return std::move(samples[i]); });
+  samples.clear();
 }
 
 RemoteWriteStats RemoteWriteQueue::stats() const {
@@ -358,7 +368,9 @@ void RemoteWrite::Take(std::span<const Sample> stored) {
     if (!e.labels) continue;
     scratch_.push_back({e.labels, e.field, s.t_ms, s.value});
   }
-  for (auto& q : queues_) q->Enqueue(scratch_);
+  // The last queue takes the samples themselves: no reference counting per sample there.
+  for (size_t i = 0; i + 1 < queues_.size(); ++i) queues_[i]->Enqueue(std::span<const QueuedSample>(scratch_));
+  queues_.back()->Enqueue(std::move(scratch_));
   scratch_.clear();
 }
 

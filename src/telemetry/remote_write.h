@@ -169,8 +169,10 @@ class RemoteWriteQueue {
   void Start();
   // Sends what is queued (each batch tried once more at most), then ends the thread.
   void Stop();
-  // Queues samples in order; those that do not fit are dropped and counted.
+  // Queues samples in order; those that do not fit are dropped and counted. The second form
+  // moves them in (no reference counting per sample).
   void Enqueue(std::span<const QueuedSample> samples);
+  void Enqueue(std::vector<QueuedSample>&& samples);
   RemoteWriteStats stats() const;
   const RemoteWriteOptions& options() const { return options_; }
   // Until nothing is pending or `timeout` passed; true when nothing is pending (for tests and
@@ -178,6 +180,8 @@ class RemoteWriteQueue {
   bool WaitSent(std::chrono::milliseconds timeout) const;
 
  private:
+  template <typename Take>  // Take(i) hands out sample i, copied or moved
+  void Append(size_t n, const Take& take);
   void Run();
   // Sends one batch until the receiver accepts or refuses it (true), or until a stop, after which
   // it is tried once more (false when that fails too).
