@@ -165,10 +165,12 @@ int main(int argc, char** argv) {
     gpuaas::telemetry::RemoteWriteOptions o;
     o.url = "bench";
     o.capacity = static_cast<size_t>(per_round) * static_cast<size_t>(rounds) + 1;
-    rw.Add(o, [&](const std::string& body) {
-      wire_bytes += static_cast<int64_t>(body.size());
-      ++posts;
-      return gpuaas::telemetry::PostResult{204, "", std::nullopt};
+    rw.Add(o, [&]() -> gpuaas::telemetry::PostFn {
+      return [&](const std::string& body) {
+        wire_bytes += static_cast<int64_t>(body.size());
+        ++posts;
+        return gpuaas::telemetry::PostResult{204, "", std::nullopt};
+      };
     });
     rw_hub.SetSink([&rw](std::span<const gpuaas::telemetry::Sample> s) { rw.Take(s); });
     rw.Start();
@@ -182,9 +184,9 @@ int main(int argc, char** argv) {
       }
     }
     const double rw_ingest_s = Seconds(t0);
-    rw.queues()[0]->WaitSent(std::chrono::minutes(5));
+    rw.receivers()[0]->WaitSent(std::chrono::minutes(5));
     const double rw_sent_s = Seconds(t0);
-    const gpuaas::telemetry::RemoteWriteStats st = rw.queues()[0]->stats();
+    const gpuaas::telemetry::RemoteWriteStats st = rw.receivers()[0]->stats();
     rw.Stop();
     std::printf("%-28s %14.0f %10.0f   (%.0f%% of the same without remote write)\n", "  + remote write queued",
                 rw_seen / rw_ingest_s, bytes * rounds / rw_ingest_s / 1e6, 100 * ingest_s / rw_ingest_s);

@@ -155,6 +155,8 @@ class RemoteWriteTest : public ::testing::Test {
                                   "/g.db --telemetry-remote-write http://127.0.0.1:" + std::to_string(prom_port_) +
                                   "/api/v1/write --telemetry-remote-write http://127.0.0.1:" + std::to_string(vm_port_) +
                                   "/api/v1/write --telemetry-remote-write-queue " + std::to_string(kQueue) +
+                                  // One shard: the queue's arithmetic below is exact.
+                                  " --telemetry-remote-write-shards 1" +
                                   // History older than half an hour is read back from VictoriaMetrics.
                                   " --telemetry-hot-window 1800 --telemetry-query-timeout 2 --telemetry-query "
                                   "http://127.0.0.1:" + std::to_string(vm_port_),

@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
   server->add_option("--telemetry-remote-write-queue", sf.remote_write_queue,
                      "samples each receiver's queue holds while it is slow or down; more are dropped and counted")
       ->capture_default_str();
+  server->add_option("--telemetry-remote-write-shards", sf.remote_write_shards,
+                     "queues sending to each receiver at once (a series always in the same one)")
+      ->capture_default_str();
   server->add_option("--telemetry-query", sf.telemetry_query,
                      "read history older than the hot window back from this Prometheus query API, e.g. "
                      "http://127.0.0.1:8428 (VictoriaMetrics) or http://prometheus:9090");

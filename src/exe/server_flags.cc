@@ -99,6 +99,9 @@ absl::StatusOr<ServerPlan> PlanServer(const ServerFlags& flags) {
   if (flags.remote_write_queue < 1000) {
     return absl::InvalidArgumentError("--telemetry-remote-write-queue: at least 1000 samples");
   }
+  if (flags.remote_write_shards < 1 || flags.remote_write_shards > 64) {
+    return absl::InvalidArgumentError("--telemetry-remote-write-shards: between 1 and 64");
+  }
   if (!(flags.telemetry_query_timeout_s >= 0.1 && flags.telemetry_query_timeout_s <= 120)) {
     return absl::InvalidArgumentError("--telemetry-query-timeout: between 0.1 and 120 seconds");
   }

@@ -35,6 +35,7 @@ struct ServerFlags {
   // so that a rotated token is picked up) and a CA bundle for https (empty: the system's).
   std::vector<std::string> remote_write;
   int64_t remote_write_queue = 500'000;
+  int remote_write_shards = 4;
   std::string telemetry_query;
   double telemetry_query_timeout_s = 10;
   std::string telemetry_token_file;
@@ -81,7 +82,10 @@ struct ServerPlan {
 // --tls-cert and --tls-key without the other; a front proxy CA without HTTPS; plain HTTP or no
 // authentication anywhere but loopback (unless --allow-insecure-remote allows plain HTTP); more
 // than one fleet source, or a fleet file that does not load; --webhook-listen not HOST:PORT or
-// without its certificate and key.
+// without its certificate and key; a remote-write URL that is not http(s)://HOST[:PORT]/PATH, a
+// query URL that is not http(s)://HOST[:PORT][/PATH], a token or CA file that does not read, a
+// queue of fewer than 1,000 samples, shards outside 1-64, a query timeout outside 0.1-120 s, a
+// hot window outside 10 minutes to 7 days.
 absl::StatusOr<ServerPlan> PlanServer(const ServerFlags& flags);
 
 }  // namespace gpuaas::exe

@@ -27,8 +27,8 @@
 #include "exe/demo.h"
 #include "exe/telemetry_http.h"
 #include "exe/terms.h"
-#include "fmt/ranges.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "model/fleet.h"
 #include "model/pool.h"
 #include "service/clusters.h"
@@ -114,8 +114,8 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
     telemetry::RemoteWriteOptions o;
     o.url = url;
     o.capacity = static_cast<size_t>(flags.remote_write_queue);
-    remote_write.Add(o, RemoteWritePost(url, receiver_auth,
-                                        "gpuaas/" + version));
+    o.shards = flags.remote_write_shards;
+    remote_write.Add(o, [&] { return RemoteWritePost(url, receiver_auth, "gpuaas/" + version); });
   }
   if (!flags.remote_write.empty()) {
     replica_manager.emplace(RealClock::Get(), cache);

@@ -140,7 +140,6 @@ class Hub {
   void SetSink(SampleSink sink) { sink_ = std::move(sink); }
   // Set once, before serving (null: none): where ranges older than the hot window are read.
   void SetHistory(std::shared_ptr<const History> history) { history_ = std::move(history); }
-  const History* history() const { return history_.get(); }
 
   SeriesStore& series() { return series_; }
   const SeriesStore& series() const { return series_; }

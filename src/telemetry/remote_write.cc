@@ -4,10 +4,11 @@
 #include <array>
 #include <charconv>
 
+#include "absl/hash/hash.h"
 #include "common/log.h"
-#include "fmt/format.h"
 #include "common/metrics_text.h"
 #include "common/strings.h"
+#include "fmt/format.h"
 #include "snappy.h"
 #include "telemetry/hub.h"
 #include "telemetry/prompb/remote.pb.h"
@@ -313,17 +314,60 @@ bool RemoteWriteQueue::Send(std::vector<QueuedSample> batch) {
 
 // ---- RemoteWrite ----
 
-RemoteWriteQueue& RemoteWrite::Add(RemoteWriteOptions options, PostFn post) {
-  queues_.push_back(std::make_unique<RemoteWriteQueue>(std::move(options), std::move(post)));
-  return *queues_.back();
+RemoteWriteReceiver::RemoteWriteReceiver(const RemoteWriteOptions& options, const std::function<PostFn()>& post)
+    : options_(options) {
+  options_.shards = std::max(1, options_.shards);
+  RemoteWriteOptions each = options_;
+  each.capacity = std::max<size_t>(1, options_.capacity / static_cast<size_t>(options_.shards));
+  for (int i = 0; i < options_.shards; ++i) shards_.push_back(std::make_unique<RemoteWriteQueue>(each, post()));
+}
+
+void RemoteWriteReceiver::Start() {
+  for (auto& q : shards_) q->Start();
+}
+
+void RemoteWriteReceiver::Stop() {
+  for (auto& q : shards_) q->Stop();
+}
+
+RemoteWriteStats RemoteWriteReceiver::stats() const {
+  RemoteWriteStats out;
+  for (const auto& q : shards_) {
+    const RemoteWriteStats s = q->stats();
+    out.samples_total += s.samples_total;
+    out.samples_failed += s.samples_failed;
+    out.samples_retried += s.samples_retried;
+    out.samples_dropped += s.samples_dropped;
+    out.samples_pending += s.samples_pending;
+    out.highest_enqueued_ms = std::max(out.highest_enqueued_ms, s.highest_enqueued_ms);
+    out.highest_sent_ms = std::max(out.highest_sent_ms, s.highest_sent_ms);
+    out.sends += s.sends;
+    if (!s.last_error.empty()) out.last_error = s.last_error;
+  }
+  return out;
+}
+
+bool RemoteWriteReceiver::WaitSent(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const auto& q : shards_) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!q->WaitSent(std::max(left, std::chrono::milliseconds(0)))) return false;
+  }
+  return true;
+}
+
+RemoteWriteReceiver& RemoteWrite::Add(RemoteWriteOptions options, const std::function<PostFn()>& post) {
+  if (!receivers_.empty()) options.shards = static_cast<int>(receivers_.front()->shards());
+  receivers_.push_back(std::make_unique<RemoteWriteReceiver>(options, post));
+  return *receivers_.back();
 }
 
 void RemoteWrite::Start() {
-  for (auto& q : queues_) q->Start();
+  for (auto& r : receivers_) r->Start();
 }
 
 void RemoteWrite::Stop() {
-  for (auto& q : queues_) q->Stop();
+  for (auto& r : receivers_) r->Stop();
 }
 
 const RemoteWrite::Labelled& RemoteWrite::LabelsOf(SeriesId id) {
@@ -359,23 +403,29 @@ const RemoteWrite::Labelled& RemoteWrite::LabelsOf(SeriesId id) {
 }
 
 void RemoteWrite::Take(std::span<const Sample> stored) {
-  if (queues_.empty() || stored.empty()) return;
+  if (receivers_.empty() || stored.empty()) return;
   std::lock_guard<std::mutex> l(mu_);
-  scratch_.clear();
-  scratch_.reserve(stored.size());
+  const size_t shards = receivers_.front()->shards();
+  scratch_.resize(shards);
   for (const Sample& s : stored) {
     const Labelled& e = LabelsOf(s.series);
     if (!e.labels) continue;
-    scratch_.push_back({e.labels, e.field, s.t_ms, s.value});
+    // A series (the device's labels and the field) always goes to the same shard.
+    const size_t shard = shards == 1 ? 0 : absl::Hash<std::pair<const LabelSet*, Field>>{}(std::make_pair(e.labels.get(), e.field)) % shards;
+    scratch_[shard].push_back({e.labels, e.field, s.t_ms, s.value});
   }
-  // The last queue takes the samples themselves: no reference counting per sample there.
-  for (size_t i = 0; i + 1 < queues_.size(); ++i) queues_[i]->Enqueue(std::span<const QueuedSample>(scratch_));
-  queues_.back()->Enqueue(std::move(scratch_));
-  scratch_.clear();
+  // The last receiver takes the samples themselves: no reference counting per sample there.
+  for (size_t i = 0; i < shards; ++i) {
+    for (size_t r = 0; r + 1 < receivers_.size(); ++r) {
+      receivers_[r]->shard(i).Enqueue(std::span<const QueuedSample>(scratch_[i]));
+    }
+    receivers_.back()->shard(i).Enqueue(std::move(scratch_[i]));
+    scratch_[i].clear();
+  }
 }
 
 void RemoteWrite::AppendMetrics(std::string& out) const {
-  if (queues_.empty()) return;
+  if (receivers_.empty()) return;
   MetricsText w(out);
   struct Row {
     std::string_view name, type, help;
@@ -401,17 +451,17 @@ void RemoteWrite::AppendMetrics(std::string& out) const {
        [](const RemoteWriteStats& s) { return static_cast<double>(s.highest_sent_ms) / 1000.0; }},
   };
   std::vector<RemoteWriteStats> stats;
-  for (const auto& q : queues_) stats.push_back(q->stats());
+  for (const auto& r : receivers_) stats.push_back(r->stats());
   for (const Row& row : kRows) {
     w.Family(row.name, row.type, row.help);
-    for (size_t i = 0; i < queues_.size(); ++i) {
-      w.Sample(row.name, {{"url", queues_[i]->options().url}}, row.get(stats[i]));
+    for (size_t i = 0; i < receivers_.size(); ++i) {
+      w.Sample(row.name, {{"url", receivers_[i]->options().url}}, row.get(stats[i]));
     }
   }
   w.Family("gpuaas_remote_storage_queue_capacity", "gauge", "Samples a receiver's queue holds at most.");
-  for (const auto& q : queues_) {
-    w.Sample("gpuaas_remote_storage_queue_capacity", {{"url", q->options().url}},
-             static_cast<double>(q->options().capacity));
+  for (const auto& r : receivers_) {
+    w.Sample("gpuaas_remote_storage_queue_capacity", {{"url", r->options().url}},
+             static_cast<double>(r->options().capacity));
   }
 }
 

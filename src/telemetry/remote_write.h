@@ -138,6 +138,7 @@ using PostFn = std::function<PostResult(const std::string& body)>;
 
 struct RemoteWriteOptions {
   std::string url;                         // the receiver, as named in metrics and logs
+  int shards = 4;                          // queues sending at once, a series always in the same one
   size_t capacity = 500'000;               // samples held at most, in flight included (40 bytes each); more are dropped
   size_t max_samples_per_send = 2'000;     // samples in one POST (at most half the capacity)
   std::chrono::milliseconds batch_deadline{5'000};
@@ -203,16 +204,38 @@ class RemoteWriteQueue {
   std::thread thread_;
 };
 
+// One receiver: `shards` queues, each with its own thread and connection and 1/shards of the
+// capacity, sending at once (Prometheus shards its queues alike); a series always goes to the
+// same shard, so its samples stay in order. Figures are summed over the shards (the highest
+// timestamps are the shards' highest).
+class RemoteWriteReceiver {
+ public:
+  // `post` makes each shard's POST (each is called from one thread only).
+  RemoteWriteReceiver(const RemoteWriteOptions& options, const std::function<PostFn()>& post);
+  const RemoteWriteOptions& options() const { return options_; }
+  size_t shards() const { return shards_.size(); }
+  RemoteWriteQueue& shard(size_t i) { return *shards_[i]; }
+  void Start();
+  void Stop();
+  RemoteWriteStats stats() const;
+  bool WaitSent(std::chrono::milliseconds timeout) const;
+
+ private:
+  RemoteWriteOptions options_;
+  std::vector<std::unique_ptr<RemoteWriteQueue>> shards_;
+};
+
 // The fan-out: labels each stored sample once and queues it for every receiver. The hub calls
 // Take after each ingest (Hub::SetSink). Thread-safe.
 class RemoteWrite {
  public:
   RemoteWrite(const Hub& hub, DeviceDirectory& directory) : hub_(hub), directory_(directory) {}
-  RemoteWriteQueue& Add(RemoteWriteOptions options, PostFn post);
+  // Before Start; every receiver has the first one's number of shards.
+  RemoteWriteReceiver& Add(RemoteWriteOptions options, const std::function<PostFn()>& post);
   void Start();
   void Stop();
   void Take(std::span<const Sample> stored);
-  const std::vector<std::unique_ptr<RemoteWriteQueue>>& queues() const { return queues_; }
+  const std::vector<std::unique_ptr<RemoteWriteReceiver>>& receivers() const { return receivers_; }
   // The sender's metrics, Prometheus text, one series per receiver (`url` label).
   void AppendMetrics(std::string& out) const;
 
@@ -229,7 +252,7 @@ class RemoteWrite {
 
   const Hub& hub_;
   DeviceDirectory& directory_;
-  std::vector<std::unique_ptr<RemoteWriteQueue>> queues_;  // set before Start
+  std::vector<std::unique_ptr<RemoteWriteReceiver>> receivers_;  // set before Start
   std::mutex mu_;
   std::vector<Labelled> labelled_ ABSL_GUARDED_BY(mu_);  // by series id
   struct DeviceEntry {
@@ -237,7 +260,7 @@ class RemoteWrite {
     std::shared_ptr<const LabelSet> labels;
   };
   absl::flat_hash_map<std::string, DeviceEntry> devices_ ABSL_GUARDED_BY(mu_);  // device -> its labels
-  std::vector<QueuedSample> scratch_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<QueuedSample>> scratch_ ABSL_GUARDED_BY(mu_);  // by shard
 };
 
 }  // namespace gpuaas::telemetry

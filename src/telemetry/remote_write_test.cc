@@ -1,6 +1,8 @@
 #include "telemetry/remote_write.h"
 
 #include <atomic>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -212,7 +214,7 @@ TEST(RemoteWrite, TheHubsStoredSamplesLeaveLabelledAndAreRelabelledWhenAPoolChan
   Receiver rx({204});
   RemoteWriteOptions o = Fast();
   o.max_samples_per_send = 1000;
-  rw.Add(o, rx.Fn());
+  rw.Add(o, [&rx] { return rx.Fn(); });
   hub.SetSink([&rw](std::span<const Sample> s) { rw.Take(s); });
   rw.Start();
   const std::string text =
@@ -221,12 +223,17 @@ TEST(RemoteWrite, TheHubsStoredSamplesLeaveLabelledAndAreRelabelledWhenAPoolChan
       "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\",GPU_I_PROFILE=\"3g.71gb\",GPU_I_ID=\"1\"} 0.5\n";
   ASSERT_TRUE(hub.IngestText(text, kNowMs).ok());
   ASSERT_TRUE(hub.IngestText(text, kNowMs).ok());  // the same again: nothing new is stored or sent
-  ASSERT_TRUE(rw.queues()[0]->WaitSent(5s));
-  std::vector<DecodedSeries> got = rx.accepted();
-  ASSERT_EQ(got.size(), 2u);  // power once for the GPU, SM activity of instance 1
-  EXPECT_EQ(got[0].labels[0].second, "gpuaas_power_w");
-  EXPECT_EQ(got[0].samples, (std::vector<std::pair<int64_t, double>>{{kNowMs, 400}}));
-  EXPECT_EQ(got[1].labels, (LabelSet{{"__name__", "gpuaas_sm_active"},
+  ASSERT_TRUE(rw.receivers()[0]->WaitSent(5s));
+  // Series leave from their shards in no set order: found by name (and, later, by time).
+  auto find = [&rx](std::string_view name, int64_t t_ms) {
+    for (const DecodedSeries& d : rx.accepted()) {
+      if (d.labels[0].second == name && d.samples.front().first == t_ms) return d;
+    }
+    return DecodedSeries{};
+  };
+  ASSERT_EQ(rx.accepted().size(), 2u);  // power once for the GPU, SM activity of instance 1
+  EXPECT_EQ(find("gpuaas_power_w", kNowMs).samples, (std::vector<std::pair<int64_t, double>>{{kNowMs, 400}}));
+  EXPECT_EQ(find("gpuaas_sm_active", kNowMs).labels, (LabelSet{{"__name__", "gpuaas_sm_active"},
                                      {"cluster", "c1"},
                                      {"gpu", "GPU-a"},
                                      {"mig_instance", "1"},
@@ -247,13 +254,57 @@ TEST(RemoteWrite, TheHubsStoredSamplesLeaveLabelledAndAreRelabelledWhenAPoolChan
   gr.instances.push_back({1, "3g.71gb", 0, 4, "MIG-1", {{Field::kSmActive, 0.75}}});
   rep.gpus.push_back(gr);
   ASSERT_TRUE(hub.IngestReport(rep, kNowMs + 15'000).ok());
-  ASSERT_TRUE(rw.queues()[0]->WaitSent(5s));
-  got = rx.accepted();
-  ASSERT_EQ(got.size(), 3u);
-  const LabelSet& relabelled = got[2].labels;
-  EXPECT_NE(std::find(relabelled.begin(), relabelled.end(), std::pair<std::string, std::string>{"pool", "p1"}),
-            relabelled.end());
-  EXPECT_EQ(got[2].samples, (std::vector<std::pair<int64_t, double>>{{kNowMs + 15'000, 0.75}}));
+  ASSERT_TRUE(rw.receivers()[0]->WaitSent(5s));
+  ASSERT_EQ(rx.accepted().size(), 3u);
+  const DecodedSeries relabelled = find("gpuaas_sm_active", kNowMs + 15'000);
+  EXPECT_NE(std::find(relabelled.labels.begin(), relabelled.labels.end(),
+                      std::pair<std::string, std::string>{"pool", "p1"}),
+            relabelled.labels.end());
+  EXPECT_EQ(relabelled.samples, (std::vector<std::pair<int64_t, double>>{{kNowMs + 15'000, 0.75}}));
+  rw.Stop();
+  hub.SetSink(nullptr);
+}
+
+
+// A receiver with four shards, fed by the hub: a series always goes to the same shard, so its
+// samples arrive in order whichever shard sends first; the capacity is split between them.
+TEST(RemoteWrite, ShardsKeepEachSeriesInOrder) {
+  Hub hub;
+  DeviceDirectory dir;
+  RemoteWrite rw(hub, dir);
+  Receiver rx({204});
+  RemoteWriteOptions o = Fast();
+  o.shards = 4;
+  o.capacity = 4000;
+  RemoteWriteReceiver& receiver = rw.Add(o, [&rx] { return rx.Fn(); });
+  ASSERT_EQ(receiver.shards(), 4u);
+  EXPECT_EQ(receiver.shard(0).options().capacity, 1000u);
+  hub.SetSink([&rw](std::span<const Sample> s) { rw.Take(s); });
+  rw.Start();
+  for (int64_t t = 1; t <= 50; ++t) {
+    std::string text;
+    for (int g = 0; g < 16; ++g) {
+      text += "DCGM_FI_DEV_POWER_USAGE{UUID=\"GPU-" + std::to_string(g) + "\"} " + std::to_string(t) + " " +
+              std::to_string(kNowMs + t * 1000) + "\n";
+    }
+    ASSERT_TRUE(hub.IngestText(text, kNowMs + 60'000).ok());
+  }
+  ASSERT_TRUE(receiver.WaitSent(5s));
+  EXPECT_EQ(receiver.stats().samples_total, 800);
+  std::map<std::string, int64_t> last;
+  std::set<size_t> busy;  // shards that sent
+  for (size_t i = 0; i < receiver.shards(); ++i) {
+    if (receiver.shard(i).stats().samples_total > 0) busy.insert(i);
+  }
+  EXPECT_GT(busy.size(), 1u);  // 16 series spread over the shards
+  for (const DecodedSeries& s : rx.accepted()) {
+    for (const auto& [t, v] : s.samples) {
+      EXPECT_GT(t, last[s.labels[1].second]) << s.labels[1].second;
+      last[s.labels[1].second] = t;
+    }
+  }
+  EXPECT_EQ(last.size(), 16u);
+  for (const auto& [gpu, t] : last) EXPECT_EQ(t, kNowMs + 50'000) << gpu;
   rw.Stop();
   hub.SetSink(nullptr);
 }
