@@ -14,13 +14,16 @@ and for the run with telemetry:
 
 Each GPU's text is what dcgm-exporter serves with its default counters (25 families, its labels);
 the server stamps the readings (no timestamps in the text), so rounds are 15 s apart in real
-time. Pushes go in bodies under the server's 1 MiB limit, as agents would, from one thread.
+time. Pushes go in bodies under the server's 1 MiB limit, as agents would, from one process. With
+--nice (the default) that process and VictoriaMetrics run at the lowest CPU priority: on a
+machine of two cores they would otherwise starve the server whose latency is measured.
 
   python3 bench/telemetry_fleet_bench.py --gpus 100000 --minutes 10
   python3 bench/telemetry_fleet_bench.py --gpus 2000 --minutes 1      # a quick look
 """
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -147,6 +150,26 @@ def push(url, body):
         return json.loads(r.read())
 
 
+def push_rounds(url, chunks, rounds, nice, totals):
+    """The agents: every GPU's text every 15 s, for `rounds` rounds (a process of its own, at the
+    lowest CPU priority with --nice)."""
+    if nice:
+        os.nice(19)
+    pushed = stored = 0
+    push_s = []
+    next_round = time.monotonic()
+    for _ in range(rounds):
+        time.sleep(max(0.0, next_round - time.monotonic()))
+        t = time.monotonic()
+        for b in chunks:
+            res = push(url, b)
+            pushed += res["samples"]
+            stored += res["stored"]
+        push_s.append(time.monotonic() - t)
+        next_round += 15
+    totals.put((pushed, stored, len(push_s), push_s))
+
+
 def sender(url):
     """The remote-write figures of /metrics."""
     text = get(url + "/metrics")[1].decode()
@@ -169,27 +192,23 @@ def run(args, workdir, with_telemetry, vm_url, minutes):
     lat = Latency(srv.url)
     lat.start()
     rounds = int(minutes * 60 / 15)
-    pushed = stored = 0
+    pusher, totals = None, multiprocessing.Queue()
+    if with_telemetry:
+        pusher = multiprocessing.Process(target=push_rounds, args=(srv.url, chunks, rounds, args.nice, totals))
+        pusher.start()
     max_lag = 0.0
-    push_s = []
     end = time.monotonic() + minutes * 60
-    next_round = time.monotonic()
-    r = 0
     while time.monotonic() < end:
-        if with_telemetry and r < rounds and time.monotonic() >= next_round:
-            t = time.monotonic()
-            for b in chunks:
-                res = push(srv.url, b)
-                pushed += res["samples"]
-                stored += res["stored"]
-            push_s.append(time.monotonic() - t)
-            r += 1
-            next_round += 15
         if with_telemetry:
             s = sender(srv.url)
             if s["highest_timestamp_in_seconds"] and s["queue_highest_sent_timestamp_seconds"] is not None:
                 max_lag = max(max_lag, s["highest_timestamp_in_seconds"] - s["queue_highest_sent_timestamp_seconds"])
         time.sleep(2)
+    pushed = stored = r = 0
+    push_s = []
+    if pusher:
+        pushed, stored, r, push_s = totals.get()
+        pusher.join()
     lat.stop.set()
     lat.join()
     result.update(lat.figures())
@@ -224,6 +243,9 @@ def main():
     p.add_argument("--minutes", type=float, default=10, help="how long the run with telemetry lasts")
     p.add_argument("--baseline-minutes", type=float, default=None, help="how long the run without (default: as long)")
     p.add_argument("--binary", default="build/release/src/exe/gpuaas")
+    p.add_argument("--nice", action=argparse.BooleanOptionalAction, default=True,
+                   help="run the agents' pushes and VictoriaMetrics at the lowest CPU priority, so that on a small "
+                        "machine they do not starve the server under test (as on their own machines they would not)")
     args = p.parse_args()
     if not shutil.which("victoria-metrics"):
         sys.exit("victoria-metrics is not installed (scripts/install-deps.sh)")
@@ -232,7 +254,8 @@ def main():
     vm_log = open(os.path.join(workdir, "vm.log"), "w")
     vm = subprocess.Popen(["victoria-metrics", f"-httpListenAddr=127.0.0.1:{vm_port}",
                            "-storageDataPath=" + os.path.join(workdir, "vm"), "-dedup.minScrapeInterval=1ms",
-                           "-search.latencyOffset=0s"], stdout=vm_log, stderr=subprocess.STDOUT)
+                           "-search.latencyOffset=0s"], stdout=vm_log, stderr=subprocess.STDOUT,
+                          preexec_fn=(lambda: os.nice(19)) if args.nice else None)
     vm_url = f"http://127.0.0.1:{vm_port}"
     try:
         for _ in range(100):
