@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
+#include "common/files.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "httplib.h"
@@ -26,13 +25,10 @@ Target Split(const std::string& url) {
 }
 
 absl::StatusOr<std::string> ReadToken(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) return absl::UnavailableError(fmt::format("bearer token file {}: cannot read it", file));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token = ss.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
-  if (token.empty()) return absl::UnavailableError(fmt::format("bearer token file {} is empty", file));
+  absl::StatusOr<std::string> token = ReadWholeFile(file);
+  if (!token.ok()) return absl::UnavailableError(fmt::format("bearer token file {}: cannot read it", file));
+  while (!token->empty() && (token->back() == '\n' || token->back() == '\r' || token->back() == ' ')) token->pop_back();
+  if (token->empty()) return absl::UnavailableError(fmt::format("bearer token file {} is empty", file));
   return token;
 }
 
@@ -98,6 +94,19 @@ telemetry::PostFn RemoteWritePost(const std::string& url, const ReceiverAuth& au
     }
     return out;
   };
+}
+
+absl::StatusOr<std::string> FetchMetrics(const std::string& url) {
+  const Target target = Split(url);
+  httplib::Client c(target.origin);
+  c.set_connection_timeout(5);
+  c.set_read_timeout(10);
+  // Split names "/" for a URL without a path; a scrape target's default is /metrics.
+  const bool no_path = target.origin == url;
+  auto res = c.Get(no_path ? "/metrics" : target.path);
+  if (!res) return absl::UnavailableError(Describe(res.error()));
+  if (res->status != 200) return absl::UnavailableError(fmt::format("HTTP {}", res->status));
+  return res->body;
 }
 
 telemetry::HttpGet QueryGet(const std::string& base_url, const ReceiverAuth& auth, double timeout_s) {

@@ -5,8 +5,8 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "controller/runtime/manager.h"
+#include "exe/telemetry_http.h"
 #include "fmt/format.h"
-#include "httplib.h"
 
 namespace gpuaas::exe {
 namespace {
@@ -14,18 +14,6 @@ namespace {
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// GET of a dcgm-exporter endpoint ("http://host:port[/path]", /metrics when no path is given).
-absl::StatusOr<std::string> FetchMetrics(const std::string& url) {
-  const size_t path_at = url.find('/', url.find("://") == std::string::npos ? 0 : url.find("://") + 3);
-  httplib::Client c(url.substr(0, path_at));
-  c.set_connection_timeout(5);
-  c.set_read_timeout(10);
-  auto res = c.Get(path_at == std::string::npos ? "/metrics" : url.substr(path_at));
-  if (!res) return absl::UnavailableError(httplib::to_string(res.error()));
-  if (res->status != 200) return absl::UnavailableError(fmt::format("HTTP {}", res->status));
-  return res->body;
 }
 
 }  // namespace

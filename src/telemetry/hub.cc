@@ -71,7 +71,7 @@ Hub::Digest Hub::DigestOf(std::string_view text) {
   return {Mix(a), Mix(b ^ Rotl(a, 32))};
 }
 
-Hub::Hub(SeriesLimits limits) : series_(limits), limits_(limits) {}
+Hub::Hub(SeriesLimits limits) : series_(limits) {}
 
 void Hub::SetKnownGpus(std::set<std::string> uuids) {
   absl::MutexLock l(&mu_);
@@ -377,7 +377,7 @@ std::vector<InstanceInfo> Hub::Instances(std::string_view gpu_uuid) const {
 
 absl::StatusOr<std::vector<Bucket>> Hub::Query(std::string_view device, Field field, int64_t from, int64_t to,
                                                int64_t step, int64_t now) const {
-  const int64_t hot_from = now - limits_.hot_window_s;
+  const int64_t hot_from = now - series_.limits().hot_window_s;
   if (history_ == nullptr || step <= 0 || to <= from || from >= hot_from) {
     return series_.Query(device, field, from, to, step, now);
   }

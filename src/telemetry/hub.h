@@ -205,7 +205,6 @@ class Hub {
   size_t Store(const std::vector<Sample>& samples);
 
   SeriesStore series_;
-  const SeriesLimits limits_;
   SampleSink sink_;
   std::shared_ptr<const History> history_;
   std::mutex append_mu_;

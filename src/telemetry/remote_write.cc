@@ -55,11 +55,6 @@ std::shared_ptr<const GpuLabels> DeviceDirectory::Get(uint32_t slot) const {
   return slot < labels_.size() ? labels_[slot] : nullptr;
 }
 
-size_t DeviceDirectory::size() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return static_cast<size_t>(std::count_if(labels_.begin(), labels_.end(), [](const auto& p) { return p != nullptr; }));
-}
-
 // ---- labels ----
 
 std::string MetricName(Field field) { return "gpuaas_" + std::string(Info(field).series); }
@@ -282,7 +277,6 @@ bool RemoteWriteQueue::Send(std::vector<QueuedSample> batch) {
   while (true) {
     PostResult r = post_(body);
     std::unique_lock<std::mutex> l(mu_);
-    ++stats_.sends;
     if (r.status >= 200 && r.status < 300) {
       stats_.samples_total += n;
       stats_.highest_sent_ms = std::max(stats_.highest_sent_ms, newest);
@@ -341,7 +335,6 @@ RemoteWriteStats RemoteWriteReceiver::stats() const {
     out.samples_pending += s.samples_pending;
     out.highest_enqueued_ms = std::max(out.highest_enqueued_ms, s.highest_enqueued_ms);
     out.highest_sent_ms = std::max(out.highest_sent_ms, s.highest_sent_ms);
-    out.sends += s.sends;
     if (!s.last_error.empty()) out.last_error = s.last_error;
   }
   return out;

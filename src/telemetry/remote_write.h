@@ -86,7 +86,6 @@ class DeviceDirectory {
   uint32_t Slot(std::string_view gpu_uuid);
   uint64_t Version(uint32_t slot) const { return versions_[slot].load(std::memory_order_acquire); }
   std::shared_ptr<const GpuLabels> Get(uint32_t slot) const;
-  size_t size() const;
 
  private:
   uint32_t SlotLocked(const std::string& lower) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -155,7 +154,6 @@ struct RemoteWriteStats {
   int64_t samples_pending = 0;  // queued or in flight
   int64_t highest_enqueued_ms = 0;
   int64_t highest_sent_ms = 0;
-  int64_t sends = 0;            // POSTs made, retries included
   std::string last_error;
 };
 

@@ -91,6 +91,7 @@ class SeriesStore {
   std::vector<RollupRow> TakeClosedRollups();
   void LoadRollups(const std::vector<RollupRow>& rows);
 
+  const SeriesLimits& limits() const { return limits_; }
   size_t series_count() const;
   // Bytes held by the series (rings as allocated, keys and index), not counting the allocator's
   // own overhead.
