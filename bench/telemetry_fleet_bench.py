@@ -16,9 +16,12 @@ Each GPU's text is what dcgm-exporter serves with its default counters (25 famil
 the server stamps the readings (no timestamps in the text), so rounds are 15 s apart in real
 time. Pushes go in bodies under the server's 1 MiB limit, as agents would, from one process. With
 --nice (the default) that process and VictoriaMetrics run at the lowest CPU priority: on a
-machine of two cores they would otherwise starve the server whose latency is measured.
+machine of two cores they would otherwise starve the server whose latency is measured. With
+--pin the server runs alone on the first CPU and everything else (agents, VictoriaMetrics, the
+latency probe) on the others, as on separate machines; --pin implies --no-nice.
 
   python3 bench/telemetry_fleet_bench.py --gpus 100000 --minutes 10
+  python3 bench/telemetry_fleet_bench.py --gpus 100000 --minutes 10 --pin
   python3 bench/telemetry_fleet_bench.py --gpus 2000 --minutes 1      # a quick look
 """
 import argparse
@@ -70,14 +73,15 @@ def rss_mb(pid):
 
 
 class Server:
-    def __init__(self, binary, gpus, workdir, name, extra):
+    def __init__(self, binary, gpus, workdir, name, extra, cpus=None):
         self.log_path = os.path.join(workdir, f"{name}.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [binary, "server", "--synthetic-gpus", str(gpus), "--listen", "127.0.0.1:0", "--db",
              "sqlite:" + os.path.join(workdir, f"{name}.db"), "--insecure-no-auth",
              "--telemetry-bytes-per-second", "all=1000000000", "--requests-per-second", "all=1000000"] + extra,
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         deadline = time.monotonic() + 900
         self.url = None
         while time.monotonic() < deadline and self.url is None:
@@ -185,7 +189,7 @@ def run(args, workdir, with_telemetry, vm_url, minutes):
     name = "telemetry" if with_telemetry else "baseline"
     extra = ["--telemetry-remote-write", vm_url + "/api/v1/write"] if with_telemetry else []
     t0 = time.monotonic()
-    srv = Server(args.binary, args.gpus, workdir, name, extra)
+    srv = Server(args.binary, args.gpus, workdir, name, extra, args.server_cpus)
     ready_s = time.monotonic() - t0
     result = {"run": name, "ready_s": round(ready_s, 1)}
     gpus, chunks = bodies(srv.url) if with_telemetry else (args.gpus, [])
@@ -246,7 +250,16 @@ def main():
     p.add_argument("--nice", action=argparse.BooleanOptionalAction, default=True,
                    help="run the agents' pushes and VictoriaMetrics at the lowest CPU priority, so that on a small "
                         "machine they do not starve the server under test (as on their own machines they would not)")
+    p.add_argument("--pin", action="store_true",
+                   help="the server alone on the first CPU, everything else on the others")
     args = p.parse_args()
+    args.server_cpus = None
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            sys.exit("--pin needs at least two CPUs")
+        args.server_cpus, args.nice = {cpus[0]}, False
+        os.sched_setaffinity(0, set(cpus[1:]))  # this process and all it starts, but the server
     if not shutil.which("victoria-metrics"):
         sys.exit("victoria-metrics is not installed (scripts/install-deps.sh)")
     workdir = tempfile.mkdtemp(prefix="gpuaas-fleet-")
@@ -264,6 +277,8 @@ def main():
                     break
             except OSError:
                 time.sleep(0.2)
+        if args.pin:
+            print(json.dumps({"server_cpus": sorted(args.server_cpus), "others": sorted(os.sched_getaffinity(0))}))
         print(json.dumps(run(args, workdir, False, vm_url, args.baseline_minutes or args.minutes)), flush=True)
         result = run(args, workdir, True, vm_url, args.minutes)
         result["victoria_metrics_rss_mb"] = round(rss_mb(vm.pid))
