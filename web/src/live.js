@@ -29,6 +29,7 @@ const KINDS = {
   profiles: { namespaced: true },
   projects: {},
   clusters: {},
+  loans: {},  // operators': what the pools lend now
 };
 
 let timer = null, pendingTick = false, shellKinds = [];

@@ -51,7 +51,79 @@ function Decide({ pool, action, onDone, onClose }) {
   </form>`;
 }
 
-function PoolDetails({ pool, assessment, profiles, projects, poolList }) {
+// The loans of a pool's devices now: which other project's preemptible work runs on which device
+// (the Loan receipts, which operators read).
+function LentDevices({ pool }) {
+  const { t, loc } = useT();
+  const loans = useList('loans');
+  if (loans.error) return null;
+  if (!loans.items) return html`<${Loading} />`;
+  const open = loans.items.filter((l) => l.spec.lender === pool.metadata.namespace && l.spec.pool === pool.metadata.name && !l.spec.end);
+  if (open.length === 0) return html`<p class="muted" data-testid="lent-none">${t('lending.noneLent')}</p>`;
+  return html`<table data-testid="lent-devices">
+    <thead><tr><th scope="col">${t('col.gpu')}</th><th scope="col">${t('lending.borrower')}</th><th scope="col">${t('lending.since')}</th></tr></thead>
+    <tbody>${open.flatMap((l) => l.spec.devices.map((d) => html`<tr>
+      <td class="mono">${d.instanceUUID || d.gpuUUID}</td>
+      <td>${l.spec.borrower}/${l.spec.workload}</td>
+      <td>${dateTime(l.spec.start, loc)}</td></tr>`))}</tbody></table>`;
+}
+
+// A pool's lending switch and what it lends; a reservation's window.
+function Lending({ pool, operator }) {
+  const { t, loc } = useT();
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const lending = pool.spec.lending ?? { enabled: false, idleAfterSeconds: 600, reclaimGraceSeconds: 30 };
+  const live = pool.status?.approval?.approved && !pool.spec.releaseRequested;
+  const toggle = async () => {
+    setBusy(true);
+    setError('');
+    try {
+      const path = `/apis/gpuaas.io/v1/namespaces/${encodeURIComponent(pool.metadata.namespace)}/gpupools/${encodeURIComponent(pool.metadata.name)}`;
+      const cur = await api(path);
+      cur.spec.lending = { ...lending, ...(cur.spec.lending ?? {}), enabled: !lending.enabled };
+      await api(path, { method: 'PUT', body: cur });
+    } catch (err) {
+      setError(err.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const reserved = pool.spec.startTime
+    ? t(pool.spec.endTime ? 'lending.window' : 'lending.windowOpen', { start: dateTime(pool.spec.startTime, loc), end: pool.spec.endTime ? dateTime(pool.spec.endTime, loc) : '' })
+    : null;
+  return html`<div data-testid="pool-lending">
+    <h3>${t('lending.title')}</h3>
+    ${reserved ? html`<p data-testid="reservation">${reserved}</p>` : null}
+    <p>${lending.enabled ? t('lending.on', { idle: number(lending.idleAfterSeconds, loc), grace: number(lending.reclaimGraceSeconds, loc) }) : t('lending.off')}</p>
+    ${live ? html`<label><input type="checkbox" role="switch" data-testid="lending-switch" checked=${!!lending.enabled} disabled=${busy} onChange=${toggle} /> ${t('lending.switch')}</label>` : null}
+    ${error ? html`<p class="error" role="alert">${error}</p>` : null}
+    ${operator ? html`<h4>${t('lending.lentNow')}</h4><${LentDevices} pool=${pool} />` : null}
+  </div>`;
+}
+
+// Reservations on a timeline: each pool with a start time, as a bar over the next two weeks.
+function Reservations({ pools }) {
+  const { t, loc } = useT();
+  const now = Date.now();
+  const span = 14 * 86400 * 1000;
+  const rows = pools.filter((p) => p.spec.startTime && !p.spec.releaseRequested && !(p.status?.approval && !p.status.approval.approved))
+    .filter((p) => !p.spec.endTime || Date.parse(p.spec.endTime) > now)
+    .sort((a, b) => Date.parse(a.spec.startTime) - Date.parse(b.spec.startTime));
+  if (rows.length === 0) return html`<p class="muted">${t('lending.noReservations')}</p>`;
+  const pct = (ms) => Math.max(0, Math.min(100, ((ms - now) / span) * 100));
+  return html`<ul class="timeline" data-testid="reservations">${rows.map((p) => {
+    const from = pct(Date.parse(p.spec.startTime));
+    const to = p.spec.endTime ? pct(Date.parse(p.spec.endTime)) : 100;
+    const label = t(p.spec.endTime ? 'lending.window' : 'lending.windowOpen', { start: dateTime(p.spec.startTime, loc), end: p.spec.endTime ? dateTime(p.spec.endTime, loc) : '' });
+    return html`<li data-pool=${`${p.metadata.namespace}/${p.metadata.name}`}>
+      <span class="timeline-name">${p.metadata.namespace}/${p.metadata.name}</span>
+      <span class="timeline-track" role="img" aria-label=${label}><span class="timeline-bar" style=${`left:${from}%;width:${Math.max(0.5, to - from)}%`}></span></span>
+      <span class="muted">${label}</span></li>`;
+  })}</ul>`;
+}
+
+function PoolDetails({ pool, assessment, profiles, projects, poolList, operator }) {
   const { t, loc } = useT();
   const ns = pool.metadata.namespace, name = pool.metadata.name;
   const util = useLoad((signal) => data.series(`pool:${ns}/${name}`, 'utilization', 86400, 900, signal).catch(() => null), [ns, name]);
@@ -80,6 +152,7 @@ function PoolDetails({ pool, assessment, profiles, projects, poolList }) {
           ${a.idle ? html`<p class="badge warn-badge">${t('pools.idle')}</p>` : null}
           ${a.suggestion || a.suggestionCode ? html`<p data-testid="suggestion">${t('pools.suggestion')}: <${Worded} msg=${suggestion(a)} /></p>` : null}` : html`<p class="muted">${t('pools.noUsage')}</p>`}
         ${util.data ? html`<${Chart} label=${t('pools.utilChart', { pool: `${ns}/${name}` })} x=${util.data.x} series=${[{ label: t('series.util'), values: util.data.values }]} fmt=${(v) => percent(v, loc)} height=${140} />` : null}
+        <${Lending} pool=${pool} operator=${operator} />
       </div>
     </div>
   </div>`;
@@ -146,8 +219,11 @@ export function Pools() {
         })}</tbody></table>`}
     </${Section}>
     ${open && d.poolList.find((p) => key(p) === open) ? html`<${Section} id="pool-detail" title=${t('pools.detailsOf', { pool: open })}>
-      <${PoolDetails} pool=${d.poolList.find((p) => key(p) === open)} assessment=${d.assessment} profiles=${d.profiles} projects=${d.projects} poolList=${d.poolList} />
+      <${PoolDetails} pool=${d.poolList.find((p) => key(p) === open)} assessment=${d.assessment} profiles=${d.profiles} projects=${d.projects} poolList=${d.poolList} operator=${operator} />
     </${Section}>` : null}
+    <${Section} id="reservations" title=${t('lending.reservations')}>
+      <${Reservations} pools=${d.poolList} />
+    </${Section}>
     <${Dialog} id="decide" open=${!!deciding} onClose=${() => setDeciding(null)}
       title=${deciding ? (deciding.action === 'approve' ? t('pools.approveTitle') : t('pools.rejectTitle')) : ''}>
       ${deciding ? html`<${Decide} pool=${deciding.pool} action=${deciding.action} onClose=${() => setDeciding(null)}
