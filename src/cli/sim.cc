@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "allocator/packing.h"
 #include "common/files.h"
+#include "sim/lending.h"
 #include "sim/mig.h"
 #include "sim/replay.h"
 #include "sim/trace.h"
@@ -137,9 +138,9 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
                          fmt::format("--format \"{}\": expected table or csv", o.format)));
   }
   const bool mig = o.mode == "mig" || o.mode == "mig-churn";
-  if (o.mode != "arrival" && o.mode != "churn" && !mig) {
+  if (o.mode != "arrival" && o.mode != "churn" && o.mode != "lending" && !mig) {
     return Fail(err, absl::InvalidArgumentError(
-                         fmt::format("--mode \"{}\": expected arrival, churn, mig or mig-churn", o.mode)));
+                         fmt::format("--mode \"{}\": expected arrival, churn, mig, mig-churn or lending", o.mode)));
   }
   if (!(o.tune >= 0 && o.tune <= 10)) {
     return Fail(err, absl::InvalidArgumentError("--tune must be between 0 and 10"));
@@ -239,6 +240,34 @@ int Sim(const SimOptions& o, std::ostream& out, std::ostream& err) {
                         fmt::format("{:.1f}", late / n), fmt::format("{:.1f}", gave_up / n),
                         fmt::format("{:.1f}", pend / n), fmt::format("{:.1f}", max_pend / n),
                         fmt::format("{:.2f}", avg / n)});
+      }
+      PrintTable(out, rows);
+    } else if (o.mode == "lending") {
+      // Side by side: the same trace and projects without and with lending.
+      std::vector<std::vector<std::string>> rows;
+      rows.push_back({"LENDING", "POOL-GPUS", "IDLE-GPU-H", "LENT-GPU-H", "LENT%IDLE", "BORROWERS-DONE", "GAVE-UP",
+                      "RECLAIMS", "OWNERS-DELAYED", "DELAY-P50-S", "DELAY-P99-S"});
+      for (const bool lend : {false, true}) {
+        const sim::LendingConfig config{o.projects, o.borrow_share, o.idle_after, o.grace, o.speedup, lend};
+        std::vector<absl::StatusOr<sim::LendingResult>> runs(seeds->size());
+        ParallelFor(seeds->size(), jobs, [&](size_t i) { runs[i] = sim::RunLending(*pods, (*seeds)[i], config); });
+        double pool = 0, idle = 0, lent = 0, done = 0, gave_up = 0, reclaims = 0, delayed = 0, p50 = 0, p99 = 0;
+        for (const auto& r : runs) {
+          if (!r.ok()) return Fail(err, r.status());
+          pool += static_cast<double>(r->pool_gpus);
+          idle += r->idle_gpu_hours;
+          lent += r->lent_gpu_hours;
+          done += static_cast<double>(r->borrowers_completed);
+          gave_up += static_cast<double>(r->borrowers_gave_up);
+          reclaims += static_cast<double>(r->reclaims);
+          delayed += static_cast<double>(r->owners_delayed);
+          p50 += r->delay_p50_s;
+          p99 += r->delay_p99_s;
+        }
+        const double n = static_cast<double>(runs.size());
+        auto f1 = [n](double v) { return fmt::format("{:.1f}", v / n); };
+        rows.push_back({lend ? "on" : "off", f1(pool), f1(idle), f1(lent), Pct(idle > 0 ? 100 * lent / idle : 0), f1(done),
+                        f1(gave_up), f1(reclaims), f1(delayed), f1(p50), f1(p99)});
       }
       PrintTable(out, rows);
     } else if (o.mode == "mig-churn") {

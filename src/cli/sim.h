@@ -18,10 +18,15 @@ struct SimOptions {
   std::string seeds = "42-51";    // "42-51", "42,43" or "42"
   double tune = 1.3;
   std::string format = "table";  // table or csv
-  std::string mode = "arrival";  // arrival, churn or mig
+  std::string mode = "arrival";  // arrival, churn, mig, mig-churn or lending
   std::string mig_model = "H100-SXM5-80GB";
   double speedup = 1;  // churn: arrivals this many times faster
   int jobs = 0;        // threads (0: one per core)
+  // lending mode (sim/lending.h)
+  int projects = 8;
+  double borrow_share = 0.3;
+  int64_t idle_after = 600;
+  int64_t grace = 30;
 };
 
 int Sim(const SimOptions& o, std::ostream& out, std::ostream& err);
