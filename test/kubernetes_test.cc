@@ -43,6 +43,7 @@ using cluster::kubernetes::KubernetesDriver;
 using cluster::kubernetes::PoolsFrom;
 using cluster::kubernetes::ReviewClaim;
 using cluster::kubernetes::UuidSelector;
+using cluster::kubernetes::DeviceTaintRuleName;
 using nlohmann::json;
 using testing::FakeKubeApiServer;
 
@@ -1474,6 +1475,140 @@ TEST_F(KubernetesDriverTest, APoolsDraDevicesAreTaintedForItsProjectOnly) {
   const size_t after = api.writes().size();
   EXPECT_TRUE(drivers_[0]->EnforceProjectDevices("vision", {}).ok());
   EXPECT_EQ(api.writes().size(), after);
+}
+
+// A loan on a DRA cluster: while another project's preemptible workload borrows a GPU of a
+// lending pool, the GPU's taint names the borrower, the borrower's namespace quota counts it, the
+// lender's no longer does, and the webhook steers each project's claims to exactly its devices;
+// on reclaim all of it goes back. In the fewest writes: a device moving is one DELETE of the old
+// project's taint rule and one create of the new one; a quota that changes is one write.
+TEST_F(KubernetesDriverTest, ALoanMovesItsDeviceTaintQuotaAndClaimsToTheBorrowerAndBackOnReclaim) {
+  FakeKubeApiServer api("t0ken");
+  api.ServeDra(true);
+  api.Start();
+  const std::vector<std::string> uuids = {"GPU-0e000000-0000-0000-0000-000000000000", "GPU-0e000000-0000-0000-0000-000000000001",
+                                          "GPU-0e000000-0000-0000-0000-000000000002"};
+  PutDraNode(api, "h200-d", uuids);
+  drivers_.push_back(Driver("lab", api));
+  StartControlPlane();
+  ASSERT_TRUE(Eventually([&] { return Gpus("lab") == 3; }));
+  service::PoolService pools(*store_, RealClock::Get(), [] { return std::map<std::string, int64_t>{{"H200-SXM-141GB", 3}}; });
+  for (const char* name : {"vision", "nlp"}) {
+    model::Project project;
+    project.metadata.name = name;
+    ASSERT_TRUE(pools.CreateProject(project, "ops").ok());
+  }
+  model::GpuPool pool;
+  pool.metadata.name = "train";
+  pool.metadata.ns = "vision";
+  pool.spec.cluster = "lab";
+  pool.spec.items = {{"H200-SXM-141GB", "full", 2}};
+  pool.spec.lending = model::GpuPool::Spec::Lending{true, 0, 1};
+  ASSERT_TRUE(pools.CreatePool(pool, "alice").ok());
+  ASSERT_TRUE(pools.Approve("vision", "train", true, "ok", "ops").ok());
+  const std::string rules_path(FakeKubeApiServer::kDeviceTaintRulesPath);
+  auto taint_of = [&](const std::string& device) {  // the project a device's rule names; "" for none
+    for (const char* project : {"vision", "nlp"}) {
+      if (!api.Get(rules_path, DeviceTaintRuleName(project, "h200-d", device)).empty()) return std::string(project);
+    }
+    return std::string();
+  };
+  auto quota = [&](const std::string& ns) -> std::string {
+    const std::string q = api.Get("/api/v1/namespaces/" + ns + "/resourcequotas", "gpuaas-pools");
+    return q.empty() ? "" : json::parse(q)["spec"]["hard"]["requests.nvidia.com/gpu"].get<std::string>();
+  };
+  ASSERT_TRUE(Eventually([&] { return quota("vision") == "2"; }));
+  std::vector<model::GpuPool> stored = All<model::GpuPool>();
+  ASSERT_EQ(stored[0].status.allocation.size(), 2u);
+  std::map<std::string, std::string> device_of;  // GPU UUID -> its device name in the slice
+  for (size_t i = 0; i < uuids.size(); ++i) device_of[uuids[i]] = "gpu-" + std::to_string(i);
+  for (const model::AllocatedDevice& d : stored[0].status.allocation) {
+    ASSERT_TRUE(Eventually([&] { return taint_of(device_of[d.gpu_uuid]) == "vision"; })) << d.gpu_uuid;
+  }
+  Settled();
+  const size_t before_loan = api.writes().size();
+
+  // nlp borrows one GPU.
+  model::Workload sweep;
+  sweep.metadata.ns = "nlp";
+  sweep.metadata.name = "sweep";
+  sweep.spec = {"", "nvidia.com/gpu", 1, model::PriorityClass::kPreemptible};
+  ASSERT_TRUE(pools.CreateWorkload(sweep, "bob").ok());
+  auto workload = [&](const std::string& ns, const std::string& name) {
+    for (model::Workload& w : All<model::Workload>()) {
+      if (w.metadata.ns == ns && w.metadata.name == name) return w;
+    }
+    return model::Workload{};
+  };
+  ASSERT_TRUE(Eventually([&] { return workload("nlp", "sweep").status.phase == model::WorkloadPhase::kRunning; }));
+  const std::string lent = workload("nlp", "sweep").status.devices.at(0).gpu_uuid;
+  std::string kept;
+  for (const model::AllocatedDevice& d : stored[0].status.allocation) {
+    if (d.gpu_uuid != lent) kept = d.gpu_uuid;
+  }
+  ASSERT_TRUE(Eventually([&] { return taint_of(device_of[lent]) == "nlp" && quota("nlp") == "1" && quota("vision") == "1"; }))
+      << taint_of(device_of[lent]) << " " << quota("nlp") << " " << quota("vision");
+  EXPECT_EQ(taint_of(device_of[kept]), "vision");
+  Settled();
+  std::vector<FakeKubeApiServer::Write> w = api.writes();
+  // The rule moves (DELETE vision's, create nlp's), nlp's namespace and quota are made, vision's
+  // quota goes down: five writes, none twice.
+  ASSERT_EQ(w.size() - before_loan, 5u);
+
+  // The webhook, on the pools as the loans leave them: each project's claim gets exactly its devices.
+  auto project_pools = [&](std::string_view project) {
+    std::vector<model::GpuPool> own;
+    for (const model::GpuPool& p : All<model::GpuPool>()) {
+      if (p.metadata.ns == project) own.push_back(p);
+    }
+    const std::vector<model::GpuPool> everything = All<model::GpuPool>();
+    std::vector<std::shared_ptr<const model::GpuPool>> out;
+    for (model::GpuPool& p : model::PoolsWithLoans(project, own, All<model::Loan>(), [&](std::string_view ns, std::string_view name) {
+           for (const model::GpuPool& e : everything) {
+             if (e.metadata.ns == ns && e.metadata.name == name) return &e;
+           }
+           return static_cast<const model::GpuPool*>(nullptr);
+         })) {
+      out.push_back(std::make_shared<const model::GpuPool>(std::move(p)));
+    }
+    return out;
+  };
+  auto selector_of = [&](const std::string& ns) {
+    absl::StatusOr<std::string> mutated = ReviewClaim(ClaimReview(ns, {{"deviceClassName", "gpu.nvidia.com"}}).dump(), "lab",
+                                                      project_pools, AdmissionMode::kMutate);
+    EXPECT_TRUE(mutated.ok()) << mutated.status();
+    const json answer = json::parse(*mutated);
+    std::string patch;
+    if (!answer["response"].contains("patch") || !absl::Base64Unescape(answer["response"]["patch"].get<std::string>(), &patch)) {
+      return std::string();
+    }
+    json review = ClaimReview(ns, {{"deviceClassName", "gpu.nvidia.com"}});
+    review["request"]["object"] = review["request"]["object"].patch(json::parse(patch));
+    return review["request"]["object"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"][0]["cel"]["expression"]
+        .get<std::string>();
+  };
+  EXPECT_EQ(selector_of("nlp"), UuidSelector({lent}));
+  EXPECT_EQ(selector_of("vision"), UuidSelector({kept}));
+
+  // vision needs both GPUs: the borrower is told, removed at its deadline (1 s), and everything
+  // goes back: four writes (the rule back, both quotas), the namespace stays.
+  const size_t before_reclaim = api.writes().size();
+  model::Workload big;
+  big.metadata.ns = "vision";
+  big.metadata.name = "big";
+  big.spec = {"train", "nvidia.com/gpu", 2, model::PriorityClass::kBatch};
+  ASSERT_TRUE(pools.CreateWorkload(big, "alice").ok());
+  ASSERT_TRUE(Eventually([&] { return workload("vision", "big").status.phase == model::WorkloadPhase::kRunning; },
+                         std::chrono::seconds(10)));
+  EXPECT_EQ(workload("nlp", "sweep").status.reason, "Reclaimed");
+  ASSERT_TRUE(Eventually([&] { return taint_of(device_of[lent]) == "vision" && quota("nlp") == "0" && quota("vision") == "2"; }))
+      << taint_of(device_of[lent]) << " " << quota("nlp") << " " << quota("vision");
+  Settled();
+  EXPECT_EQ(api.writes().size() - before_reclaim, 4u);
+  EXPECT_EQ(selector_of("nlp"), "");
+  std::vector<std::string> both = {kept, lent};
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(selector_of("vision"), UuidSelector(both));
 }
 
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {

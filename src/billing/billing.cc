@@ -287,6 +287,80 @@ void AddCreditNotes(Invoice& inv, const std::vector<model::CreditNote>& notes) {
   }
 }
 
+void AddLoans(Invoice& inv, const std::vector<model::Loan>& loans, const PriceBook& prices, Time now) {
+  struct Key {
+    std::string lender, pool, borrower, model, profile, card;
+    Micros price;
+    int64_t quantity;
+    bool borrower_side;
+    auto operator<=>(const Key&) const = default;
+  };
+  std::map<Key, Line> lines;
+  const int64_t p_from = Sec(inv.period.start), p_to = std::min(Sec(inv.period.end), Sec(now));
+  for (const model::Loan& l : loans) {
+    const bool borrowed = l.spec.borrower == inv.project;
+    const bool lent = l.spec.lender == inv.project;
+    if (!borrowed && !lent) continue;
+    const int64_t from = std::max(p_from, Sec(l.spec.start));
+    const int64_t to = std::min(p_to, l.spec.end ? Sec(*l.spec.end) : Sec(now));
+    if (to <= from) continue;
+    // Split at rate card changes.
+    std::vector<int64_t> cuts = {from};
+    for (Time c : prices.ChangesWithin(AtSec(from), AtSec(to))) cuts.push_back(Sec(c));
+    cuts.push_back(to);
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      const int64_t a = cuts[i], b = cuts[i + 1];
+      const model::RateCard* card = prices.At(AtSec(a));
+      const std::optional<Micros> full = card ? UnitPrice(*card, l.spec.model, l.spec.profile) : std::nullopt;
+      const Micros price = full ? RoundDiv(static_cast<__int128>(*full) * card->spec.preemptible_price_percent, 100) : 0;
+      Key key{l.spec.lender, l.spec.pool, l.spec.borrower, l.spec.model, l.spec.profile,
+               full ? card->metadata.name : "", price, static_cast<int64_t>(l.spec.devices.size()), false};
+      for (const bool side : {true, false}) {  // true: the borrower's line
+        if ((side && !borrowed) || (!side && !lent)) continue;
+        Key k = key;
+        k.borrower_side = side;
+        auto [it, fresh] = lines.try_emplace(k);
+        Line& line = it->second;
+        if (fresh) {
+          line.pool = side ? fmt::format("{}/{}", l.spec.lender, l.spec.pool) : l.spec.pool;
+          line.model = l.spec.model;
+          line.profile = l.spec.profile;
+          line.category = side ? "Usage" : "Credit";
+          line.loan = side ? "borrowed" : "lent";
+          line.rate_card = key.card;
+          line.quantity = key.quantity;
+          line.unit_price_micros = price;
+          line.start = AtSec(a);
+          line.end = AtSec(b);
+          const std::string pct = card ? fmt::format("{}%", card->spec.preemptible_price_percent) : "";
+          line.description =
+              !full ? (card ? fmt::format("rate card {} does not price {}/{}", card->metadata.name, l.spec.model,
+                                          l.spec.profile)
+                            : "no rate card in force")
+              : side ? fmt::format("borrowed from pool {} of project {}, preemptible at {} of the price", l.spec.pool,
+                                   l.spec.lender, pct)
+                     : fmt::format("lent to project {}, preemptible at {} of the price", l.spec.borrower, pct);
+        }
+        line.seconds += b - a;
+        line.start = std::min(line.start, AtSec(a));
+        line.end = std::max(line.end, AtSec(b));
+      }
+    }
+  }
+  for (auto& [key, l] : lines) {
+    const Micros amount = RoundDiv(static_cast<__int128>(l.seconds) * l.quantity * l.unit_price_micros, 3600);
+    const double hours =
+        static_cast<double>(l.seconds) * static_cast<double>(l.quantity) * catalog::GpuShare(l.model, l.profile) / 3600.0;
+    const bool credit = l.loan == "lent";
+    l.amount_micros = credit ? -amount : amount;
+    // GPU-hours the project used: a borrower's count, a lender's do not change (its pool held them).
+    l.allocated_gpu_hours = credit ? 0 : hours;
+    inv.total_micros = AddMicros(inv.total_micros, l.amount_micros);
+    inv.allocated_gpu_hours += l.allocated_gpu_hours;
+    inv.lines.push_back(std::move(l));
+  }
+}
+
 Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& prices, Time from_t, Time to_t) {
   __int128 micro_seconds = 0;  // Σ seconds x quantity x price: divided by 3600 once
   double gpu_seconds = 0;

@@ -93,6 +93,7 @@ struct Line {
   Time end{};                      // and the end of its last
   double allocated_gpu_hours = 0;  // quantity x seconds x catalog::GpuShare / 3600 (negative for credits)
   std::string corrects;            // a credit note's line: the month it corrects ("2026-11")
+  std::string loan;                // "borrowed" (the borrower's charge) or "lent" (the lender's credit)
   std::optional<double> used_gpu_hours;  // from monitoring, filled in by the caller
   std::string item() const { return model + "/" + profile; }
 };
@@ -119,6 +120,15 @@ Invoice Rate(std::string_view project, const std::vector<model::UsageRecord>& re
 // Adds the credit notes issued within the invoice's month as credit lines (one each, negative,
 // naming the month corrected) and updates the total.
 void AddCreditNotes(Invoice& invoice, const std::vector<model::CreditNote>& notes);
+
+// What the loans (model::Loan receipts) of the invoice's month come to for its project, as lines
+// of their own: "borrowed" (category Usage) where it borrowed, "lent" (category Credit, negative)
+// where its pools lent. A device-second is priced at the card in force then, at the card's
+// preemptiblePricePercent of the device's price (rounded once to a whole micro-unit per
+// device-hour, as a derived MIG price is); lines group the same way on both sides (lender pool,
+// borrower, item, card, devices), so that the borrower's charge and the lender's credit are the
+// same amount to the micro-unit. Open loans run to `now`. Updates the total.
+void AddLoans(Invoice& invoice, const std::vector<model::Loan>& loans, const PriceBook& prices, Time now);
 
 // Cost and allocated GPU-hours of `records` over [from, to), open records taken to run through
 // `to` (a projection when `to` is ahead).

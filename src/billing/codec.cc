@@ -26,6 +26,7 @@ std::string EncodeInvoice(const Invoice& inv) {
     if (!l.description.empty()) j["description"] = l.description;
     if (l.used_gpu_hours) j["usedGpuHours"] = *l.used_gpu_hours;
     if (!l.corrects.empty()) j["corrects"] = l.corrects;
+    if (!l.loan.empty()) j["loan"] = l.loan;
     lines.push_back(std::move(j));
   }
   const std::string name = inv.period.Name();
@@ -74,6 +75,7 @@ absl::StatusOr<Invoice> DecodeInvoice(std::string_view text) {
       line.allocated_gpu_hours = l.value("allocatedGpuHours", 0.0);
       if (l.contains("usedGpuHours")) line.used_gpu_hours = l.at("usedGpuHours").get<double>();
       line.corrects = l.value("corrects", "");
+      line.loan = l.value("loan", "");
       inv.lines.push_back(std::move(line));
     }
     return inv;

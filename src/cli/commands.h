@@ -77,6 +77,8 @@ struct WorkloadRun {
   std::string pool;
   std::string resource;  // RESOURCE[=COUNT]
   std::string priority = "batch";
+  std::string model;       // a borrower's GPU model
+  bool no_requeue = false;  // a reclaimed borrower ends Evicted
 };
 // gpuaas workload run|delete
 int WorkloadRunCmd(const ClientOptions& o, const WorkloadRun& r, std::ostream& out, std::ostream& err);

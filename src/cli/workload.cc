@@ -29,6 +29,8 @@ int WorkloadRunCmd(const ClientOptions& o, const WorkloadRun& r, std::ostream& o
             {"spec", {{"pool", r.pool},
                       {"resources", {{r.resource.substr(0, eq), *n}}},
                       {"priorityClassName", r.priority}}}};
+  if (!r.model.empty()) j["spec"]["model"] = r.model;
+  if (r.no_requeue) j["spec"]["requeueOnReclaim"] = false;
   return PrintWritten(o, Send(o, "POST", fmt::format("/apis/gpuaas.io/v1/namespaces/{}/workloads", Escape(r.project)), j.dump()),
                       "created", out, err);
 }

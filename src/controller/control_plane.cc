@@ -12,7 +12,7 @@ std::vector<std::string> ControlPlaneKinds() {
           std::string(model::GpuPool::kKind),   std::string(model::MigLayout::kKind),
           std::string(model::Workload::kKind),  std::string(model::ClusterRegistration::kKind),
           std::string(model::Profile::kKind),   std::string(model::UsageRecord::kKind),
-          std::string(model::Defragmentation::kKind)};
+          std::string(model::Defragmentation::kKind), std::string(model::Loan::kKind)};
 }
 
 ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,
@@ -35,6 +35,7 @@ ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const
       pools_(store, manager_),
       miglayouts_(store, manager_, registry_, options.mig_poll),
       workloads_(store, manager_),
+      lending_(store, manager_),
       pod_runs_(store, manager_, registry_),
       rollups_(store, hub, manager_, options.rollup_flush),
       metering_(store, hub, manager_),

@@ -6,7 +6,8 @@
 //   pools      - GpuPool status (allocation, conditions but Approved); MigLayout specs; every
 //                UsageRecord (controller/pool_meter.h); Defragmentation status (the moves made)
 //   miglayouts - MigLayout status; asks drivers for layouts
-//   workloads  - Workload status and Profiles of Workloads
+//   workloads  - Workload status and Profiles of Workloads; a loan's reclaim and end (Loan end)
+//   lending    - waiting borrowers' status and the start of their runs (Profile, Loan)
 //   podruns    - Profiles of cluster pods (labelled gpuaas.io/cluster)
 //   rollups    - persisted telemetry rollups
 //   metering   - final invoices of closed months, once every approved pool's meter exists
@@ -29,6 +30,7 @@
 #include "controller/fencing.h"
 #include "controller/health.h"
 #include "controller/inventory.h"
+#include "controller/lending.h"
 #include "controller/metering.h"
 #include "controller/pod_runs.h"
 #include "controller/pools.h"
@@ -80,6 +82,7 @@ class ControlPlane {
   PoolController& pools() { return pools_; }
   MigLayoutController& miglayouts() { return miglayouts_; }
   WorkloadController& workloads() { return workloads_; }
+  LendingController& lending() { return lending_; }
   PodRunController& pod_runs() { return pod_runs_; }
   MeteringController& metering() { return metering_; }
   QuotaController& quotas() { return quotas_; }
@@ -105,6 +108,7 @@ class ControlPlane {
   PoolController pools_;
   MigLayoutController miglayouts_;
   WorkloadController workloads_;
+  LendingController lending_;
   PodRunController pod_runs_;
   RollupWriter rollups_;
   MeteringController metering_;

@@ -61,10 +61,19 @@ absl::Status MeteringController::FinalizeClosedMonths(bool all) {
   // Which projects have meters or notes, and since when (read outside a transaction: a meter or
   // note created after this read is dated now, in the running month, not in a closed one).
   std::map<std::string, Time> first_of;
-  for (std::string_view kind : {model::UsageRecord::kKind, model::CreditNote::kKind}) {
+  for (std::string_view kind : {model::UsageRecord::kKind, model::CreditNote::kKind, model::Loan::kKind}) {
     ASSIGN_OR_RETURN(std::vector<store::Record> records, store_.List(kind, ""));
     for (const store::Record& r : records) {
       Time first = running.start;
+      if (kind == model::Loan::kKind) {
+        // A loan is on both its projects' invoices.
+        ASSIGN_OR_RETURN(model::Loan l, store::DecodeRecord<model::Loan>(r));
+        for (const std::string& p : {l.spec.borrower, l.spec.lender}) {
+          auto [it, fresh] = first_of.try_emplace(p, l.spec.start);
+          if (!fresh) it->second = std::min(it->second, l.spec.start);
+        }
+        continue;
+      }
       if (kind == model::UsageRecord::kKind) {
         ASSIGN_OR_RETURN(model::UsageRecord u, store::DecodeRecord<model::UsageRecord>(r));
         first = u.spec.start;
@@ -98,11 +107,14 @@ absl::Status MeteringController::FinalizeClosedMonths(bool all) {
         ASSIGN_OR_RETURN(std::vector<model::UsageRecord> records, store::ListObjects<model::UsageRecord>(tx, project));
         ASSIGN_OR_RETURN(std::vector<model::CreditNote> notes, store::ListObjects<model::CreditNote>(tx, project));
         ASSIGN_OR_RETURN(std::vector<model::RateCard> cards, store::ListObjects<model::RateCard>(tx));
-        inv = billing::Rate(project, records, billing::PriceBook(std::move(cards)), month, now);
+        ASSIGN_OR_RETURN(std::vector<model::Loan> loans, store::ListObjects<model::Loan>(tx));
+        const billing::PriceBook prices(std::move(cards));
+        inv = billing::Rate(project, records, prices, month, now);
         billing::AddCreditNotes(inv, notes);
+        billing::AddLoans(inv, loans, prices, now);
         if (inv.lines.empty()) return absl::OkStatus();  // nothing happened that month
         for (billing::Line& l : inv.lines) {
-          if (l.category != "Usage") continue;
+          if (l.category != "Usage" || !l.loan.empty()) continue;
           // A telemetry history that does not answer fails the keeping, retried later: a kept
           // invoice is final, so it waits for its used GPU-hours rather than go without.
           ASSIGN_OR_RETURN(const std::optional<telemetry::GpuHoursUsed> used,

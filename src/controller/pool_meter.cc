@@ -93,7 +93,8 @@ absl::Status PoolMeter::Load(store::Txn& tx, const model::GpuPool& pool,
   m.spec.cluster = pool.spec.cluster.empty() && !pool.status.allocation.empty() ? pool.status.allocation.front().cluster
                                                                               : pool.spec.cluster;
   m.spec.items = pool.spec.items;
-  m.spec.start = Seconds(pool.status.approval->time);
+  // A reservation is billed from its start.
+  m.spec.start = Seconds(std::max(pool.status.approval->time, pool.spec.start_time.value_or(Time{})));
   // Devices the pool already holds (a pool approved before this version kept meters) are billed
   // from the approval.
   m.spec.held = HeldSince(pool, gpus, m.spec.start);
@@ -112,7 +113,7 @@ void PoolMeter::AddPlaced(const model::GpuPool& pool, const std::vector<allocato
     changed_ = true;
   }
   // Billing of the new devices starts now; a replacement takes a failed device's entry.
-  const Time since = Seconds(now);
+  const Time since = Seconds(std::max(now, pool.spec.start_time.value_or(now)));
   for (const model::PoolItem& i : pool.spec.items) {
     std::vector<std::string> placed;  // this item's new devices
     for (const allocator::Placement& p : placements) {
@@ -160,8 +161,9 @@ void PoolMeter::EndCredits(Time now) {
 }
 
 absl::Status PoolMeter::End(store::Txn& tx, const model::GpuPool& pool, Time now) {
-  if (!meter_ || ended_ || !pool.spec.release_requested) return absl::OkStatus();
-  const Time asked = std::max(meter_->spec.start, Seconds(pool.spec.release_requested->time));
+  const std::optional<Time> end = model::PoolEnd(pool);  // the release request or the reservation's end
+  if (!meter_ || ended_ || !end) return absl::OkStatus();
+  const Time asked = std::max(meter_->spec.start, Seconds(*end));
   ASSIGN_OR_RETURN(meter_->spec.end, FirstOpenMoment(tx, pool.metadata.ns, asked, now));
   ended_ = changed_ = true;
   return absl::OkStatus();

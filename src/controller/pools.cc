@@ -4,6 +4,7 @@
 #include <set>
 
 #include "allocator/snapshot.h"
+#include "controller/lending.h"
 #include "controller/pool_meter.h"
 #include "catalog/catalog.h"
 #include "common/log.h"
@@ -143,7 +144,12 @@ PoolController::PoolController(store::Store& store, runtime::Manager& manager)
   manager.informers().For<model::Workload>().OnChange([this](const model::Workload* before, const model::Workload* after) {
     const bool was = before != nullptr && before->status.phase == model::WorkloadPhase::kRunning;
     const bool is = after != nullptr && after->status.phase == model::WorkloadPhase::kRunning;
-    if (was && !is) queue_->Add(runtime::ObjectKey(before->metadata.ns, before->spec.pool));
+    if (was && !is) {
+      // A borrower's run is on the pool it borrowed from.
+      queue_->Add(before->status.borrowed_from
+                      ? runtime::ObjectKey(before->status.borrowed_from->project, before->status.borrowed_from->pool)
+                      : runtime::ObjectKey(before->metadata.ns, before->spec.pool));
+    }
   });
   layouts_.OnChange([this](const MigLayout* before, const MigLayout* after) {
     const MigLayout& l = after ? *after : *before;
@@ -181,6 +187,7 @@ struct PoolController::Cycle {
   bool changed = false;  // the pool is to be written
   bool waiting = false;  // it waits for capacity
   bool provisioning = false;
+  std::optional<Time> wake;  // a reservation's start or end to come
   PoolStats delta;
 
   // Sets one of the pool's conditions; returns whether it changed.
@@ -233,19 +240,22 @@ absl::StatusOr<runtime::Result> PoolController::Reconcile(const std::string& key
   bool waiting = false;
   bool provisioning = false;
   bool wrote = false;
+  std::optional<Time> wake;
   absl::Status s = store_.Transact([&](store::Txn& tx) -> absl::Status {
+    wake.reset();
     ASSIGN_OR_RETURN(std::optional<GpuPool> cur, store::GetObject<GpuPool>(tx, ns, name));
     Cycle c(tx, manager_.clock().Now(), seen);
     ASSIGN_OR_RETURN(wrote, RetireStaleMeter(tx, ns, name, cur ? &*cur : nullptr, c.now));
     if (!cur || !Approved(*cur)) return absl::OkStatus();
     c.pool = std::move(*cur);
     RETURN_IF_ERROR(c.meter.Load(tx, c.pool, gpus_));
-    if (model::PoolReleaseRequested(c.pool)) {
+    if (model::PoolEnded(c.pool, c.now)) {
       RETURN_IF_ERROR(Release(c));
     } else {
       RETURN_IF_ERROR(ReplaceFailed(c));
       RETURN_IF_ERROR(Allocate(c));
       if (!c.waiting) Provision(c);
+      if (c.pool.spec.end_time) c.wake = *c.pool.spec.end_time;  // released then
     }
     ASSIGN_OR_RETURN(const bool metered, c.meter.Save(tx, c.now));
     if (c.pool.metadata.deletion_timestamp && !model::PoolIsLive(c.pool)) {
@@ -260,6 +270,7 @@ absl::StatusOr<runtime::Result> PoolController::Reconcile(const std::string& key
     delta = c.delta;
     waiting = c.waiting;
     provisioning = c.provisioning;
+    wake = c.wake;
     return absl::OkStatus();
   });
   if (!s.ok()) {
@@ -286,10 +297,14 @@ absl::StatusOr<runtime::Result> PoolController::Reconcile(const std::string& key
   }
   // Devices that wait for their MIG layout arrive with a GPU change; looking again now and then
   // as well keeps a pool from hanging on a change it was not told of.
-  if (provisioning) return runtime::Result::After(kProvisionPoll);
-  if (!waiting) return runtime::Result::Done();
+  const Time now = manager_.clock().Now();
+  auto until_wake = [&](Duration d) {
+    return wake ? std::min(d, std::max<Duration>(*wake - now, std::chrono::milliseconds(1))) : d;
+  };
+  if (provisioning) return runtime::Result::After(until_wake(kProvisionPoll));
+  if (!waiting) return wake ? runtime::Result::After(until_wake(Duration::max())) : runtime::Result::Done();
   // Capacity changes queue the pool at once; this is only the fallback.
-  return runtime::Result::After(kWaitBackoff.After(waits));
+  return runtime::Result::After(until_wake(kWaitBackoff.After(waits)));
 }
 
 absl::Status PoolController::Release(Cycle& c) {
@@ -300,9 +315,14 @@ absl::Status PoolController::Release(Cycle& c) {
   // The devices stay while a run is open on them: another pool could be given a device still
   // in use. The workload controller ends them; their change queues the pool again.
   ASSIGN_OR_RETURN(std::vector<model::Workload> in_ns, store::ListObjects<model::Workload>(c.tx, pool.metadata.ns));
-  const auto running = std::count_if(in_ns.begin(), in_ns.end(), [&](const model::Workload& w) {
+  auto running = std::count_if(in_ns.begin(), in_ns.end(), [&](const model::Workload& w) {
     return w.spec.pool == pool.metadata.name && w.status.phase == model::WorkloadPhase::kRunning;
   });
+  // Other projects' runs on its lent devices too (the workload controller ends them at once).
+  const runtime::Informer<model::Workload>& workloads = manager_.informers().For<model::Workload>();
+  ASSIGN_OR_RETURN(const std::vector<model::Workload> lent,
+                   BorrowersOn(c.tx, workloads, workloads.SyncedRevision(), pool.metadata.ns, pool.metadata.name));
+  running += static_cast<decltype(running)>(lent.size());
   if (running > 0) {
     c.Set(model::kReleased, false, "EndingRuns", fmt::format("waiting for {} running workload(s) to be evicted", running));
     return absl::OkStatus();
@@ -413,6 +433,15 @@ void PoolController::Provision(Cycle& c) {
   }
   if (missing == 0) {
     c.Set(model::kProvisioned, true, "Provisioned", "every device is in place");
+    if (model::PoolBeforeStart(pool, c.now)) {
+      // A reservation: its devices are held and lent until its start (docs/lending.md).
+      c.Set(model::kReady, false, "Reserved",
+            fmt::format("reserved from {}{}; its devices are lent to preemptible work until then",
+                        FormatTime(*pool.spec.start_time),
+                        pool.spec.end_time ? " until " + FormatTime(*pool.spec.end_time) : std::string()));
+      c.wake = *pool.spec.start_time;
+      return;
+    }
     if (c.Set(model::kReady, true, "Ready", "the pool's devices are dedicated and in place")) ++c.delta.ready;
     return;
   }

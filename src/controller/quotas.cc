@@ -10,11 +10,22 @@
 namespace gpuaas::controller {
 
 QuotaController::QuotaController(runtime::Manager& manager, cluster::Registry& registry)
-    : registry_(registry), pools_(manager.informers().For<model::GpuPool>()) {
+    : registry_(registry),
+      pools_(manager.informers().For<model::GpuPool>()),
+      loans_(manager.informers().For<model::Loan>()) {
   pools_.AddIndex("project", [](const model::GpuPool& p) { return std::vector<std::string>{p.metadata.ns}; });
+  // Open loans, by both their projects: a loan moves its devices from the lender to the borrower.
+  loans_.AddIndex(std::string(kOpenLoansByProject), [](const model::Loan& l) {
+    return l.spec.end ? std::vector<std::string>{} : std::vector<std::string>{l.spec.borrower, l.spec.lender};
+  });
   runtime::WorkQueue& q = manager.Add("quotas", *this);
   pools_.OnChange([&q](const model::GpuPool* before, const model::GpuPool* after) {
     q.Add((after ? after : before)->metadata.ns);
+  });
+  loans_.OnChange([&q](const model::Loan* before, const model::Loan* after) {
+    const model::Loan& l = after ? *after : *before;
+    q.Add(l.spec.borrower);
+    q.Add(l.spec.lender);
   });
   subscription_ = registry_.Subscribe([this, &q](const std::string& name, cluster::ClusterDriver* added) {
     if (added == nullptr) {
@@ -25,12 +36,20 @@ QuotaController::QuotaController(runtime::Manager& manager, cluster::Registry& r
       return;
     }
     for (const std::string& project : pools_.IndexValues("project")) q.Add(project);
+    for (const std::string& project : loans_.IndexValues(std::string(kOpenLoansByProject))) q.Add(project);
   });
 }
 
 absl::StatusOr<runtime::Result> QuotaController::Reconcile(const std::string& project) {
   std::vector<model::GpuPool> pools;
   for (const auto& p : pools_.ByIndex("project", project)) pools.push_back(*p);
+  std::vector<model::Loan> loans;
+  for (const auto& l : loans_.ByIndex(std::string(kOpenLoansByProject), project)) loans.push_back(*l);
+  std::vector<std::shared_ptr<const model::GpuPool>> keep;  // the lenders' pools, while they are read
+  pools = model::PoolsWithLoans(project, std::move(pools), loans, [&](std::string_view ns, std::string_view name) {
+    keep.push_back(pools_.Get(ns, name));
+    return keep.back().get();
+  });
   const std::map<std::string, std::map<std::string, int64_t>> want = model::DevicesByCluster(pools);
   std::map<std::string, std::set<std::string>> uuids;  // cluster -> the devices the pools hold there
   for (const model::GpuPool& p : pools) {

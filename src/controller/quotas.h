@@ -4,7 +4,9 @@
 // queued when any of its pools changes. A cluster is told when the project holds something there,
 // or held something there before (so that a released pool's quota goes back to none). Each
 // cluster is also told which devices the project's pools hold there (EnforceProjectDevices),
-// whenever that changes. It writes nothing to the store.
+// whenever that changes. While a loan runs (model::Loan), its devices count for the borrower, not
+// the lender (model::PoolsWithLoans): its namespace's quota and the devices' taints follow the
+// loan, and go back when it ends. It writes nothing to the store.
 #ifndef GPUAAS_CONTROLLER_QUOTAS_H_
 #define GPUAAS_CONTROLLER_QUOTAS_H_
 
@@ -22,6 +24,9 @@
 
 namespace gpuaas::controller {
 
+// Open loans by their borrower and lender projects (an informer index).
+inline constexpr std::string_view kOpenLoansByProject = "open-loans-by-project";
+
 class QuotaController final : public runtime::Reconciler {
  public:
   // Holds every project to its pools on each cluster of `registry` (not owned); a cluster that
@@ -35,6 +40,7 @@ class QuotaController final : public runtime::Reconciler {
  private:
   cluster::Registry& registry_;
   runtime::Informer<model::GpuPool>& pools_;
+  runtime::Informer<model::Loan>& loans_;
   mutable std::mutex mu_;
   // project -> cluster -> devices last enforced
   std::map<std::string, std::map<std::string, std::map<std::string, int64_t>>> enforced_ ABSL_GUARDED_BY(mu_);

@@ -5,7 +5,13 @@
 // Workload status and the Profiles of workloads' runs: a workload deleted while it ran (the API
 // only removes it) has its Profile closed here, as the record of what ran where.
 //
-// Keys come from a workload's changes and from its pool's (Ready, released, a device lost).
+// It also keeps the loans of the pool's lent devices after they start (controller/lending.h
+// starts them): the reclaim when the pool's work needs the devices (allocator/admission.h),
+// the removal of a borrower still there at its deadline, and the end of a loan's receipt
+// (model::Loan) with its run.
+//
+// Keys come from a workload's changes and from its pool's (Ready, released, a device lost),
+// from a borrower's changes (its lending pool's key) and from the next reclaim deadline.
 #ifndef GPUAAS_CONTROLLER_WORKLOADS_H_
 #define GPUAAS_CONTROLLER_WORKLOADS_H_
 
@@ -25,6 +31,8 @@ struct WorkloadStats {
   int64_t evicted = 0;
   int64_t queued = 0;
   int64_t requeued = 0;  // runs whose device left the pool (a failed GPU)
+  int64_t reclaimed = 0;  // borrowers told to leave the pool's lent devices
+  int64_t removed = 0;    // borrowers still there at their deadline, removed
 };
 
 class WorkloadController final : public runtime::Reconciler {
@@ -39,6 +47,7 @@ class WorkloadController final : public runtime::Reconciler {
   runtime::Manager& manager_;
   runtime::Informer<model::Workload>& workloads_;
   runtime::Informer<model::Profile>& profiles_;
+  runtime::Informer<model::Loan>& loans_;
   mutable std::mutex mu_;
   WorkloadStats stats_ ABSL_GUARDED_BY(mu_);
 };

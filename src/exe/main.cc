@@ -241,11 +241,15 @@ int main(int argc, char** argv) {
   CLI::App* workload_run = workload->add_subcommand("run", "run a workload on a pool");
   workload_run->add_option("name", wr.name, "workload name")->required();
   workload_run->add_option("-p,--project", wr.project, "the project")->required();
-  workload_run->add_option("--pool", wr.pool, "the project's pool")->required();
+  workload_run->add_option("--pool", wr.pool, "the project's pool (none: a preemptible workload borrows lent devices)");
   workload_run->add_option("--resource", wr.resource,
                            "RESOURCE[=COUNT], e.g. nvidia.com/mig-3g.71gb=1 or nvidia.com/gpu=2")->required();
-  workload_run->add_option("--priority", wr.priority, "inference (guaranteed) or batch (preemptible)")
+  workload_run->add_option("--priority", wr.priority,
+                           "inference (guaranteed), batch (preempted by inference) or preemptible (may borrow other "
+                           "projects' idle devices, taken back on a deadline)")
       ->capture_default_str();
+  workload_run->add_option("--model", wr.model, "a borrower's GPU model (catalogue name); default: any");
+  workload_run->add_flag("--no-requeue", wr.no_requeue, "a reclaimed borrower ends Evicted instead of queueing again");
   add_client_flags(workload_run, true);
   std::string wl_project, wl_name;
   CLI::App* workload_list = workload->add_subcommand("list", "list workloads");
@@ -374,9 +378,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sim->add_option("--mode", so.mode,
                   "arrival (the FGD protocol), churn (creation/deletion times), mig (arrival on MIG "
-                  "through the pool allocator) or mig-churn (churn on MIG, without and with defragmentation)")
+                  "through the pool allocator), mig-churn (churn on MIG, without and with defragmentation) or "
+                  "lending (dedicated pools that lend idle GPUs to preemptible work, without and with lending)")
       ->capture_default_str();
-  sim->add_option("--speedup", so.speedup, "churn, mig-churn: arrivals this many times faster (load)")
+  sim->add_option("--speedup", so.speedup, "churn, mig-churn, lending: arrivals this many times faster (load)")
+      ->capture_default_str();
+  sim->add_option("--projects", so.projects, "lending: projects the pods are split over (a pool each)")
+      ->capture_default_str();
+  sim->add_option("--borrow-share", so.borrow_share, "lending: the share of pods that are preemptible borrowers")
+      ->capture_default_str();
+  sim->add_option("--idle-after", so.idle_after, "lending: seconds a GPU is idle before it is lent")
+      ->capture_default_str();
+  sim->add_option("--grace", so.grace, "lending: seconds a borrower has to leave when reclaimed")
       ->capture_default_str();
   sim->add_option("--mig-model", so.mig_model, "the MIG model of --mode mig and mig-churn")->capture_default_str();
   sim->add_option("--jobs", so.jobs, "threads (0: one per core)")->capture_default_str();

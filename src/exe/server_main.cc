@@ -235,10 +235,33 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   constexpr std::string_view kByProject = "project";
   auto& pools_by_project = webhook_informers.For<model::GpuPool>();
   pools_by_project.AddIndex(std::string(kByProject), [](const model::GpuPool& p) { return std::vector<std::string>{p.metadata.ns}; });
+  // While a loan runs its devices are the borrower's (model::PoolsWithLoans).
+  auto& loans_by_project = webhook_informers.For<model::Loan>();
+  loans_by_project.AddIndex(std::string(kByProject), [](const model::Loan& l) {
+    return l.spec.end ? std::vector<std::string>{} : std::vector<std::string>{l.spec.borrower, l.spec.lender};
+  });
+  auto project_pools = [&pools_by_project, &loans_by_project, kByProject](std::string_view project) {
+    std::vector<std::shared_ptr<const model::GpuPool>> held = pools_by_project.ByIndex(kByProject, project);
+    const std::vector<std::shared_ptr<const model::Loan>> open = loans_by_project.ByIndex(kByProject, project);
+    if (open.empty()) return held;
+    std::vector<model::GpuPool> own;
+    for (const auto& p : held) own.push_back(*p);
+    std::vector<model::Loan> loans;
+    for (const auto& l : open) loans.push_back(*l);
+    std::vector<std::shared_ptr<const model::GpuPool>> keep;
+    std::vector<std::shared_ptr<const model::GpuPool>> out;
+    for (model::GpuPool& p : model::PoolsWithLoans(project, std::move(own), loans,
+                                                   [&](std::string_view ns, std::string_view name) {
+                                                     keep.push_back(pools_by_project.Get(ns, name));
+                                                     return keep.back().get();
+                                                   })) {
+      out.push_back(std::make_shared<const model::GpuPool>(std::move(p)));
+    }
+    return out;
+  };
   if (!plan->webhook_host.empty()) {
     absl::StatusOr<std::unique_ptr<cluster::kubernetes::WebhookServer>> made = cluster::kubernetes::WebhookServer::Make(
-        flags.webhook_cert, flags.webhook_key,
-        [&pools_by_project](std::string_view project) { return pools_by_project.ByIndex(kByProject, project); },
+        flags.webhook_cert, flags.webhook_key, project_pools,
         [&registry](std::string_view cluster) { return registry.Get(cluster) != nullptr; });
     if (!made.ok()) {
       std::cerr << made.status().message() << "\n";

@@ -18,6 +18,9 @@ absl::Status ValidateRateCard(const RateCard& c) {
         fmt::format("spec.currency: \"{}\" is not an ISO 4217 code (three capital letters, such as USD)", cur));
   }
   if (c.spec.prices.empty()) return absl::InvalidArgumentError("spec.prices: at least one price is required");
+  if (c.spec.preemptible_price_percent < 0 || c.spec.preemptible_price_percent > 100) {
+    return absl::InvalidArgumentError("spec.preemptiblePricePercent: must be between 0 and 100");
+  }
   std::set<std::pair<std::string, std::string>> seen;
   for (size_t i = 0; i < c.spec.prices.size(); ++i) {
     const RateCard::Price& p = c.spec.prices[i];

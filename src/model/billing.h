@@ -37,6 +37,9 @@ struct RateCard {
     Time effective_from{};
     std::vector<Price> prices;
     MigPricing mig_pricing = MigPricing::kCompute;
+    // A borrowed device-hour (model::Loan), as a percentage of the device's price: charged to
+    // the borrower and credited to the lender.
+    int64_t preemptible_price_percent = 40;
     friend bool operator==(const Spec&, const Spec&) = default;
   };
   struct Status {

@@ -403,6 +403,7 @@ std::string Encode(const Project& p) {
   if (p.spec.quota) {
     spec["quota"] = {{"fullGpus", EncodeCounts(p.spec.quota->full_gpus)},
                      {"migComputeSlices", EncodeCounts(p.spec.quota->mig_compute_slices)}};
+    if (!p.spec.quota->borrowing.empty()) spec["quota"]["borrowing"] = EncodeCounts(p.spec.quota->borrowing);
   }
   if (p.spec.budget) {
     spec["budget"] = {{"amountMicros", p.spec.budget->amount_micros},
@@ -429,10 +430,12 @@ Project ReadKind(const JsonIn& root) {
     if (s.Has("quota")) {
       JsonIn q = s.Obj("quota");
       q.Doc("fullGpus", "Whole GPUs, by catalogue model (\"H200-SXM-141GB\": 8).")
-          .Doc("migComputeSlices", "MIG compute slices, by model: a 3g instance takes 3 of a GPU's 7.");
+          .Doc("migComputeSlices", "MIG compute slices, by model: a 3g instance takes 3 of a GPU's 7.")
+          .Doc("borrowing", "The most devices (a whole GPU or a MIG instance each) the project's preemptible workloads may borrow at once, by model; a model without an entry: whatever is lent.");
       Project::Quota quota;
       for (auto& [k, v] : q.Counts("fullGpus")) quota.full_gpus[k] = v;
       for (auto& [k, v] : q.Counts("migComputeSlices")) quota.mig_compute_slices[k] = v;
+      for (auto& [k, v] : q.Counts("borrowing")) quota.borrowing[k] = v;
       p.spec.quota = std::move(quota);
     }
     if (s.Has("budget")) {
@@ -462,6 +465,12 @@ std::string Encode(const GpuPool& p) {
     spec["sharing"] = {{"timeSlicing", {{"replicas", p.spec.time_slicing_replicas}}}};
   }
   if (p.spec.move_idle_instances) spec["moveIdleInstances"] = true;
+  if (const std::optional<GpuPool::Spec::Lending>& l = p.spec.lending) {
+    spec["lending"] = {{"enabled", l->enabled}, {"idleAfterSeconds", l->idle_after_seconds},
+                       {"reclaimGraceSeconds", l->reclaim_grace_seconds}};
+  }
+  if (p.spec.start_time) spec["startTime"] = FormatTime(*p.spec.start_time);
+  if (p.spec.end_time) spec["endTime"] = FormatTime(*p.spec.end_time);
   if (const std::optional<GpuPool::Spec::ReleaseRequest>& r = p.spec.release_requested) {
     spec["releaseRequested"] = {{"time", FormatTime(r->time)}};
     if (!r->user.empty()) spec["releaseRequested"]["user"] = r->user;
@@ -500,6 +509,9 @@ GpuPool ReadKind(const JsonIn& root) {
       .Doc("workloadType", "What the pool runs: training, inference or development.")
       .Doc("sharing", "How the pool's devices are shared between its workloads.")
       .Doc("moveIdleInstances", "An operator's defragmentation may move this pool's idle MIG instances to other GPUs.")
+      .Doc("lending", "Lend the pool's idle devices to other projects' preemptible workloads, and take them back when the pool's work needs them (docs/lending.md).")
+      .Doc("startTime", "A reservation's start: the devices are held from the approval, lent until this moment, and billed from it.")
+      .Doc("endTime", "A reservation's end: the pool is released then.")
       .Doc("releaseRequested", "Who asked for the pool's release, and when (set by a release or a deletion; billing ends then).");
   p.spec.cluster = s.Str("cluster");
   s.Each("items", [&](const JsonIn& i) {
@@ -515,6 +527,19 @@ GpuPool ReadKind(const JsonIn& root) {
     if (sh.Has("timeSlicing")) p.spec.time_slicing_replicas = sh.Obj("timeSlicing").Int("replicas", true, 1);
   }
   p.spec.move_idle_instances = s.Bool("moveIdleInstances", false);
+  p.spec.start_time = s.TimeField("startTime");
+  p.spec.end_time = s.TimeField("endTime");
+  if (s.Has("lending")) {
+    JsonIn l = s.Obj("lending");
+    l.Doc("enabled", "Whether the pool lends its idle devices.")
+        .Doc("idleAfterSeconds", "A device is lent once no run of the project has used it for this long (default 600; 0: at once).")
+        .Doc("reclaimGraceSeconds", "How long a borrower has to leave once the pool's work needs its device back (default 30, at most 600).");
+    GpuPool::Spec::Lending lending;
+    lending.enabled = l.Bool("enabled", true);
+    if (l.Has("idleAfterSeconds")) lending.idle_after_seconds = l.Int("idleAfterSeconds");
+    if (l.Has("reclaimGraceSeconds")) lending.reclaim_grace_seconds = l.Int("reclaimGraceSeconds");
+    p.spec.lending = lending;
+  }
   if (s.Has("releaseRequested")) {
     JsonIn r = s.Obj("releaseRequested");
     r.Str("time", true);
@@ -561,9 +586,10 @@ std::string_view ToString(WorkloadType t) { return Name(kWorkloadType, t); }
 // --- Workload and Profile ----------------------------------------------------------------
 
 namespace {
-constexpr std::array<std::pair<std::string_view, PriorityClass>, 2> kPriority = {{
+constexpr std::array<std::pair<std::string_view, PriorityClass>, 3> kPriority = {{
     {"inference", PriorityClass::kInference},
     {"batch", PriorityClass::kBatch},
+    {"preemptible", PriorityClass::kPreemptible},
 }};
 constexpr std::array<std::pair<std::string_view, WorkloadPhase>, 4> kPhase = {{
     {"Pending", WorkloadPhase::kPending},
@@ -598,12 +624,18 @@ std::string Encode(const Workload& w) {
   j["spec"] = {{"pool", w.spec.pool},
                {"resources", {{w.spec.resource, w.spec.count}}},
                {"priorityClassName", Name(kPriority, w.spec.priority)}};
+  if (!w.spec.model.empty()) j["spec"]["model"] = w.spec.model;
+  if (!w.spec.requeue_on_reclaim) j["spec"]["requeueOnReclaim"] = false;
   json st = {{"phase", Name(kPhase, w.status.phase)}};
   if (!w.status.reason.empty()) st["reason"] = w.status.reason;
   if (!w.status.message.empty()) st["message"] = w.status.message;
   if (!w.status.devices.empty()) st["devices"] = EncodeDevices(w.status.devices);
   if (w.status.start_time) st["startTime"] = FormatTime(*w.status.start_time);
   if (!w.status.profile.empty()) st["profile"] = w.status.profile;
+  if (w.status.borrowed_from) {
+    st["borrowedFrom"] = {{"project", w.status.borrowed_from->project}, {"pool", w.status.borrowed_from->pool}};
+  }
+  if (w.status.reclaim_deadline) st["reclaimDeadline"] = FormatTime(*w.status.reclaim_deadline);
   j["status"] = std::move(st);
   return j.dump();
 }
@@ -614,10 +646,12 @@ Workload ReadKind(const JsonIn& root) {
   Workload w;
   w.metadata = DecodeMetaObj(root.Obj("metadata"));
   JsonIn s = root.Obj("spec");
-  s.Doc("pool", "The project's pool the workload runs on.")
+  s.Doc("pool", "The project's pool the workload runs on; empty for a preemptible workload that borrows lent devices.")
       .Doc("resources", "The one GPU resource and how many: {\"nvidia.com/gpu\": 2} or {\"nvidia.com/mig-3g.71gb\": 1}.")
-      .Doc("priorityClassName", "inference runs before batch, and may preempt it.");
-  w.spec.pool = s.Str("pool", true);
+      .Doc("priorityClassName", "inference runs before batch, and may preempt it; preemptible may also borrow other projects' idle devices, which are taken back on a deadline.")
+      .Doc("model", "A borrower's GPU model (catalogue name); empty: any model.")
+      .Doc("requeueOnReclaim", "A reclaimed borrower queues again (default); false: it ends Evicted.");
+  w.spec.pool = s.Str("pool");
   ResourceList res = s.Counts("resources");
   s.Check(res.size() == 1, "resources", "name exactly one GPU resource, e.g. {\"nvidia.com/gpu\": 1}");
   if (!res.empty()) {
@@ -625,6 +659,8 @@ Workload ReadKind(const JsonIn& root) {
     w.spec.count = res.begin()->second;
   }
   w.spec.priority = s.Enum("priorityClassName", kPriority, PriorityClass::kBatch);
+  w.spec.model = s.Str("model");
+  w.spec.requeue_on_reclaim = s.Bool("requeueOnReclaim", true);
   if (root.Has("status")) {
     JsonIn st = root.Obj("status");
     st.Doc("phase", "Pending (waiting for room), Running, Succeeded or Evicted.").Doc("devices", "The devices of the run.");
@@ -634,8 +670,49 @@ Workload ReadKind(const JsonIn& root) {
     w.status.devices = DecodeDevices(st, "devices");
     w.status.start_time = st.TimeField("startTime");
     w.status.profile = st.Str("profile");
+    if (st.Has("borrowedFrom")) {
+      JsonIn b = st.Obj("borrowedFrom");
+      w.status.borrowed_from = Workload::Lender{b.Str("project", true), b.Str("pool", true)};
+    }
+    w.status.reclaim_deadline = st.TimeField("reclaimDeadline");
   }
   return w;
+}
+
+template <>
+std::string Encode(const Loan& l) {
+  json j = Envelope(Loan::kKind, l.metadata);
+  j["spec"] = {{"borrower", l.spec.borrower}, {"workload", l.spec.workload}, {"lender", l.spec.lender},
+               {"pool", l.spec.pool}, {"model", l.spec.model}, {"profile", l.spec.profile},
+               {"devices", EncodeDevices(l.spec.devices)}, {"start", FormatTime(l.spec.start)}};
+  if (l.spec.end) j["spec"]["end"] = FormatTime(*l.spec.end);
+  if (!l.spec.end_reason.empty()) j["spec"]["endReason"] = l.spec.end_reason;
+  j["status"] = json::object();
+  return j.dump();
+}
+
+template <>
+Loan ReadKind(const JsonIn& root) {
+  CheckKind(root, Loan::kKind);
+  Loan l;
+  l.metadata = DecodeMetaObj(root.Obj("metadata"));
+  JsonIn s = root.Obj("spec");
+  s.Doc("borrower", "The project whose preemptible workload ran on the lent devices.")
+      .Doc("lender", "The project whose pool lent them.")
+      .Doc("end", "When the run left the devices; absent while it runs.")
+      .Doc("endReason", "Reclaimed, Deleted, PoolReleased or DeviceFailed.");
+  l.spec.borrower = s.Str("borrower", true);
+  l.spec.workload = s.Str("workload", true);
+  l.spec.lender = s.Str("lender", true);
+  l.spec.pool = s.Str("pool", true);
+  l.spec.model = s.Str("model", true);
+  l.spec.profile = s.Str("profile", true);
+  l.spec.devices = DecodeDevices(s, "devices");
+  l.spec.start = s.TimeField("start").value_or(Time{});
+  l.spec.end = s.TimeField("end");
+  l.spec.end_reason = s.Str("endReason");
+  if (root.Has("status")) root.Obj("status");
+  return l;
 }
 
 template <>
@@ -866,7 +943,8 @@ std::string Encode(const RateCard& c) {
   j["spec"] = {{"currency", c.spec.currency},
                {"effectiveFrom", FormatTime(c.spec.effective_from)},
                {"prices", std::move(prices)},
-               {"migPricing", Name(kMigPricing, c.spec.mig_pricing)}};
+               {"migPricing", Name(kMigPricing, c.spec.mig_pricing)},
+               {"preemptiblePricePercent", c.spec.preemptible_price_percent}};
   j["status"] = json::object();
   return j.dump();
 }
@@ -880,8 +958,10 @@ RateCard ReadKind(const JsonIn& root) {
   s.Doc("currency", "ISO 4217 code; every card prices in one currency.")
       .Doc("effectiveFrom", "When the card takes effect, no earlier than the current month; a later card supersedes it.")
       .Doc("migPricing", "How MIG instances are priced from a GPU's price: by compute slices or by memory.")
-      .Doc("prices", "Hourly prices by model and profile.");
+      .Doc("prices", "Hourly prices by model and profile.")
+      .Doc("preemptiblePricePercent", "What a borrowed device-hour costs the borrower, and earns its lender, as a percentage of its price (default 40).");
   c.spec.currency = s.Str("currency", true);
+  if (s.Has("preemptiblePricePercent")) c.spec.preemptible_price_percent = s.Int("preemptiblePricePercent");
   s.Needs("effectiveFrom");
   c.spec.effective_from = *s.TimeField("effectiveFrom");
   c.spec.mig_pricing = s.Enum("migPricing", kMigPricing, RateCard::MigPricing::kCompute);
@@ -1037,6 +1117,7 @@ GPUAAS_KIND_CODEC(MigLayout)
 GPUAAS_KIND_CODEC(Defragmentation)
 GPUAAS_KIND_CODEC(RateCard)
 GPUAAS_KIND_CODEC(CreditNote)
+GPUAAS_KIND_CODEC(Loan)
 GPUAAS_KIND_CODEC(UsageRecord)
 #undef GPUAAS_KIND_CODEC
 

@@ -1,8 +1,11 @@
 #include "model/pool.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "catalog/catalog.h"
+#include "common/clock.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 
@@ -16,7 +19,7 @@ absl::Status ValidateProject(const Project& p) {
         "at most 63", p.metadata.name));
   }
   if (p.spec.quota) {
-    for (const auto* m : {&p.spec.quota->full_gpus, &p.spec.quota->mig_compute_slices}) {
+    for (const auto* m : {&p.spec.quota->full_gpus, &p.spec.quota->mig_compute_slices, &p.spec.quota->borrowing}) {
       for (const auto& [model, n] : *m) {
         if (catalog::FindModel(model) == nullptr) {
           return absl::InvalidArgumentError(
@@ -75,9 +78,73 @@ absl::Status ValidatePool(const GpuPool& p) {
   if (p.spec.time_slicing_replicas < 0 || p.spec.time_slicing_replicas > 64) {
     return absl::InvalidArgumentError("spec.sharing.timeSlicing.replicas: must be between 1 and 64");
   }
+  if (p.spec.start_time && p.spec.end_time && *p.spec.end_time <= *p.spec.start_time) {
+    return absl::InvalidArgumentError(fmt::format("spec.endTime: {} is not after spec.startTime {}",
+                                                  FormatTime(*p.spec.end_time), FormatTime(*p.spec.start_time)));
+  }
+  if (p.spec.lending) {
+    if (p.spec.lending->idle_after_seconds < 0 || p.spec.lending->idle_after_seconds > 30 * 86400) {
+      return absl::InvalidArgumentError("spec.lending.idleAfterSeconds: must be between 0 and 2592000 (30 days)");
+    }
+    if (p.spec.lending->reclaim_grace_seconds < 0 || p.spec.lending->reclaim_grace_seconds > kMaxReclaimGraceSeconds) {
+      return absl::InvalidArgumentError(fmt::format(
+          "spec.lending.reclaimGraceSeconds: must be between 0 and {}", kMaxReclaimGraceSeconds));
+    }
+  }
   if (absl::Status s = ValidateAnnotations(p.metadata.annotations); !s.ok()) return s;
   return ValidateLabels(p.metadata.labels);
 }
+
+std::vector<GpuPool> PoolsWithLoans(std::string_view project, std::vector<GpuPool> pools, std::span<const Loan> loans,
+                                    const std::function<const GpuPool*(std::string_view, std::string_view)>& lender_pool) {
+  auto key = [](const WorkloadDevice& d) { return d.gpu_uuid + "/" + d.instance_uuid; };
+  std::set<std::string> lent;                       // this project's devices lent now
+  std::map<std::string, GpuPool> borrowed;          // lending pool "ns/name" -> what it lends us
+  for (const Loan& l : loans) {
+    if (l.spec.end) continue;
+    if (l.spec.lender == project) {
+      for (const WorkloadDevice& d : l.spec.devices) lent.insert(l.spec.pool + "|" + key(d));
+    }
+    if (l.spec.borrower != project) continue;
+    const GpuPool* from = lender_pool(l.spec.lender, l.spec.pool);
+    if (from == nullptr || !PoolIsLive(*from)) continue;
+    GpuPool& b = borrowed[l.spec.lender + "/" + l.spec.pool];
+    if (b.metadata.name.empty()) {
+      b.metadata.ns = std::string(project);
+      b.metadata.name = fmt::format("loan.{}.{}", l.spec.lender, l.spec.pool);
+      b.spec.cluster = from->spec.cluster;
+      b.status.approval = GpuPool::Approval{true, "borrowed", "", l.spec.start};
+      b.status.conditions = {{std::string(kReady), ConditionStatus::kTrue, "Borrowed", "", l.spec.start, 0}};
+    }
+    for (const WorkloadDevice& d : l.spec.devices) {
+      for (const AllocatedDevice& a : from->status.allocation) {
+        const bool full = a.profile == catalog::kFullProfile;
+        if (a.gpu_uuid != d.gpu_uuid || (!full && a.instance_uuid != d.instance_uuid)) continue;
+        b.status.allocation.push_back(a);
+        auto item = std::find_if(b.spec.items.begin(), b.spec.items.end(), [&](const PoolItem& i) {
+          return i.model == l.spec.model && i.profile == a.profile;
+        });
+        if (item == b.spec.items.end()) {
+          b.spec.items.push_back({l.spec.model, a.profile, 1});
+        } else {
+          ++item->count;
+        }
+      }
+    }
+  }
+  if (!lent.empty()) {
+    for (GpuPool& p : pools) {
+      std::erase_if(p.status.allocation, [&](const AllocatedDevice& a) {
+        const WorkloadDevice d{a.gpu_uuid, a.profile == catalog::kFullProfile ? "" : a.instance_uuid};
+        return lent.contains(p.metadata.name + "|" + key(d));
+      });
+    }
+  }
+  for (auto& [k, b] : borrowed) pools.push_back(std::move(b));
+  return pools;
+}
+
+bool IsBorrower(const Workload& w) { return w.spec.priority == PriorityClass::kPreemptible && w.spec.pool.empty(); }
 
 std::string ProfileOfResource(std::string_view resource) {
   if (resource == "nvidia.com/gpu") return std::string(catalog::kFullProfile);
@@ -91,7 +158,19 @@ std::string ProfileOfResource(std::string_view resource) {
 
 absl::Status ValidateWorkload(const Workload& w) {
   if (absl::Status s = ValidateName(w.metadata.name); !s.ok()) return s;
-  if (w.spec.pool.empty()) return absl::InvalidArgumentError("spec.pool: required");
+  if (w.spec.pool.empty() && w.spec.priority != PriorityClass::kPreemptible) {
+    return absl::InvalidArgumentError(
+        "spec.pool: required (only a preemptible workload may name none, to borrow lent devices)");
+  }
+  if (!w.spec.model.empty()) {
+    if (!w.spec.pool.empty()) {
+      return absl::InvalidArgumentError("spec.model: only for a borrower (a preemptible workload without a pool)");
+    }
+    if (catalog::FindModel(w.spec.model) == nullptr) {
+      return absl::InvalidArgumentError(
+          fmt::format("spec.model: unknown GPU model \"{}\" (see gpuaas catalog models)", w.spec.model));
+    }
+  }
   if (ProfileOfResource(w.spec.resource).empty()) {
     return absl::InvalidArgumentError(fmt::format(
         "spec.resource: \"{}\" is not a GPU resource; use nvidia.com/gpu or nvidia.com/mig-<profile>",
@@ -103,6 +182,18 @@ absl::Status ValidateWorkload(const Workload& w) {
 }
 
 bool PoolReleaseRequested(const GpuPool& p) { return p.spec.release_requested.has_value(); }
+
+std::optional<Time> PoolEnd(const GpuPool& p) {
+  std::optional<Time> end = p.spec.end_time;
+  if (p.spec.release_requested && (!end || p.spec.release_requested->time < *end)) end = p.spec.release_requested->time;
+  return end;
+}
+
+bool PoolEnded(const GpuPool& p, Time now) {
+  return PoolReleaseRequested(p) || (p.spec.end_time && now >= *p.spec.end_time);
+}
+
+bool PoolBeforeStart(const GpuPool& p, Time now) { return p.spec.start_time && now < *p.spec.start_time; }
 
 const std::string& DeviceUuid(const AllocatedDevice& d) { return d.profile == catalog::kFullProfile ? d.gpu_uuid : d.instance_uuid; }
 

@@ -4,6 +4,7 @@
 #ifndef GPUAAS_MODEL_POOL_H_
 #define GPUAAS_MODEL_POOL_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -23,6 +24,9 @@ struct Project {
   struct Quota {
     std::map<std::string, int64_t> full_gpus;           // by model: most whole GPUs
     std::map<std::string, int64_t> mig_compute_slices;  // by model: most MIG compute slices
+    // by model: most devices (a whole GPU or a MIG instance each) its preemptible workloads may
+    // borrow from other projects' lending pools at once; a model without an entry: what is lent
+    std::map<std::string, int64_t> borrowing = {};
     friend bool operator==(const Quota&, const Quota&) = default;
   };
   // What the project may spend per calendar month (UTC): money (in millionths of the rate
@@ -96,6 +100,21 @@ struct GpuPool {
       friend bool operator==(const ReleaseRequest&, const ReleaseRequest&) = default;
     };
     std::optional<ReleaseRequest> release_requested;
+    // Lending (docs/lending.md): the pool's devices that no run of the project has used for
+    // `idle_after_seconds` go to other projects' preemptible workloads, and come back when the
+    // project's work needs them, `reclaim_grace_seconds` after the borrowers are told.
+    struct Lending {
+      bool enabled = false;
+      int64_t idle_after_seconds = 600;
+      int64_t reclaim_grace_seconds = 30;
+      friend bool operator==(const Lending&, const Lending&) = default;
+    };
+    std::optional<Lending> lending;
+    // A reservation (docs/lending.md): the pool's devices are its from `start_time` (billing
+    // starts then; they are allocated at approval and lent until then) and go back at
+    // `end_time`. Either may be absent: from the approval, or until released.
+    std::optional<Time> start_time;
+    std::optional<Time> end_time;
     friend bool operator==(const Spec&, const Spec&) = default;
   };
   struct Approval {
@@ -211,8 +230,10 @@ struct Defragmentation {
 std::string_view ToString(Defragmentation::Phase p);
 
 // A workload (pod) of a project that runs on its pool's devices. gpuaas admits it onto
-// devices of the pool, queues it, or preempts lower-priority work for it.
-enum class PriorityClass { kInference, kBatch };  // inference is guaranteed, batch preemptible
+// devices of the pool, queues it, or preempts lower-priority work for it. A preemptible workload
+// that names no pool borrows devices that other projects' pools lend (allocator/lending.h).
+//   inference: guaranteed; batch: preempted by inference; preemptible: also lent devices, taken back
+enum class PriorityClass { kInference, kBatch, kPreemptible };
 enum class WorkloadPhase { kPending, kRunning, kSucceeded, kEvicted };
 
 struct WorkloadDevice {
@@ -231,15 +252,26 @@ struct Workload {
     std::string resource;  // "nvidia.com/gpu" or "nvidia.com/mig-3g.71gb"
     int64_t count = 1;
     PriorityClass priority = PriorityClass::kBatch;
+    std::string model = {};  // a borrower (preemptible, no pool): the GPU model it wants; empty: any
+    bool requeue_on_reclaim = true;  // a reclaimed borrower queues again (else it is Evicted)
     friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  // The pool a borrower's devices belong to.
+  struct Lender {
+    std::string project;
+    std::string pool;
+    friend bool operator==(const Lender&, const Lender&) = default;
   };
   struct Status {
     WorkloadPhase phase = WorkloadPhase::kPending;
-    std::string reason;   // Queued, Admitted, Preempted, Deleted, PoolReleased
+    // Queued, Admitted, Preempted, Deleted, PoolReleased; a borrower's Borrowed, Reclaimed
+    std::string reason;
     std::string message;
     std::vector<WorkloadDevice> devices;
     std::optional<Time> start_time;
     std::string profile;  // the Profile recording the current run
+    std::optional<Lender> borrowed_from;   // a borrower's run: whose devices
+    std::optional<Time> reclaim_deadline;  // a borrower told to leave: by when
     friend bool operator==(const Status&, const Status&) = default;
   };
   ObjectMeta metadata;
@@ -247,6 +279,48 @@ struct Workload {
   Status status;
   friend bool operator==(const Workload&, const Workload&) = default;
 };
+
+// A borrower: a preemptible workload that names no pool.
+bool IsBorrower(const Workload& w);
+
+// The receipt of one loan: a borrower's run on devices of another project's lending pool, from
+// its start to its end, to the second. Written in the transaction that starts the run and in the
+// one that ends it; billing charges the borrower and credits the lender from it
+// (billing::RateLoans). Cluster-scoped, named "<borrower project>.<Profile of the run>".
+struct Loan {
+  static constexpr std::string_view kKind = "Loan";
+  static constexpr std::string_view kPlural = "loans";
+  static constexpr bool kNamespaced = false;
+
+  struct Spec {
+    std::string borrower;  // project
+    std::string workload;
+    std::string lender;  // project
+    std::string pool;    // the lender's pool
+    std::string model;
+    std::string profile;  // "full" or the MIG profile
+    std::vector<WorkloadDevice> devices;
+    Time start{};
+    std::optional<Time> end;
+    std::string end_reason;  // Reclaimed, Deleted, PoolReleased, DeviceFailed
+    friend bool operator==(const Spec&, const Spec&) = default;
+  };
+  struct Status {
+    friend bool operator==(const Status&, const Status&) = default;
+  };
+  ObjectMeta metadata;
+  Spec spec;
+  Status status;
+  friend bool operator==(const Loan&, const Loan&) = default;
+};
+
+// What `project` may use in its clusters while loans run, as pools, for the clusters' enforcement
+// (quotas, device taints, the admission webhook): its pools less the devices they lend now and,
+// as a pool of its own for each lending pool (named "loan.<lender>.<pool>", Ready), the devices
+// it borrows now. `loans` may hold any loans (those ended, or of other projects, are skipped);
+// `lender_pool` finds a pool by namespace and name (null when gone).
+std::vector<GpuPool> PoolsWithLoans(std::string_view project, std::vector<GpuPool> pools, std::span<const Loan> loans,
+                                    const std::function<const GpuPool*(std::string_view, std::string_view)>& lender_pool);
 
 // Which pod ran on which device, for which pool and project, from when to when: the record
 // that utilization and billing per workload build on.
@@ -318,8 +392,18 @@ std::map<std::string, std::map<std::string, WholeNodeOwner>> WholeNodeOwners(
 // True once a release was asked for (spec.releaseRequested): its runs end, then its devices go
 // back to the fleet.
 bool PoolReleaseRequested(const GpuPool& pool);
+// True once released (PoolReleaseRequested) or past its reservation's end (spec.endTime).
+bool PoolEnded(const GpuPool& pool, Time now);
+// When a pool's devices stop being its own: the release request or the reservation's end,
+// whichever is first; nullopt while neither is set.
+std::optional<Time> PoolEnd(const GpuPool& pool);
+// True while a reserved pool waits for its start (spec.startTime after `now`).
+bool PoolBeforeStart(const GpuPool& pool, Time now);
 
-// Checks what a user wrote (names, items against the catalogue, counts, replicas). Quota and
+// The longest reclaim grace a lending pool may give its borrowers.
+inline constexpr int64_t kMaxReclaimGraceSeconds = 600;
+
+// Checks what a user wrote (names, items against the catalogue, counts, replicas, lending). Quota and
 // fleet capacity are checked by the pool service, which knows them. InvalidArgument otherwise.
 absl::Status ValidatePool(const GpuPool& pool);
 absl::Status ValidateProject(const Project& project);

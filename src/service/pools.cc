@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <set>
 
 #include "billing/billing.h"
 #include "billing/codec.h"
@@ -11,6 +12,7 @@
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "model/fleet.h"
 #include "nlohmann/json.hpp"
 #include "store/objects.h"
 
@@ -156,6 +158,55 @@ absl::Status PoolService::CheckPoolInProject(store::Txn& tx, const GpuPool& pool
   return CheckBudgetIn(tx, *project, pool.spec.items, clock_.Now());
 }
 
+absl::Status PoolService::CheckReservation(store::Txn& tx, const GpuPool& pool) const {
+  const Time now = clock_.Now();
+  if (pool.spec.start_time && *pool.spec.start_time < now - std::chrono::minutes(1)) {
+    return absl::InvalidArgumentError(fmt::format("spec.startTime: {} has passed (it is {}); leave it out to start at "
+                                                  "the approval", FormatTime(*pool.spec.start_time), FormatTime(now)));
+  }
+  if (pool.spec.end_time && *pool.spec.end_time <= now) {
+    return absl::InvalidArgumentError(
+        fmt::format("spec.endTime: {} has passed (it is {})", FormatTime(*pool.spec.end_time), FormatTime(now)));
+  }
+  // The window is held from the approval (its devices are lent until the start), so it can be
+  // held only if the fleet has the room now: whole GPUs no live pool holds a device of, and MIG
+  // compute slices on the GPUs no pool holds whole.
+  const std::map<std::string, int64_t> fleet = fleet_();
+  ASSIGN_OR_RETURN(std::vector<GpuPool> pools, store::ListObjects<GpuPool>(tx));
+  std::map<std::string, std::set<std::string>> touched;  // model -> GPUs with a device of a live pool
+  std::map<std::string, std::set<std::string>> whole;    // model -> GPUs a live pool holds whole
+  std::map<std::string, int64_t> slices;                  // model -> MIG compute slices held
+  for (const GpuPool& other : pools) {
+    if (!model::PoolIsLive(other)) continue;
+    for (const model::AllocatedDevice& d : other.status.allocation) {
+      ASSIGN_OR_RETURN(std::optional<model::GpuCapacity> g, store::GetObject<model::GpuCapacity>(tx, "", ToLower(d.gpu_uuid)));
+      if (!g) continue;
+      touched[g->spec.model].insert(d.gpu_uuid);
+      if (d.profile == catalog::kFullProfile) whole[g->spec.model].insert(d.gpu_uuid);
+      const catalog::GpuModel* m = catalog::FindModel(g->spec.model);
+      const catalog::MigProfile* mp = m == nullptr ? nullptr : catalog::FindProfile(*m, d.profile);
+      slices[g->spec.model] += d.profile == catalog::kFullProfile || mp == nullptr ? 0 : mp->compute_slices;
+    }
+  }
+  for (const model::PoolItem& i : pool.spec.items) {
+    const catalog::GpuModel* m = catalog::FindModel(i.model);
+    auto it = fleet.find(i.model);
+    const int64_t gpus = it == fleet.end() ? 0 : it->second;
+    const int64_t untouched = gpus - static_cast<int64_t>(touched[i.model].size());
+    const bool full = i.profile == catalog::kFullProfile;
+    const int64_t free = full ? untouched
+                              : (gpus - static_cast<int64_t>(whole[i.model].size())) * m->compute_slices - slices[i.model];
+    const int64_t want = full ? i.count : i.count * catalog::FindProfile(*m, i.profile)->compute_slices;
+    if (want > free) {
+      return absl::ResourceExhaustedError(fmt::format(
+          "the reservation cannot be held: {} x {}/{} needs {} {} and the fleet has {} free now (a reservation holds "
+          "its devices from its approval, lent until its start)",
+          i.count, i.model, i.profile, want, full ? "whole GPU(s)" : "MIG compute slice(s)", free));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GpuPool> PoolService::CreatePool(GpuPool pool, const std::string& user) {
   pool.status = {};
   RETURN_IF_ERROR(CheckPoolRequest(pool));
@@ -164,6 +215,7 @@ absl::StatusOr<GpuPool> PoolService::CreatePool(GpuPool pool, const std::string&
                              clock_.Now(), 1}};
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
     RETURN_IF_ERROR(CheckPoolInProject(tx, pool));
+    if (pool.spec.start_time || pool.spec.end_time) RETURN_IF_ERROR(CheckReservation(tx, pool));
     absl::Status s = store::CreateObject(tx, pool, clock_.Now());
     if (absl::IsAlreadyExists(s)) {
       // What the caller can do about it depends on the pool that has the name.
@@ -428,6 +480,31 @@ absl::StatusOr<model::Workload> PoolService::CreateWorkload(model::Workload w, c
   w.status = {};  // Pending: the workload controller says why it waits, or admits it
   RETURN_IF_ERROR(model::ValidateWorkload(w));
   RETURN_IF_ERROR(store_.Transact([&](store::Txn& tx) -> absl::Status {
+    if (model::IsBorrower(w)) {
+      // A borrower waits for lent devices (controller/lending.h): its project must exist, and its
+      // profile must be one that its model (or some model) has.
+      ASSIGN_OR_RETURN(std::optional<model::Project> project, store::GetObject<model::Project>(tx, "", w.metadata.ns));
+      if (!project) return absl::NotFoundError(fmt::format("projects \"{}\" not found", w.metadata.ns));
+      const std::string profile = model::ProfileOfResource(w.spec.resource);
+      if (profile != catalog::kFullProfile) {
+        bool known = false;
+        for (const catalog::GpuModel& m : catalog::AllModels()) {
+          if (!w.spec.model.empty() && catalog::FindModel(w.spec.model) != &m) continue;
+          known = known || catalog::FindProfile(m, profile) != nullptr;
+        }
+        if (!known) {
+          return absl::InvalidArgumentError(fmt::format("spec.resources: no {} has a MIG profile {}",
+                                                        w.spec.model.empty() ? "GPU model" : w.spec.model, profile));
+        }
+      }
+      absl::Status s = store::CreateObject(tx, w, clock_.Now());
+      if (absl::IsAlreadyExists(s)) {
+        return absl::AlreadyExistsError(fmt::format("workloads \"{}\" already exists", w.metadata.name));
+      }
+      RETURN_IF_ERROR(s);
+      return Record(tx, user, "CreateWorkload", fmt::format("workloads/{}/{}", w.metadata.ns, w.metadata.name),
+                    fmt::format("{} x {}, preemptible, on lent devices", w.spec.count, w.spec.resource));
+    }
     ASSIGN_OR_RETURN(std::optional<GpuPool> pool, store::GetObject<GpuPool>(tx, w.metadata.ns, w.spec.pool));
     if (!pool) {
       return absl::NotFoundError(fmt::format("gpupools \"{}\" not found in project {}", w.spec.pool, w.metadata.ns));
@@ -467,7 +544,17 @@ absl::StatusOr<model::Workload> PoolService::DeleteWorkload(const std::string& n
     if (!cur) return absl::NotFoundError(fmt::format("workloads \"{}\" not found in project {}", name, ns));
     const bool ran = cur->status.phase == model::WorkloadPhase::kRunning;
     // A run's devices are free once the workload is gone; the workload controller closes its
-    // Profile, which stays as the record of what ran where.
+    // Profile, which stays as the record of what ran where. A borrower's loan ends here, so that
+    // not a second more is billed.
+    if (ran && cur->status.borrowed_from && !cur->status.profile.empty()) {
+      ASSIGN_OR_RETURN(std::optional<model::Loan> loan,
+                       store::GetObject<model::Loan>(tx, "", fmt::format("{}.{}", ns, cur->status.profile)));
+      if (loan && !loan->spec.end) {
+        loan->spec.end = clock_.Now();
+        loan->spec.end_reason = "Deleted";
+        RETURN_IF_ERROR(store::UpdateObject(tx, *loan));
+      }
+    }
     RETURN_IF_ERROR(store::DeleteObject<model::Workload>(tx, ns, name));
     w = *cur;
     w.metadata.resource_version = tx.revision();  // the deletion's: a reader waits for it
@@ -559,13 +646,20 @@ absl::StatusOr<GpuPool> PoolService::UpdatePool(const std::string& ns, const std
           "or delete it", name, ns));
     }
     if (stored.status.approval) {
+      // Lending is the one thing a decided pool may change: switched on, tuned, or off (its
+      // borrowers are then taken back on the grace).
+      GpuPool same = stored;
+      same.spec.lending = p.spec.lending;
+      if (p.spec == same.spec && stored.status.approval->approved) return model::ValidatePool(p);
       return absl::InvalidArgumentError(fmt::format(
-          "spec: gpupools \"{}\" was {}, and a decided pool's spec cannot change; ask for another pool{}", name,
+          "spec: gpupools \"{}\" was {}, and a decided pool's spec cannot change but for spec.lending; ask for "
+          "another pool{}", name,
           stored.status.approval->approved ? "approved" : "rejected",
           stored.status.approval->approved ? " and release this one" : ""));
     }
     RETURN_IF_ERROR(CheckPoolRequest(p));
     if (p.spec == stored.spec) return absl::OkStatus();  // the same, spelled otherwise
+    if (p.spec.start_time || p.spec.end_time) RETURN_IF_ERROR(CheckReservation(tx, p));
     return CheckPoolInProject(tx, p);
   });
 }

@@ -128,6 +128,8 @@ class PoolService {
   // names; then the project's: it exists, its quota (the pool's other live pools with this
   // one), its budget.
   absl::Status CheckPoolRequest(model::GpuPool& pool) const;
+  // A reservation's window (spec.startTime/endTime): not past, and room in the fleet now.
+  absl::Status CheckReservation(store::Txn& tx, const model::GpuPool& pool) const;
   absl::Status CheckPoolInProject(store::Txn& tx, const model::GpuPool& pool) const;
   // Asks for the release of an approved pool in force (sets spec.releaseRequested).
   absl::Status RequestRelease(store::Txn& tx, model::GpuPool& pool, const std::string& user);

@@ -63,6 +63,15 @@ absl::StatusOr<std::vector<billing::Period>> MonthsOf(const HttpRequest& req, Ti
   return months;
 }
 
+// The receipts of the loans a project took or gave.
+std::vector<model::Loan> LoansOf(store::ObjectCache& cache, const std::string& project) {
+  std::vector<model::Loan> out;
+  for (model::Loan& l : DecodeAll<model::Loan>(cache)) {
+    if (l.spec.borrower == project || l.spec.lender == project) out.push_back(std::move(l));
+  }
+  return out;
+}
+
 // The invoice of one project and month: the kept one once the month has closed, else rated now
 // (with used GPU-hours from monitoring where there are readings).
 billing::Invoice InvoiceOf(store::ObjectCache& cache, telemetry::Hub* hub, const std::string& project,
@@ -75,12 +84,13 @@ billing::Invoice InvoiceOf(store::ObjectCache& cache, telemetry::Hub* hub, const
   }
   billing::Invoice inv = billing::Rate(project, records, prices, period, now);
   billing::AddCreditNotes(inv, DecodeAll<model::CreditNote>(cache, project));
+  billing::AddLoans(inv, LoansOf(cache, project), prices, now);
   if (hub == nullptr || inv.lines.empty()) return inv;
   // Used GPU-hours of the devices each line billed (telemetry::UsedGpuHours: the assessment's
   // definition too). They inform; the charges do not depend on them, so a telemetry history that
   // does not answer leaves them out (logged) rather than the invoice.
   for (billing::Line& l : inv.lines) {
-    if (l.category != "Usage") continue;
+    if (l.category != "Usage" || !l.loan.empty()) continue;
     absl::StatusOr<std::optional<telemetry::GpuHoursUsed>> used = telemetry::UsedGpuHours(
         *hub, telemetry::MeteredDevices(*hub, records, l.pool, l.model, l.profile, Seconds(now)), Seconds(l.start),
         Seconds(l.end), Seconds(now));
@@ -106,11 +116,12 @@ absl::StatusOr<HttpResponse> BillingApi::Invoices(const HttpRequest& req, const 
   if (req.HasParam("period")) {
     ASSIGN_OR_RETURN(billing::Period p, billing::ParsePeriod(req.Param("period")));
     periods.push_back(p);
-  } else if (!records.empty()) {
+  } else {
     Time first = now;
     for (const model::UsageRecord& r : records) first = std::min(first, r.spec.start);
     for (const model::CreditNote& n : DecodeAll<model::CreditNote>(cache_, project)) first = std::min(first, n.spec.issued);
-    periods = billing::MonthsBetween(first, now + std::chrono::seconds(1));
+    for (const model::Loan& l : LoansOf(cache_, project)) first = std::min(first, l.spec.start);
+    if (first < now) periods = billing::MonthsBetween(first, now + std::chrono::seconds(1));
     std::reverse(periods.begin(), periods.end());  // newest first
   }
   const billing::PriceBook prices = Prices(cache_);
@@ -159,6 +170,10 @@ Ledger InvoicesOf(store::ObjectCache& cache, const std::vector<billing::Period>&
   Ledger out;
   for (model::UsageRecord& r : DecodeAll<model::UsageRecord>(cache)) out.meters[r.metadata.ns].push_back(std::move(r));
   for (const model::CreditNote& n : DecodeAll<model::CreditNote>(cache)) out.meters.try_emplace(n.metadata.ns);
+  for (const model::Loan& l : DecodeAll<model::Loan>(cache)) {
+    out.meters.try_emplace(l.spec.borrower);
+    out.meters.try_emplace(l.spec.lender);
+  }
   const billing::PriceBook prices = Prices(cache);
   out.currency = prices.currency();
   for (const billing::Period& m : months) {
@@ -213,8 +228,13 @@ absl::StatusOr<HttpResponse> BillingApi::Summary(const HttpRequest& req) {
   for (const billing::Invoice& inv : ledger.invoices) {
     for (const billing::Line& l : inv.lines) {
       const bool note = !l.corrects.empty();
+      // A borrowed line names the lending pool as "<project>/<pool>": its devices are there.
+      const size_t slash = l.loan == "borrowed" ? l.pool.find('/') : std::string::npos;
+      const std::pair<std::string, std::string> pool =
+          slash == std::string::npos ? std::make_pair(inv.project, l.pool)
+                                     : std::make_pair(l.pool.substr(0, slash), l.pool.substr(slash + 1));
       for (Sum* s : {&by_model[note ? "(credit notes)" : l.model],
-                     &by_cluster[note ? "(credit notes)" : cluster_of[{inv.project, l.pool}]], &by_project[inv.project],
+                     &by_cluster[note ? "(credit notes)" : cluster_of[pool]], &by_project[inv.project],
                      &total}) {
         s->amount = billing::AddMicros(s->amount, l.amount_micros);
         s->hours += l.allocated_gpu_hours;

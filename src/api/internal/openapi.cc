@@ -44,6 +44,7 @@ const std::map<std::string_view, KindDoc>& Kinds() {
       {model::UsageRecord::kKind, {&model::SchemaOf<model::UsageRecord>, "A pool's meter: what it held, from its approval to its release, to the second."}},
       {model::kInvoiceKind, {&InvoiceSchema, "A closed month's invoice of a project, as kept."}},
       {model::CreditNote::kKind, {&model::SchemaOf<model::CreditNote>, "A correction of a closed month's invoice."}},
+      {model::Loan::kKind, {&model::SchemaOf<model::Loan>, "The receipt of a loan: a preemptible workload's run on devices another project's pool lent, to the second; billed to the borrower and credited to the lender."}},
   };
   return *kKinds;
 }

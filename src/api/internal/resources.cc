@@ -38,6 +38,7 @@ const std::vector<ResourceType>& ResourceTypes() {
       {string(model::UsageRecord::kPlural), string(model::UsageRecord::kKind), true},
       {"invoices", string(model::kInvoiceKind), true},  // closed months' invoices, as kept
       {string(model::CreditNote::kPlural), string(model::CreditNote::kKind), true, false, false, false, true},
+      {string(model::Loan::kPlural), string(model::Loan::kKind), false, false, false, true},
   };
   return kTypes;
 }
