@@ -139,6 +139,20 @@ const std::map<std::string, Kind, std::less<>>& Kinds() {
                   Str(p, "/spec/pool"),     Devices(Field(p, "spec", "devices", json::array())),
                   Str(p, "/spec/start"),    Str(p, "/spec/end", "-")};
         }}},
+      {"loans",
+       {{"NAME", "BORROWER", "WORKLOAD", "LENDER", "POOL", "ITEM", "DEVICES", "START", "END", "REASON"},
+        [](const json& l, Time) -> std::vector<std::string> {
+          return {Str(l, "/metadata/name"),
+                  Str(l, "/spec/borrower"),
+                  Str(l, "/spec/workload"),
+                  Str(l, "/spec/lender"),
+                  Str(l, "/spec/pool"),
+                  Str(l, "/spec/model") + "/" + Str(l, "/spec/profile"),
+                  Devices(Field(l, "spec", "devices", json::array())),
+                  Str(l, "/spec/start"),
+                  Str(l, "/spec/end", "-"),
+                  Str(l, "/spec/endReason", "-")};
+        }}},
       {"ratecards",
        {{"NAME", "CURRENCY", "EFFECTIVE FROM", "MIG PRICING", "PRICES"},
         [](const json& c, Time) -> std::vector<std::string> {

@@ -10,7 +10,7 @@ const Time kNow = *ParseTime("2026-12-03T12:00:00Z");
 
 TEST(Columns, EachKindHasItsColumnsAndRowsMatchThem) {
   for (const char* plural : {"clusters", "nodecapacities", "gpucapacities", "gpupools", "projects", "workloads",
-                             "profiles", "ratecards", "usagerecords", "miglayouts", "specandcounts", "invoices"}) {
+                             "profiles", "ratecards", "usagerecords", "miglayouts", "specandcounts", "invoices", "loans"}) {
     const std::vector<std::string> cols = Columns(plural);
     ASSERT_FALSE(cols.empty()) << plural;
     EXPECT_EQ(cols[0], "NAME") << plural;
@@ -40,6 +40,12 @@ TEST(Columns, CellsSayWhatTheObjectHolds) {
   EXPECT_EQ(row("workloads", R"({"metadata":{"name":"w","namespace":"vision"},"spec":{"pool":"train",
                   "resources":{"nvidia.com/gpu":1},"priorityClassName":"high"},"status":{"phase":"Running"}})")[3],
             "nvidia.com/gpu=1");
+  EXPECT_EQ(row("loans", R"({"metadata":{"name":"nlp.sweep-18"},"spec":{"borrower":"nlp","workload":"sweep",
+                  "lender":"vision","pool":"train","model":"H200-SXM-141GB","profile":"full",
+                  "devices":[{"gpuUUID":"GPU-1"}],"start":"2026-12-03T11:00:00Z","end":"2026-12-03T11:00:42Z",
+                  "endReason":"Reclaimed"}})"),
+            (std::vector<std::string>{"nlp.sweep-18", "nlp", "sweep", "vision", "train", "H200-SXM-141GB/full", "GPU-1",
+                                      "2026-12-03T11:00:00Z", "2026-12-03T11:00:42Z", "Reclaimed"}));
   EXPECT_EQ(row("ratecards", R"({"metadata":{"name":"list"},"spec":{"currency":"USD","prices":[
                   {"model":"H200-SXM-141GB","profile":"full","pricePerHourMicros":4500000}]}})")[4],
             "H200-SXM-141GB/full=4.500000");
