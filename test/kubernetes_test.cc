@@ -1563,12 +1563,15 @@ TEST_F(KubernetesDriverTest, ALoanMovesItsDeviceTaintQuotaAndClaimsToTheBorrower
     }
     const std::vector<model::GpuPool> everything = All<model::GpuPool>();
     std::vector<std::shared_ptr<const model::GpuPool>> out;
-    for (model::GpuPool& p : model::PoolsWithLoans(project, own, All<model::Loan>(), [&](std::string_view ns, std::string_view name) {
-           for (const model::GpuPool& e : everything) {
-             if (e.metadata.ns == ns && e.metadata.name == name) return &e;
-           }
-           return static_cast<const model::GpuPool*>(nullptr);
-         })) {
+    for (model::GpuPool& p : model::PoolsWithLoans(
+             project, own, All<model::Loan>(),
+             [&](std::string_view ns, std::string_view name) {
+               for (const model::GpuPool& e : everything) {
+                 if (e.metadata.ns == ns && e.metadata.name == name) return &e;
+               }
+               return static_cast<const model::GpuPool*>(nullptr);
+             },
+             RealClock::Get().Now())) {
       out.push_back(std::make_shared<const model::GpuPool>(std::move(p)));
     }
     return out;

@@ -202,6 +202,29 @@ TEST(Reclaim, OnlyAsManyAsTheOwnerNeedsAndNoneWhenThatCannotHelp) {
   EXPECT_EQ(Admit(&p, {}, bp, kT0).Count(Kind::kEnd, "PoolReleased"), 3);
 }
 
+TEST(LoanBilling, AReservationsLenderIsCreditedOnlyFromItsStart) {
+  model::RateCard card;
+  card.metadata.name = "list";
+  card.spec.currency = "USD";
+  card.spec.effective_from = kT0 - std::chrono::days(1);
+  card.spec.prices = {{std::string(kH200), "full", 3'600'000}};
+  model::Loan l;
+  l.spec = {"nlp", "sweep", "vision", "eval", std::string(kH200), "full", {{"GPU-1", ""}},
+            kT0, kT0 + std::chrono::seconds(100), "Reclaimed"};
+  l.spec.credit_from = kT0 + std::chrono::seconds(60);
+  auto line = [&](const std::string& project) {
+    billing::Invoice inv;
+    inv.project = project;
+    inv.period = billing::MonthOf(kT0);
+    billing::AddLoans(inv, {l}, billing::PriceBook({card}), kT0 + std::chrono::hours(1));
+    return inv.lines.at(0);
+  };
+  EXPECT_EQ(line("nlp").seconds, 100);    // the borrower pays every second it ran
+  EXPECT_EQ(line("vision").seconds, 40);  // the lender earns from its start, when its own billing began
+  EXPECT_EQ(line("nlp").amount_micros, 40'000);  // 100 s x 1.44 an hour (40% of 3.60)
+  EXPECT_EQ(line("vision").amount_micros, -16'000);
+}
+
 // --- The property test ---------------------------------------------------------------------
 
 // A world of lending pools, their owners' work and borrowers, reconciled as the workload and

@@ -301,22 +301,25 @@ void AddLoans(Invoice& inv, const std::vector<model::Loan>& loans, const PriceBo
     const bool borrowed = l.spec.borrower == inv.project;
     const bool lent = l.spec.lender == inv.project;
     if (!borrowed && !lent) continue;
-    const int64_t from = std::max(p_from, Sec(l.spec.start));
-    const int64_t to = std::min(p_to, l.spec.end ? Sec(*l.spec.end) : Sec(now));
-    if (to <= from) continue;
-    // Split at rate card changes.
-    std::vector<int64_t> cuts = {from};
-    for (Time c : prices.ChangesWithin(AtSec(from), AtSec(to))) cuts.push_back(Sec(c));
-    cuts.push_back(to);
-    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-      const int64_t a = cuts[i], b = cuts[i + 1];
-      const model::RateCard* card = prices.At(AtSec(a));
-      const std::optional<Micros> full = card ? UnitPrice(*card, l.spec.model, l.spec.profile) : std::nullopt;
-      const Micros price = full ? RoundDiv(static_cast<__int128>(*full) * card->spec.preemptible_price_percent, 100) : 0;
-      Key key{l.spec.lender, l.spec.pool, l.spec.borrower, l.spec.model, l.spec.profile,
-               full ? card->metadata.name : "", price, static_cast<int64_t>(l.spec.devices.size()), false};
-      for (const bool side : {true, false}) {  // true: the borrower's line
-        if ((side && !borrowed) || (!side && !lent)) continue;
+    for (const bool side : {true, false}) {  // true: the borrower's line
+      if ((side && !borrowed) || (!side && !lent)) continue;
+      // A reservation's lender is credited only from its start (its own billing's).
+      const int64_t from = std::max({p_from, Sec(l.spec.start),
+                                     !side && l.spec.credit_from ? Sec(*l.spec.credit_from) : p_from});
+      const int64_t to = std::min(p_to, l.spec.end ? Sec(*l.spec.end) : Sec(now));
+      if (to <= from) continue;
+      // Split at rate card changes.
+      std::vector<int64_t> cuts = {from};
+      for (Time c : prices.ChangesWithin(AtSec(from), AtSec(to))) cuts.push_back(Sec(c));
+      cuts.push_back(to);
+      for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+        const int64_t a = cuts[i], b = cuts[i + 1];
+        const model::RateCard* card = prices.At(AtSec(a));
+        const std::optional<Micros> full = card ? UnitPrice(*card, l.spec.model, l.spec.profile) : std::nullopt;
+        const Micros price =
+            full ? RoundDiv(static_cast<__int128>(*full) * card->spec.preemptible_price_percent, 100) : 0;
+        const Key key{l.spec.lender, l.spec.pool, l.spec.borrower, l.spec.model, l.spec.profile,
+                      full ? card->metadata.name : "", price, static_cast<int64_t>(l.spec.devices.size()), false};
         Key k = key;
         k.borrower_side = side;
         auto [it, fresh] = lines.try_emplace(k);

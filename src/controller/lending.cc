@@ -222,6 +222,7 @@ absl::StatusOr<runtime::Result> LendingController::Reconcile(const std::string&)
       receipt.metadata.name = fmt::format("{}.{}", w.metadata.ns, prof.metadata.name);
       receipt.spec = {w.metadata.ns, w.metadata.name, lender.metadata.ns, lender.metadata.name, loan.model,
                       loan.profile,  loan.devices,    now,                std::nullopt,         ""};
+      if (model::PoolBeforeStart(lender, now)) receipt.spec.credit_from = lender.spec.start_time;
       RETURN_IF_ERROR(store::CreateObject(tx, receipt, now));
       w.status.phase = WorkloadPhase::kRunning;
       w.status.reason = "Borrowed";

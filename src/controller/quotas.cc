@@ -11,6 +11,7 @@ namespace gpuaas::controller {
 
 QuotaController::QuotaController(runtime::Manager& manager, cluster::Registry& registry)
     : registry_(registry),
+      clock_(manager.clock()),
       pools_(manager.informers().For<model::GpuPool>()),
       loans_(manager.informers().For<model::Loan>()) {
   pools_.AddIndex("project", [](const model::GpuPool& p) { return std::vector<std::string>{p.metadata.ns}; });
@@ -46,10 +47,16 @@ absl::StatusOr<runtime::Result> QuotaController::Reconcile(const std::string& pr
   std::vector<model::Loan> loans;
   for (const auto& l : loans_.ByIndex(std::string(kOpenLoansByProject), project)) loans.push_back(*l);
   std::vector<std::shared_ptr<const model::GpuPool>> keep;  // the lenders' pools, while they are read
-  pools = model::PoolsWithLoans(project, std::move(pools), loans, [&](std::string_view ns, std::string_view name) {
-    keep.push_back(pools_.Get(ns, name));
-    return keep.back().get();
-  });
+  const Time now = clock_.Now();
+  pools = model::PoolsWithLoans(
+      project, std::move(pools), loans,
+      [&](std::string_view ns, std::string_view name) {
+        keep.push_back(pools_.Get(ns, name));
+        return keep.back().get();
+      },
+      now);
+  // A reservation's devices become its project's at its start (the pool controller then writes
+  // Ready, which queues the project again).
   const std::map<std::string, std::map<std::string, int64_t>> want = model::DevicesByCluster(pools);
   std::map<std::string, std::set<std::string>> uuids;  // cluster -> the devices the pools hold there
   for (const model::GpuPool& p : pools) {

@@ -39,6 +39,7 @@ class QuotaController final : public runtime::Reconciler {
 
  private:
   cluster::Registry& registry_;
+  const Clock& clock_;
   runtime::Informer<model::GpuPool>& pools_;
   runtime::Informer<model::Loan>& loans_;
   mutable std::mutex mu_;

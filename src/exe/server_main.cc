@@ -243,18 +243,23 @@ int RunServer(const ServerFlags& flags, const std::string& version) {
   auto project_pools = [&pools_by_project, &loans_by_project, kByProject](std::string_view project) {
     std::vector<std::shared_ptr<const model::GpuPool>> held = pools_by_project.ByIndex(kByProject, project);
     const std::vector<std::shared_ptr<const model::Loan>> open = loans_by_project.ByIndex(kByProject, project);
-    if (open.empty()) return held;
+    const Time now = RealClock::Get().Now();
+    if (open.empty() && std::none_of(held.begin(), held.end(), [&](const auto& p) { return model::PoolBeforeStart(*p, now); })) {
+      return held;
+    }
     std::vector<model::GpuPool> own;
     for (const auto& p : held) own.push_back(*p);
     std::vector<model::Loan> loans;
     for (const auto& l : open) loans.push_back(*l);
     std::vector<std::shared_ptr<const model::GpuPool>> keep;
     std::vector<std::shared_ptr<const model::GpuPool>> out;
-    for (model::GpuPool& p : model::PoolsWithLoans(project, std::move(own), loans,
-                                                   [&](std::string_view ns, std::string_view name) {
-                                                     keep.push_back(pools_by_project.Get(ns, name));
-                                                     return keep.back().get();
-                                                   })) {
+    for (model::GpuPool& p : model::PoolsWithLoans(
+             project, std::move(own), loans,
+             [&](std::string_view ns, std::string_view name) {
+               keep.push_back(pools_by_project.Get(ns, name));
+               return keep.back().get();
+             },
+             now)) {
       out.push_back(std::make_shared<const model::GpuPool>(std::move(p)));
     }
     return out;

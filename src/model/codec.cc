@@ -687,6 +687,7 @@ std::string Encode(const Loan& l) {
                {"devices", EncodeDevices(l.spec.devices)}, {"start", FormatTime(l.spec.start)}};
   if (l.spec.end) j["spec"]["end"] = FormatTime(*l.spec.end);
   if (!l.spec.end_reason.empty()) j["spec"]["endReason"] = l.spec.end_reason;
+  if (l.spec.credit_from) j["spec"]["creditFrom"] = FormatTime(*l.spec.credit_from);
   j["status"] = json::object();
   return j.dump();
 }
@@ -700,7 +701,8 @@ Loan ReadKind(const JsonIn& root) {
   s.Doc("borrower", "The project whose preemptible workload ran on the lent devices.")
       .Doc("lender", "The project whose pool lent them.")
       .Doc("end", "When the run left the devices; absent while it runs.")
-      .Doc("endReason", "Reclaimed, Deleted, PoolReleased or DeviceFailed.");
+      .Doc("endReason", "Reclaimed, Deleted, PoolReleased or DeviceFailed.")
+      .Doc("creditFrom", "The lender is credited from this moment: a reservation's start (before it, its own billing has not begun).");
   l.spec.borrower = s.Str("borrower", true);
   l.spec.workload = s.Str("workload", true);
   l.spec.lender = s.Str("lender", true);
@@ -711,6 +713,7 @@ Loan ReadKind(const JsonIn& root) {
   l.spec.start = s.TimeField("start").value_or(Time{});
   l.spec.end = s.TimeField("end");
   l.spec.end_reason = s.Str("endReason");
+  l.spec.credit_from = s.TimeField("creditFrom");
   if (root.Has("status")) root.Obj("status");
   return l;
 }

@@ -96,7 +96,9 @@ absl::Status ValidatePool(const GpuPool& p) {
 }
 
 std::vector<GpuPool> PoolsWithLoans(std::string_view project, std::vector<GpuPool> pools, std::span<const Loan> loans,
-                                    const std::function<const GpuPool*(std::string_view, std::string_view)>& lender_pool) {
+                                    const std::function<const GpuPool*(std::string_view, std::string_view)>& lender_pool,
+                                    Time now) {
+  std::erase_if(pools, [&](const GpuPool& p) { return PoolBeforeStart(p, now); });
   auto key = [](const WorkloadDevice& d) { return d.gpu_uuid + "/" + d.instance_uuid; };
   std::set<std::string> lent;                       // this project's devices lent now
   std::map<std::string, GpuPool> borrowed;          // lending pool "ns/name" -> what it lends us

@@ -303,6 +303,9 @@ struct Loan {
     Time start{};
     std::optional<Time> end;
     std::string end_reason;  // Reclaimed, Deleted, PoolReleased, DeviceFailed
+    // The lender is credited from here: a reservation lends before its start, when its own
+    // billing has not begun, and earns nothing for that time.
+    std::optional<Time> credit_from = {};
     friend bool operator==(const Spec&, const Spec&) = default;
   };
   struct Status {
@@ -314,13 +317,15 @@ struct Loan {
   friend bool operator==(const Loan&, const Loan&) = default;
 };
 
-// What `project` may use in its clusters while loans run, as pools, for the clusters' enforcement
-// (quotas, device taints, the admission webhook): its pools less the devices they lend now and,
-// as a pool of its own for each lending pool (named "loan.<lender>.<pool>", Ready), the devices
-// it borrows now. `loans` may hold any loans (those ended, or of other projects, are skipped);
+// What `project` may use in its clusters at `now`, as pools, for the clusters' enforcement
+// (quotas, device taints, the admission webhook): its pools less the devices they lend now (and
+// less its reservations that have not started: their devices are held, not its yet) and, as a
+// pool of its own for each lending pool (named "loan.<lender>.<pool>", Ready), the devices it
+// borrows now. `loans` may hold any loans (those ended, or of other projects, are skipped);
 // `lender_pool` finds a pool by namespace and name (null when gone).
 std::vector<GpuPool> PoolsWithLoans(std::string_view project, std::vector<GpuPool> pools, std::span<const Loan> loans,
-                                    const std::function<const GpuPool*(std::string_view, std::string_view)>& lender_pool);
+                                    const std::function<const GpuPool*(std::string_view, std::string_view)>& lender_pool,
+                                    Time now);
 
 // Which pod ran on which device, for which pool and project, from when to when: the record
 // that utilization and billing per workload build on.

@@ -218,5 +218,40 @@ TEST(NodeOwners, NodesOnePoolHoldsWholeAreItsAlone) {
   EXPECT_EQ(NodePoolValue(long_a), NodePoolValue(long_a));
 }
 
+TEST(PoolsWithLoans, LentDevicesAreTheBorrowersAndAReservationIsNobodysBeforeItsStart) {
+  const Time t0 = std::chrono::system_clock::from_time_t(1764547200);
+  GpuPool train;
+  train.metadata.ns = "vision";
+  train.metadata.name = "train";
+  train.spec.items = {{"H200-SXM-141GB", "full", 2}};
+  train.status.allocation = {{"lab", "lab.n1", "GPU-1", "full", 0, ""}, {"lab", "lab.n1", "GPU-2", "full", 0, ""}};
+  GpuPool eval = train;
+  eval.metadata.name = "eval";
+  eval.spec.start_time = t0 + std::chrono::hours(1);
+  eval.status.allocation = {{"lab", "lab.n2", "GPU-3", "full", 0, ""}};
+  Loan loan;
+  loan.spec = {"nlp", "sweep", "vision", "train", "H200-SXM-141GB", "full", {{"GPU-2", ""}}, t0, std::nullopt, ""};
+  auto lender = [&](std::string_view ns, std::string_view name) -> const GpuPool* {
+    return ns == "vision" && name == "train" ? &train : nullptr;
+  };
+  // The lender keeps GPU-1; its reservation is not its own before the start.
+  std::vector<GpuPool> vision = PoolsWithLoans("vision", {train, eval}, {&loan, 1}, lender, t0);
+  ASSERT_EQ(vision.size(), 1u);
+  ASSERT_EQ(vision[0].status.allocation.size(), 1u);
+  EXPECT_EQ(vision[0].status.allocation[0].gpu_uuid, "GPU-1");
+  EXPECT_EQ(PoolsWithLoans("vision", {train, eval}, {&loan, 1}, lender, t0 + std::chrono::hours(2)).size(), 2u);
+  // The borrower gets GPU-2 as a pool of its own, in force.
+  std::vector<GpuPool> nlp = PoolsWithLoans("nlp", {}, {&loan, 1}, lender, t0);
+  ASSERT_EQ(nlp.size(), 1u);
+  EXPECT_EQ(nlp[0].metadata.name, "loan.vision.train");
+  ASSERT_EQ(nlp[0].status.allocation.size(), 1u);
+  EXPECT_EQ(nlp[0].status.allocation[0].gpu_uuid, "GPU-2");
+  EXPECT_EQ(DevicesByCluster(nlp), (std::map<std::string, std::map<std::string, int64_t>>{{"lab", {{"nvidia.com/gpu", 1}}}}));
+  // Ended, the loan moves nothing.
+  loan.spec.end = t0 + std::chrono::minutes(5);
+  EXPECT_TRUE(PoolsWithLoans("nlp", {}, {&loan, 1}, lender, t0).empty());
+  EXPECT_EQ(PoolsWithLoans("vision", {train}, {&loan, 1}, lender, t0)[0].status.allocation.size(), 2u);
+}
+
 }  // namespace
 }  // namespace gpuaas::model

@@ -27,7 +27,8 @@ struct Event {
   Ev kind;
   int pod;
   int64_t run;  // the borrower run an end or deadline belongs to
-  bool operator>(const Event& o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
+  // At one moment, ends before arrivals (the pools are sized so), then in the order pushed.
+  bool operator>(const Event& o) const { return std::tie(time, kind, seq) > std::tie(o.time, o.kind, o.seq); }
 };
 
 struct Gpu {
@@ -95,6 +96,9 @@ class World {
       }
     }
     for (Gpu& g : gpus_) g.idle_since = first;
+    first_ = first;
+    last_ = last;
+    if (c_.lending && first < INFINITY) Push(first + static_cast<double>(c_.idle_after), Ev::kRetry, 0);
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
@@ -221,7 +225,9 @@ class World {
 
   void BorrowerLeaves(int i, bool finished) {
     Pod& b = pods_[static_cast<size_t>(i)];
-    out_.lent_gpu_hours += static_cast<double>(b.gpus.size()) * (now_ - b.run_start) / 3600.0;
+    // Lent time counts within the span the pools' idle time is measured over.
+    const double from = std::max(b.run_start, first_), to = std::min(now_, last_);
+    if (to > from) out_.lent_gpu_hours += static_cast<double>(b.gpus.size()) * (to - from) / 3600.0;
     b.remaining -= now_ - b.run_start;
     b.running = false;
     b.told = false;
@@ -233,6 +239,9 @@ class World {
     if (finished || b.remaining <= 1e-9) {
       b.done = true;
       ++out_.borrowers_completed;
+    } else if (now_ >= b.arrival + b.duration) {
+      b.done = true;  // reclaimed after its patience ran out: it does not wait again
+      ++out_.borrowers_gave_up;
     } else {
       queue_.push_back(i);  // again, with the work it had left
     }
@@ -288,6 +297,7 @@ class World {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   int64_t seq_ = 0;
   double now_ = 0;
+  double first_ = 0, last_ = 0;  // the span of the projects' own work
   std::vector<double> delays_;
   LendingResult out_;
 };
