@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "allocator/lending.h"
 #include "catalog/catalog.h"
 #include "common/clock.h"
 #include "fmt/format.h"
@@ -14,8 +15,6 @@ namespace {
 
 using model::WorkloadDevice;
 using model::WorkloadPhase;
-
-std::string Key(const WorkloadDevice& d) { return d.gpu_uuid + "/" + d.instance_uuid; }
 
 bool Ready(const model::GpuPool& p) {
   const model::Condition* c = model::FindCondition(p.status.conditions, model::kReady);
@@ -97,12 +96,12 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
   // restart on the replacement.
   std::set<std::string> held;
   for (const model::AllocatedDevice& d : pool->status.allocation) {
-    held.insert(Key({d.gpu_uuid, d.profile == catalog::kFullProfile ? "" : d.instance_uuid}));
+    held.insert(LendKey({d.gpu_uuid, d.profile == catalog::kFullProfile ? "" : d.instance_uuid}));
   }
   for (size_t s = 0; s < seats.size(); ++s) {
     if (seats[s].phase != WorkloadPhase::kRunning) continue;
     for (const WorkloadDevice& d : seats[s].devices) {
-      if (held.count(Key(d))) continue;
+      if (held.count(LendKey(d))) continue;
       end(s, WorkloadPhase::kPending, "DeviceFailed",
           fmt::format("device {} left pool {} (its GPU failed); queued again",
                       d.instance_uuid.empty() ? d.gpu_uuid : d.instance_uuid, pool_name));
@@ -117,7 +116,7 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
   for (size_t l = 0; l < loans.size(); ++l) {
     const model::Workload& b = *loans[l].w;
     for (const WorkloadDevice& d : b.status.devices) {
-      if (held.count(Key(d))) continue;
+      if (held.count(LendKey(d))) continue;
       end_loan(l, WorkloadPhase::kPending, "DeviceFailed",
                fmt::format("lent device {} left pool {} (its GPU failed); queued again",
                            d.instance_uuid.empty() ? d.gpu_uuid : d.instance_uuid, pool_name));
@@ -182,7 +181,7 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
   std::vector<size_t> pending;
   for (size_t s = 0; s < seats.size(); ++s) {
     if (seats[s].phase == WorkloadPhase::kRunning) {
-      for (const WorkloadDevice& d : seats[s].devices) ++used[Key(d)];
+      for (const WorkloadDevice& d : seats[s].devices) ++used[LendKey(d)];
     } else {
       pending.push_back(s);
     }
@@ -191,13 +190,13 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
   std::map<std::string, int64_t> coming;  // by profile: lent devices already told to come back
   std::map<std::string, std::string> profile_of;  // device key -> profile
   for (const auto& [profile, ds] : devices) {
-    for (const WorkloadDevice& d : ds) profile_of[Key(d)] = profile;
+    for (const WorkloadDevice& d : ds) profile_of[LendKey(d)] = profile;
   }
   for (const Loan& l : loans) {
     if (l.gone) continue;
     for (const WorkloadDevice& d : l.w->status.devices) {
-      used[Key(d)] += slots;
-      if (l.told) ++coming[profile_of[Key(d)]];
+      used[LendKey(d)] += slots;
+      if (l.told) ++coming[profile_of[LendKey(d)]];
     }
   }
   std::sort(pending.begin(), pending.end(), [&](size_t a, size_t b) {
@@ -210,7 +209,7 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
     std::vector<WorkloadDevice> got;
     for (const WorkloadDevice& d : devices[profile]) {
       if (static_cast<int64_t>(got.size()) == count) break;
-      if (used[Key(d)] < slots) got.push_back(d);
+      if (used[LendKey(d)] < slots) got.push_back(d);
     }
     return static_cast<int64_t>(got.size()) == count ? got : std::vector<WorkloadDevice>{};
   };
@@ -219,14 +218,14 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
     int64_t n = 0;
     for (const Loan& l : loans) {
       if (l.gone || l.told) continue;
-      for (const WorkloadDevice& d : l.w->status.devices) n += profile_of[Key(d)] == profile ? 1 : 0;
+      for (const WorkloadDevice& d : l.w->status.devices) n += profile_of[LendKey(d)] == profile ? 1 : 0;
     }
     return n;
   };
   auto free_devices = [&](const std::string& profile) {
     std::vector<WorkloadDevice> free;
     for (const WorkloadDevice& d : devices[profile]) {
-      if (used[Key(d)] < slots) free.push_back(d);
+      if (used[LendKey(d)] < slots) free.push_back(d);
     }
     return free;
   };
@@ -245,7 +244,7 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
     need -= from_coming;
     for (size_t l = 0; l < loans.size() && need > 0; ++l) {
       if (loans[l].gone || loans[l].told || loans[l].w->status.devices.empty() ||
-          profile_of[Key(loans[l].w->status.devices.front())] != profile) {
+          profile_of[LendKey(loans[l].w->status.devices.front())] != profile) {
         continue;
       }
       const int64_t n = static_cast<int64_t>(loans[l].w->status.devices.size());
@@ -255,7 +254,7 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
       coming[profile] += std::max<int64_t>(0, n - need);
       need -= n;
     }
-    for (const WorkloadDevice& d : free) used[Key(d)] = slots;
+    for (const WorkloadDevice& d : free) used[LendKey(d)] = slots;
     wait(s, "Reclaiming",
          fmt::format("waiting for lent {} device(s) of pool {} to come back (at most the reclaim grace, {} s)", profile,
                      pool_name, grace));
@@ -290,13 +289,13 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
       const int64_t lent = untold_lent(profile) + coming[profile];
       std::map<std::string, int64_t> victim_use;
       for (size_t v : victims) {
-        for (const WorkloadDevice& d : seats[v].devices) ++victim_use[Key(d)];
+        for (const WorkloadDevice& d : seats[v].devices) ++victim_use[LendKey(d)];
       }
       int64_t reachable = lent;
-      for (const WorkloadDevice& d : devices[profile]) reachable += used[Key(d)] - victim_use[Key(d)] < slots ? 1 : 0;
+      for (const WorkloadDevice& d : devices[profile]) reachable += used[LendKey(d)] - victim_use[LendKey(d)] < slots ? 1 : 0;
       for (size_t k = 0; k < victims.size() && got.empty() && reachable >= w.spec.count; ++k) {
         const size_t v = victims[k];
-        for (const WorkloadDevice& d : seats[v].devices) --used[Key(d)];
+        for (const WorkloadDevice& d : seats[v].devices) --used[LendKey(d)];
         end(v, WorkloadPhase::kPending, "Preempted",
             fmt::format("preempted by inference workload {}; queued again", w.metadata.name));
         got = pick(profile, w.spec.count);
@@ -311,7 +310,7 @@ AdmissionDecision Admit(const model::GpuPool* pool, const std::vector<const mode
       if (seats[s].reason != "Preempted") wait(s, "Queued", msg);
       continue;
     }
-    for (const WorkloadDevice& d : got) ++used[Key(d)];
+    for (const WorkloadDevice& d : got) ++used[LendKey(d)];
     seats[s].phase = WorkloadPhase::kRunning;
     seats[s].reason = "Admitted";
     seats[s].message = fmt::format("running on {} device(s) of pool {}", got.size(), pool_name);
