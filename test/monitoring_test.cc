@@ -204,7 +204,8 @@ TEST_F(MonitoringTest, AgentFaultsBecomeConditionsAlertsExclusionAndSeries) {
   ASSERT_EQ(RunGpuaas("workload run w -p vision --pool six --resource nvidia.com/gpu=1 --server " + server_.Url()).code, 0);
   json wl;
   bool wl_data = false;
-  for (int i = 0; i < 100 && !wl_data; ++i) {
+  // Up to 60 s: on a loaded machine (the whole suite on two cores) the next readings can take a while.
+  for (int i = 0; i < 300 && !wl_data; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     wl = Get("/api/v1/metrics/query?series=workload:vision/w:utilization&from=" + from + "&step=5", kMemberToken);
     for (const json& p : wl["points"]) wl_data |= !p["value"].is_null();
