@@ -8,6 +8,7 @@
 #include "api/server.h"
 #include "cluster/simulated/fleet.h"
 #include "common/clock.h"
+#include "fmt/format.h"
 #include "controller/control_plane.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -203,6 +204,31 @@ TEST_F(WebTest, FleetRowsAreFilteredSortedAndPagedOnTheServer) {
   json by_model = GetJson("/api/v1/fleet/gpus?sort=model&order=desc&limit=1000");
   EXPECT_EQ(by_model["items"][0]["model"], "H200-SXM-141GB");
   EXPECT_EQ(by_model["items"][143]["model"], "A100-80GB");
+
+  // A page is the same rows as the whole list has there, for every key and both orders (a page
+  // is sorted only as far as it reaches), and every key orders the fleet totally (ties by place).
+  for (const char* key : {"cluster", "node", "uuid", "model", "health", "mig", "allocated", "power", "sm", "temp",
+                          "memory"}) {
+    for (const char* order : {"asc", "desc"}) {
+      const std::string q = fmt::format("/api/v1/fleet/gpus?sort={}&order={}", key, order);
+      json full = GetJson(q + "&limit=1000");
+      ASSERT_EQ(full["items"].size(), 144u) << q;
+      for (size_t offset : {0u, 7u, 139u}) {
+        json part = GetJson(fmt::format("{}&offset={}&limit=5", q, offset));
+        ASSERT_EQ(part["items"].size(), std::min<size_t>(5, 144 - offset)) << q;
+        for (size_t i = 0; i < part["items"].size(); ++i) {
+          EXPECT_EQ(part["items"][i]["uuid"], full["items"][offset + i]["uuid"]) << q << " offset " << offset;
+        }
+      }
+    }
+  }
+  json by_node = GetJson("/api/v1/fleet/gpus?sort=node&limit=1000");
+  for (size_t i = 1; i < by_node["items"].size(); ++i) {
+    const json& a = by_node["items"][i - 1];
+    const json& b = by_node["items"][i];
+    EXPECT_LE(std::make_pair(a["node"].get<std::string>(), a["index"].get<int64_t>()),
+              std::make_pair(b["node"].get<std::string>(), b["index"].get<int64_t>()));
+  }
 
   json cells = GetJson("/api/v1/fleet/gpus?view=cells&cluster=beta");
   const int beta = cells["total"];

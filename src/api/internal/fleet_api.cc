@@ -40,6 +40,7 @@ HttpResponse JsonReply(const json& j) { return HttpResponse{200, "application/js
 // One GPU as a row: inventory plus the latest readings.
 struct Row {
   const model::GpuCapacity* gpu = nullptr;
+  uint32_t place = 0;  // rank by place (DecodedGpus::View::PlaceRank)
   int64_t devices = 0;
   int64_t allocated = 0;
   std::optional<double> power_w, sm_active, temp_c, fb_used_mib;
@@ -111,9 +112,14 @@ class MigRooms {
   std::map<std::string, json> memo_;
 };
 
-const std::set<std::string>& SortKeys() {
-  static const std::set<std::string> k = {"cluster", "node", "uuid", "model", "health", "mig",
-                                          "allocated", "power", "sm", "temp", "memory"};
+enum class SortKey { kCluster, kNode, kUuid, kModel, kHealth, kMig, kAllocated, kPower, kSm, kTemp, kMemory };
+
+const std::map<std::string, SortKey>& SortKeys() {
+  static const std::map<std::string, SortKey> k = {
+      {"cluster", SortKey::kCluster}, {"node", SortKey::kNode},   {"uuid", SortKey::kUuid},
+      {"model", SortKey::kModel},     {"health", SortKey::kHealth}, {"mig", SortKey::kMig},
+      {"allocated", SortKey::kAllocated}, {"power", SortKey::kPower}, {"sm", SortKey::kSm},
+      {"temp", SortKey::kTemp},       {"memory", SortKey::kMemory}};
   return k;
 }
 
@@ -121,11 +127,13 @@ const std::set<std::string>& SortKeys() {
 
 absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Principal& who) {
   const std::string sort = req.HasParam("sort") ? req.Param("sort") : "cluster";
-  if (!SortKeys().contains(sort)) {
+  const auto sort_key = SortKeys().find(sort);
+  if (sort_key == SortKeys().end()) {
     std::string keys;
-    for (const std::string& k : SortKeys()) keys += (keys.empty() ? "" : ", ") + k;
+    for (const auto& [k, _] : SortKeys()) keys += (keys.empty() ? "" : ", ") + k;
     return absl::InvalidArgumentError(fmt::format("sort: \"{}\" is not one of {}", sort, keys));
   }
+  const SortKey by = sort_key->second;
   const std::string order = req.HasParam("order") ? req.Param("order") : "asc";
   if (order != "asc" && order != "desc") return absl::InvalidArgumentError("order: must be asc or desc");
   const std::string view = req.Param("view");
@@ -164,10 +172,11 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
       pools_of[Lower(d.gpu_uuid)].insert(p.metadata.ns + "/" + p.metadata.name);
     }
   }
+  const std::vector<uint32_t>& place_rank = fleet->PlaceRank();
   std::vector<Row> out;
   out.reserve(fleet->in_order.size());
-  for (const model::GpuCapacity* gp : fleet->in_order) {
-    const model::GpuCapacity& g = *gp;
+  for (size_t at = 0; at < fleet->in_order.size(); ++at) {
+    const model::GpuCapacity& g = *fleet->in_order[at];
     if (!cluster.empty() && g.spec.cluster != cluster) continue;
     if (!model_name.empty() && g.spec.model != model_name) continue;
     if (!health.empty() && model::ToString(g.status.health) != health) continue;
@@ -179,6 +188,7 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
     }
     Row r;
     r.gpu = &g;
+    r.place = place_rank[at];
     if (mig_on) {
       r.devices = static_cast<int64_t>(g.status.mig_instances.size());
       for (const model::MigInstance& i : g.status.mig_instances) {
@@ -201,38 +211,69 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
     r.temp_c = Latest(hub_, uuid, telemetry::Field::kTempC);
     r.fb_used_mib = Latest(hub_, uuid, telemetry::Field::kFbUsedMib);
   };
-  const bool by_reading = sort == "power" || sort == "sm" || sort == "temp" || sort == "memory";
+  const bool by_reading = by == SortKey::kPower || by == SortKey::kSm || by == SortKey::kTemp || by == SortKey::kMemory;
   if (by_reading) {
     for (Row& r : out) fill(r);
   }
-  auto place = [](const Row& r) { return std::tie(r.gpu->spec.cluster, r.gpu->spec.node, r.gpu->spec.index); };
   auto by_value = [](const std::optional<double>& a, const std::optional<double>& b) {
     // No reading sorts last either way round: compare presence first.
     return std::make_pair(!a.has_value(), a.value_or(0)) < std::make_pair(!b.has_value(), b.value_or(0));
   };
-  auto less = [&](const Row& a, const Row& b) -> bool {
-    if (sort == "node") return std::tie(a.gpu->spec.node, a.gpu->spec.index) < std::tie(b.gpu->spec.node, b.gpu->spec.index);
-    if (sort == "uuid") return a.gpu->spec.uuid < b.gpu->spec.uuid;
-    if (sort == "model" && a.gpu->spec.model != b.gpu->spec.model) return a.gpu->spec.model < b.gpu->spec.model;
-    if (sort == "health" && a.gpu->status.health != b.gpu->status.health) {
-      return model::ToString(a.gpu->status.health) > model::ToString(b.gpu->status.health);  // Unhealthy first
-    }
-    if (sort == "mig" && a.gpu->status.mig_mode != b.gpu->status.mig_mode) return a.gpu->status.mig_mode > b.gpu->status.mig_mode;
-    if (sort == "allocated") {
-      const double fa = a.devices ? static_cast<double>(a.allocated) / static_cast<double>(a.devices) : 0;
-      const double fb = b.devices ? static_cast<double>(b.allocated) / static_cast<double>(b.devices) : 0;
-      if (fa != fb) return fa < fb;
-    }
-    if (sort == "power" && a.power_w != b.power_w) return by_value(a.power_w, b.power_w);
-    if (sort == "sm" && a.sm_active != b.sm_active) return by_value(a.sm_active, b.sm_active);
-    if (sort == "temp" && a.temp_c != b.temp_c) return by_value(a.temp_c, b.temp_c);
-    if (sort == "memory" && a.fb_used_mib != b.fb_used_mib) return by_value(a.fb_used_mib, b.fb_used_mib);
-    return place(a) < place(b);
+  auto fraction = [](const Row& r) {
+    return r.devices ? static_cast<double>(r.allocated) / static_cast<double>(r.devices) : 0.0;
   };
-  if (order == "desc") {
-    std::stable_sort(out.begin(), out.end(), [&](const Row& a, const Row& b) { return less(b, a); });
+  // A total order: every key ends in the place, which no two GPUs share.
+  auto less = [&](const Row& a, const Row& b) -> bool {
+    const model::GpuCapacity& ga = *a.gpu;
+    const model::GpuCapacity& gb = *b.gpu;
+    switch (by) {
+      case SortKey::kCluster:
+        break;
+      case SortKey::kNode:
+        if (int c = ga.spec.node.compare(gb.spec.node); c != 0) return c < 0;
+        if (ga.spec.index != gb.spec.index) return ga.spec.index < gb.spec.index;
+        break;
+      case SortKey::kUuid:
+        if (int c = ga.spec.uuid.compare(gb.spec.uuid); c != 0) return c < 0;
+        break;
+      case SortKey::kModel:
+        if (int c = ga.spec.model.compare(gb.spec.model); c != 0) return c < 0;
+        break;
+      case SortKey::kHealth:
+        if (ga.status.health != gb.status.health) {
+          return model::ToString(ga.status.health) > model::ToString(gb.status.health);  // Unhealthy first
+        }
+        break;
+      case SortKey::kMig:
+        if (ga.status.mig_mode != gb.status.mig_mode) return ga.status.mig_mode > gb.status.mig_mode;
+        break;
+      case SortKey::kAllocated:
+        if (fraction(a) != fraction(b)) return fraction(a) < fraction(b);
+        break;
+      case SortKey::kPower:
+        if (a.power_w != b.power_w) return by_value(a.power_w, b.power_w);
+        break;
+      case SortKey::kSm:
+        if (a.sm_active != b.sm_active) return by_value(a.sm_active, b.sm_active);
+        break;
+      case SortKey::kTemp:
+        if (a.temp_c != b.temp_c) return by_value(a.temp_c, b.temp_c);
+        break;
+      case SortKey::kMemory:
+        if (a.fb_used_mib != b.fb_used_mib) return by_value(a.fb_used_mib, b.fb_used_mib);
+        break;
+    }
+    return a.place < b.place;
+  };
+  const bool desc = order == "desc";
+  auto cmp = [&](const Row& a, const Row& b) { return desc ? less(b, a) : less(a, b); };
+  // A page needs only its rows and those before it in order: at 100,000 GPUs a page of 50 is a
+  // partial sort, not a whole one.
+  const size_t needed = view == "cells" ? out.size() : std::min(out.size(), offset + limit);
+  if (needed < out.size()) {
+    std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(needed), out.end(), cmp);
   } else {
-    std::stable_sort(out.begin(), out.end(), less);
+    std::sort(out.begin(), out.end(), cmp);
   }
 
   if (view == "cells") {

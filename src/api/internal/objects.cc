@@ -39,6 +39,21 @@ const model::GpuCapacity* DecodedGpus::View::Find(const std::string& uuid) const
   return g != nullptr && EqualsIgnoreCase(g->spec.uuid, uuid) ? g : nullptr;
 }
 
+const std::vector<uint32_t>& DecodedGpus::View::PlaceRank() const {
+  std::call_once(ranked_, [this] {
+    std::vector<uint32_t> by_place(in_order.size());
+    for (uint32_t i = 0; i < by_place.size(); ++i) by_place[i] = i;
+    auto place = [this](uint32_t i) {
+      const model::GpuCapacity& g = *in_order[i];
+      return std::tie(g.spec.cluster, g.spec.node, g.spec.index, g.metadata.name);
+    };
+    std::sort(by_place.begin(), by_place.end(), [&](uint32_t a, uint32_t b) { return place(a) < place(b); });
+    place_rank_.resize(by_place.size());
+    for (uint32_t r = 0; r < by_place.size(); ++r) place_rank_[by_place[r]] = r;
+  });
+  return place_rank_;
+}
+
 std::shared_ptr<const DecodedGpus::View> DecodedGpus::Get() {
   std::shared_ptr<const store::KindSnapshot> snap = cache_.Snapshot(std::string(model::GpuCapacity::kKind));
   std::lock_guard<std::mutex> lock(mu_);

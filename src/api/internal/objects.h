@@ -3,6 +3,7 @@
 #ifndef GPUAAS_API_INTERNAL_OBJECTS_H_
 #define GPUAAS_API_INTERNAL_OBJECTS_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,10 @@ class DecodedGpus {
     // By the snapshot's items: each decoded, or null for one that does not decode.
     std::vector<std::shared_ptr<const model::GpuCapacity>> decoded;
     std::vector<const model::GpuCapacity*> in_order;  // those that decode, in snapshot order
+    // For each of in_order, its rank by place (cluster, node, index, then name): the fleet
+    // listing's default order and every sort's tie-break, as one integer to compare. Worked out
+    // once per view, on first use.
+    const std::vector<uint32_t>& PlaceRank() const;
     // The GPU of that UUID (any letter case: GpuCapacity objects are named by the lower-case
     // UUID), or null.
     const model::GpuCapacity* Find(const std::string& uuid) const;
@@ -69,6 +74,10 @@ class DecodedGpus {
     telemetry::GpuLookup Lookup() const {
       return [this](const std::string& uuid) { return Find(uuid); };
     }
+
+   private:
+    mutable std::once_flag ranked_;
+    mutable std::vector<uint32_t> place_rank_;
   };
   explicit DecodedGpus(store::ObjectCache& cache) : cache_(cache) {}
   std::shared_ptr<const View> Get();
