@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <regex>
+#include <string>
 #include <thread>
 
 #include "httplib.h"
@@ -156,11 +158,31 @@ struct FakeKubeApiServer::Impl {
     res.set_content(StatusBody(code, Reason(code), message).dump(), "application/json");
   }
 
+  // Pods are kept in one collection, /api/v1/pods, as tests put them and the driver lists them:
+  // a pod's own path (/api/v1/namespaces/NS/pods/NAME) is found there, in its namespace.
+  static constexpr std::string_view kPods = "/api/v1/pods";
+  static std::string PodNamespace(const std::string& path) {
+    static const std::regex pods(R"(/api/v1/namespaces/([a-z0-9-]+)/pods)");
+    std::smatch m;
+    return std::regex_match(path, m, pods) ? m[1].str() : "";
+  }
+  // The object `name` of collection `path` (a pod by its own path too), or end().
+  std::map<std::string, json>::iterator Find(std::string& path, const std::string& name) {
+    const std::string ns = PodNamespace(path);
+    if (!ns.empty()) path = std::string(kPods);
+    auto it = collections[path].find(name);
+    if (it != collections[path].end() && !ns.empty() && it->second["metadata"].value("namespace", "") != ns) {
+      return collections[path].end();
+    }
+    return it;
+  }
+
   void One(const httplib::Request& req, httplib::Response& res) {
-    const std::string path = req.matches[1].str(), name = req.matches[2].str();
+    std::string path = req.matches[1].str();
+    const std::string name = req.matches[2].str();
     std::lock_guard<std::mutex> lock(mu);
     if (TakeFault(req, res)) return;
-    auto it = collections[path].find(name);
+    auto it = Find(path, name);
     if (it == collections[path].end()) return Fail(res, 404, KindOf(path) + " \"" + name + "\" not found");
     if (req.method == "GET") {
       res.set_content(it->second.dump(), "application/json");
@@ -206,13 +228,25 @@ struct FakeKubeApiServer::Impl {
   }
 
   void Remove(const httplib::Request& req, httplib::Response& res) {
-    const std::string path = req.matches[1].str(), name = req.matches[2].str();
+    std::string path = req.matches[1].str();
+    const std::string name = req.matches[2].str();
     std::lock_guard<std::mutex> lock(mu);
     if (TakeFault(req, res)) return;
     writes.push_back({req.method, req.path, req.body});
-    auto it = collections[path].find(name);
+    auto it = Find(path, name);
     if (it == collections[path].end()) return Fail(res, 404, KindOf(path) + " \"" + name + "\" not found");
     json obj = it->second;
+    // An object with finalizers stays, marked deleted, until they are removed (as the API
+    // server's); the grace period asked for is kept beside the mark.
+    const json& finalizers = obj["metadata"].contains("finalizers") ? obj["metadata"]["finalizers"] : json();
+    if (finalizers.is_array() && !finalizers.empty()) {
+      const json options = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+      if (!obj["metadata"].contains("deletionTimestamp")) obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+      obj["metadata"]["deletionGracePeriodSeconds"] =
+          options.is_object() ? options.value("gracePeriodSeconds", int64_t{30}) : int64_t{30};
+      res.set_content(Store(path, obj, it->second.value("kind", KindOf(path))).dump(), "application/json");
+      return;
+    }
     collections[path].erase(it);
     obj["metadata"]["resourceVersion"] = std::to_string(++rv);
     Record(rv, path, "DELETED", obj);
@@ -365,6 +399,8 @@ void FakeKubeApiServer::Start() {
   m.server->Get(object, [&m](const httplib::Request& req, httplib::Response& res) { m.One(req, res); });
   m.server->Put(object, [&m](const httplib::Request& req, httplib::Response& res) { m.One(req, res); });
   m.server->Patch(object, [&m](const httplib::Request& req, httplib::Response& res) { m.One(req, res); });
+  m.server->Delete(R"((/api/v1/namespaces/[a-z0-9-]+/pods)/([a-z0-9.-]+))",
+                   [&m](const httplib::Request& req, httplib::Response& res) { m.Remove(req, res); });
   m.server->Post(R"((/api/v1/(?:namespaces/[a-z0-9-]+/)?[a-z]+))",
                  [&m](const httplib::Request& req, httplib::Response& res) { m.Create(req, res); });
   if (m.port == 0) {

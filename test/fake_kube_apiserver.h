@@ -7,7 +7,8 @@
 // Retry-After, 500) for the next requests, dropped watch connections, and the whole server going
 // away and coming back on the same port. Writes: objects are created (POST, 409 when they
 // exist), replaced (PUT, 409 when the body's resourceVersion is not the stored one) and merge-
-// patched (PATCH); each is logged.
+// patched (PATCH), and DeviceTaintRules and pods deleted (DELETE; one with finalizers stays,
+// marked with deletionTimestamp and the grace period asked for); each is logged.
 #ifndef GPUAAS_TEST_FAKE_KUBE_APISERVER_H_
 #define GPUAAS_TEST_FAKE_KUBE_APISERVER_H_
 

@@ -1059,6 +1059,11 @@ TEST_F(KubernetesDriverTest, TheDeployedRbacAllowsEveryRequestTheDriverMakes) {
   ASSERT_TRUE(Eventually([&] { return drivers_[0]->slice_stats().resource_version == api.resource_version(); }));
   ASSERT_TRUE(drivers_[0]->EnforceProjectDevices("vision", {dra_gpu}).ok());
   ASSERT_TRUE(drivers_[0]->EnforceProjectDevices("vision", {}).ok());
+  // A borrower's pod told of a reclaim, then removed.
+  api.Put("/api/v1/pods", "Pod", PodJson("borrower-0", "h200-a", "Running", {{"nvidia.com/gpu", "1"}}));
+  ASSERT_TRUE(drivers_[0]->TellPodsOfReclaim({"vision/borrower-0"}, RealClock::Get().Now()).ok());
+  ASSERT_TRUE(drivers_[0]->RemovePods({"vision/borrower-0"}).ok());
+  EXPECT_TRUE(api.Get("/api/v1/pods", "borrower-0").empty());
 
   // Every manifest parses, and each object is named.
   for (const auto& f : std::filesystem::directory_iterator("deploy")) {
@@ -1481,8 +1486,12 @@ TEST_F(KubernetesDriverTest, APoolsDraDevicesAreTaintedForItsProjectOnly) {
 // lending pool, the GPU's taint names the borrower, the borrower's namespace quota counts it, the
 // lender's no longer does, and the webhook steers each project's claims to exactly its devices;
 // on reclaim all of it goes back. In the fewest writes: a device moving is one DELETE of the old
-// project's taint rule and one create of the new one; a quota that changes is one write.
+// project's taint rule and one create of the new one; a quota that changes is one write. The
+// borrower's pods on the device are told the reclaim's deadline (an annotation), deleted with a
+// grace period of 0 at it, and one that stays on is named stuck on the loan until it goes.
 TEST_F(KubernetesDriverTest, ALoanMovesItsDeviceTaintQuotaAndClaimsToTheBorrowerAndBackOnReclaim) {
+  options_.stuck_after = std::chrono::seconds(2);  // a minute in production
+  constexpr char kPods[] = "/api/v1/pods";
   FakeKubeApiServer api("t0ken");
   api.ServeDra(true);
   api.Start();
@@ -1593,8 +1602,42 @@ TEST_F(KubernetesDriverTest, ALoanMovesItsDeviceTaintQuotaAndClaimsToTheBorrower
   EXPECT_EQ(selector_of("nlp"), UuidSelector({lent}));
   EXPECT_EQ(selector_of("vision"), UuidSelector({kept}));
 
+  // nlp's pods on the borrowed GPU, through a claim the scheduler allocated it: sweep-0, and
+  // stubborn, whose finalizer keeps it on as terminating once deleted.
+  api.Put(FakeKubeApiServer::kResourceClaimsPath.data(), "ResourceClaim",
+          json{{"apiVersion", "resource.k8s.io/v1"},
+               {"kind", "ResourceClaim"},
+               {"metadata", {{"name", "sweep-gpu"}, {"namespace", "nlp"}}},
+               {"status",
+                {{"allocation",
+                  {{"devices",
+                    {{"results", json::array({{{"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", "h200-d"},
+                                               {"device", device_of[lent]}}})}}}}}}}}
+              .dump());
+  for (const char* name : {"sweep-0", "stubborn"}) {
+    json pod = {{"metadata", {{"name", name}, {"namespace", "nlp"}}},
+                {"spec", {{"nodeName", "h200-d"}, {"containers", json::array({{{"name", "m"}}})}}},
+                {"status",
+                 {{"phase", "Running"},
+                  {"resourceClaimStatuses", json::array({{{"name", "gpu"}, {"resourceClaimName", "sweep-gpu"}}})}}}};
+    if (std::string(name) == "stubborn") pod["metadata"]["finalizers"] = json::array({"example.com/keep"});
+    api.Put(kPods, "Pod", pod.dump());
+  }
+  auto pods_on = [&](const std::string& uuid) {
+    for (const model::GpuCapacity& g : All<model::GpuCapacity>("lab")) {
+      if (g.spec.uuid == uuid) return g.status.pods;
+    }
+    return std::vector<std::string>{};
+  };
+  const std::vector<std::string> borrowers = {"nlp/stubborn", "nlp/sweep-0"};
+  ASSERT_TRUE(Eventually([&] { return pods_on(lent) == borrowers; }));
+  Settled();
+  EXPECT_EQ(api.writes().size() - before_loan, 5u) << "pods that run are left alone";
+
   // vision needs both GPUs: the borrower is told, removed at its deadline (1 s), and everything
-  // goes back: four writes (the rule back, both quotas), the namespace stays.
+  // goes back: four writes (the rule back, both quotas), the namespace stays. The borrower's
+  // pods are told the deadline (one patch each), then deleted at once (one DELETE each, grace
+  // period 0); stubborn stays on, terminating, and is reported stuck on the loan's receipt.
   const size_t before_reclaim = api.writes().size();
   model::Workload big;
   big.metadata.ns = "vision";
@@ -1606,12 +1649,63 @@ TEST_F(KubernetesDriverTest, ALoanMovesItsDeviceTaintQuotaAndClaimsToTheBorrower
   EXPECT_EQ(workload("nlp", "sweep").status.reason, "Reclaimed");
   ASSERT_TRUE(Eventually([&] { return taint_of(device_of[lent]) == "vision" && quota("nlp") == "0" && quota("vision") == "2"; }))
       << taint_of(device_of[lent]) << " " << quota("nlp") << " " << quota("vision");
-  Settled();
-  EXPECT_EQ(api.writes().size() - before_reclaim, 4u);
-  EXPECT_EQ(selector_of("nlp"), "");
   std::vector<std::string> both = {kept, lent};
   std::sort(both.begin(), both.end());
   EXPECT_EQ(selector_of("vision"), UuidSelector(both));
+  EXPECT_EQ(selector_of("nlp"), "");
+  auto receipt = [&] {
+    const std::vector<model::Loan> loans = All<model::Loan>();
+    return loans.size() == 1 ? loans[0] : model::Loan{};
+  };
+  ASSERT_TRUE(Eventually([&] { return receipt().status.stuck_pods == std::vector<std::string>{"nlp/stubborn"}; }))
+      << receipt().status.stuck_pods.size();
+  const model::Loan loan = receipt();
+  EXPECT_EQ(loan.spec.end_reason, "Reclaimed");
+  EXPECT_EQ(loan.status.removed_pods, borrowers);
+  EXPECT_TRUE(api.Get(kPods, "sweep-0").empty());
+  const json stubborn = json::parse(api.Get(kPods, "stubborn"));
+  EXPECT_TRUE(stubborn["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(stubborn["metadata"]["deletionGracePeriodSeconds"], 0);
+  std::map<std::string, int> pod_writes;  // "METHOD name"
+  size_t others = 0;
+  std::string deadline;
+  w = api.writes();
+  for (size_t i = before_reclaim; i < w.size(); ++i) {
+    const std::string prefix = "/api/v1/namespaces/nlp/pods/";
+    if (!w[i].path.starts_with(prefix)) {
+      ++others;
+      continue;
+    }
+    ++pod_writes[w[i].method + " " + w[i].path.substr(prefix.size())];
+    const json body = json::parse(w[i].body);
+    if (w[i].method == "PATCH") {
+      const std::string said = body["metadata"]["annotations"]["gpuaas.io/reclaim-deadline"];
+      EXPECT_TRUE(deadline.empty() || deadline == said) << "one deadline for both";
+      deadline = said;
+    } else {
+      EXPECT_EQ(body["gracePeriodSeconds"], 0) << body.dump();
+    }
+  }
+  EXPECT_EQ(others, 4u);
+  EXPECT_EQ(pod_writes, (std::map<std::string, int>{
+                            {"DELETE stubborn", 1}, {"DELETE sweep-0", 1}, {"PATCH stubborn", 1}, {"PATCH sweep-0", 1}}));
+  // The deadline the pods were told is the loan's end: the reclaim's grace, in whole seconds.
+  const std::optional<Time> told = ParseTime(deadline);
+  ASSERT_TRUE(told) << deadline;
+  EXPECT_LE(*loan.spec.end - *told, std::chrono::seconds(1));
+  EXPECT_GE(*loan.spec.end, *told);
+
+  // stubborn goes at last: the receipt no longer names it, and nothing more was written to pods.
+  api.Delete(kPods, "stubborn");
+  ASSERT_TRUE(Eventually([&] { return receipt().status.stuck_pods.empty(); }));
+  EXPECT_EQ(receipt().status.removed_pods, borrowers);
+  size_t pod_total = 0;
+  for (size_t i = before_reclaim; i < api.writes().size(); ++i) {
+    pod_total += api.writes()[i].path.starts_with("/api/v1/namespaces/nlp/pods/") ? 1 : 0;
+  }
+  EXPECT_EQ(pod_total, 4u);
+  EXPECT_EQ(cp_->loan_pods().stats().stuck, 1);
+  EXPECT_EQ(cp_->loan_pods().stats().removed, 2);
 }
 
 TEST_F(KubernetesDriverTest, ATooOldVersionListsAgainAndErrorsBackOffUntilTheServerAnswers) {

@@ -34,7 +34,8 @@ WRITES = {
     ("Defragmentation", "`status`"): r"status\.phase = model::Defragmentation::|status\.moves\.push_back\(",
     ("Workload", "`status`"): r"\.status\.(?:phase|reason|message|devices|profile|start_time)\s*=[^=]",
     ("Profile", "all"): r"spec\.end = now|CreateObject\(tx, prof\b",
-    ("Loan", "all"): r"CreateObject\(tx, receipt\b|spec\.end_reason = ",
+    ("Loan", "`spec`"): r"CreateObject\(tx, receipt\b|spec\.end_reason = ",
+    ("Loan", "`status` (`removedPods`, `stuckPods`)"): r"status\.(?:removed_pods|stuck_pods)\s*=[^=]",
     ("GpuPool", "`metadata.deletionTimestamp`, `metadata.finalizers`"): (
         r"deletion_timestamp\s*=[^=]|finalizers\.(?:push_back|emplace_back)\("),
     ("GpuPool", "its removal"): r"DeleteObject<(?:model::)?GpuPool>",

@@ -5,6 +5,7 @@
 #ifndef GPUAAS_CLUSTER_DRIVER_H_
 #define GPUAAS_CLUSTER_DRIVER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -134,6 +135,26 @@ class ClusterDriver {
   };
   virtual absl::Status EnforceNodeOwners(const std::map<std::string, NodeOwner>& owners) {
     (void)owners;
+    return absl::OkStatus();
+  }
+
+  // Tells pods ("namespace/name") that the devices they run on go back to their owner at
+  // `deadline`, so that they may save their work first: on Kubernetes the annotation
+  // gpuaas.io/reclaim-deadline (RFC 3339, UTC) on each pod. Pods already gone are skipped. The
+  // first error, every pod tried. Drivers without pods of their own (simulated) accept and do
+  // nothing. Thread-safe.
+  virtual absl::Status TellPodsOfReclaim(const std::vector<std::string>& pods,
+                                         std::chrono::system_clock::time_point deadline) {
+    (void)pods;
+    (void)deadline;
+    return absl::OkStatus();
+  }
+
+  // Removes pods ("namespace/name") at once: on Kubernetes deleted with a grace period of 0
+  // (a pod with finalizers, or on a node that does not answer, may stay on as terminating).
+  // Pods already gone are skipped. The first error, every pod tried. Thread-safe.
+  virtual absl::Status RemovePods(const std::vector<std::string>& pods) {
+    (void)pods;
     return absl::OkStatus();
   }
 };

@@ -37,6 +37,7 @@ ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const
       workloads_(store, manager_),
       lending_(store, manager_),
       pod_runs_(store, manager_, registry_),
+      loan_pods_(store, manager_, registry_, options.stuck_after),
       rollups_(store, hub, manager_, options.rollup_flush),
       metering_(store, hub, manager_),
       quotas_(manager_, registry_),

@@ -9,6 +9,7 @@
 //   workloads  - Workload status and Profiles of Workloads; a loan's reclaim and end (Loan end)
 //   lending    - waiting borrowers' status and the start of their runs (Profile, Loan)
 //   podruns    - Profiles of cluster pods (labelled gpuaas.io/cluster)
+//   loanpods   - Loan status: a borrower's pods told of a reclaim, removed at the loan's end
 //   rollups    - persisted telemetry rollups
 //   metering   - final invoices of closed months, once every approved pool's meter exists
 //   quotas     - nothing in the store: each cluster holds each project to its pools' devices
@@ -31,6 +32,7 @@
 #include "controller/health.h"
 #include "controller/inventory.h"
 #include "controller/lending.h"
+#include "controller/loan_pods.h"
 #include "controller/metering.h"
 #include "controller/pod_runs.h"
 #include "controller/pools.h"
@@ -48,6 +50,7 @@ struct ControlPlaneOptions {
   Duration inventory_resync = std::chrono::seconds(30);  // for drivers that cannot Watch
   Duration mig_poll = std::chrono::seconds(1);           // MIG manager state while applying
   Duration rollup_flush = std::chrono::seconds(10);
+  Duration stuck_after = kStuckAfter;  // a borrower's pods past its loan's end (loan_pods.h)
   // Makes the driver of a cluster registered through the API; null leaves them unconnected.
   ClusterConnector connect;
 };
@@ -84,6 +87,7 @@ class ControlPlane {
   WorkloadController& workloads() { return workloads_; }
   LendingController& lending() { return lending_; }
   PodRunController& pod_runs() { return pod_runs_; }
+  LoanPodController& loan_pods() { return loan_pods_; }
   MeteringController& metering() { return metering_; }
   QuotaController& quotas() { return quotas_; }
   ClusterConnectionController& connections() { return connections_; }
@@ -110,6 +114,7 @@ class ControlPlane {
   WorkloadController workloads_;
   LendingController lending_;
   PodRunController pod_runs_;
+  LoanPodController loan_pods_;
   RollupWriter rollups_;
   MeteringController metering_;
   QuotaController quotas_;

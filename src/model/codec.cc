@@ -689,6 +689,8 @@ std::string Encode(const Loan& l) {
   if (!l.spec.end_reason.empty()) j["spec"]["endReason"] = l.spec.end_reason;
   if (l.spec.credit_from) j["spec"]["creditFrom"] = FormatTime(*l.spec.credit_from);
   j["status"] = json::object();
+  if (!l.status.removed_pods.empty()) j["status"]["removedPods"] = l.status.removed_pods;
+  if (!l.status.stuck_pods.empty()) j["status"]["stuckPods"] = l.status.stuck_pods;
   return j.dump();
 }
 
@@ -714,7 +716,13 @@ Loan ReadKind(const JsonIn& root) {
   l.spec.end = s.TimeField("end");
   l.spec.end_reason = s.Str("endReason");
   l.spec.credit_from = s.TimeField("creditFrom");
-  if (root.Has("status")) root.Obj("status");
+  if (root.Has("status")) {
+    JsonIn st = root.Obj("status");
+    st.Doc("removedPods", "The borrower's pods deleted (grace period 0) when the loan ended, as namespace/name.")
+        .Doc("stuckPods", "Those still on the devices a minute after the loan's end; emptied once they are gone.");
+    l.status.removed_pods = st.StrList("removedPods");
+    l.status.stuck_pods = st.StrList("stuckPods");
+  }
   return l;
 }
 

@@ -140,8 +140,12 @@ const std::map<std::string, Kind, std::less<>>& Kinds() {
                   Str(p, "/spec/start"),    Str(p, "/spec/end", "-")};
         }}},
       {"loans",
-       {{"NAME", "BORROWER", "WORKLOAD", "LENDER", "POOL", "ITEM", "DEVICES", "START", "END", "REASON"},
+       {{"NAME", "BORROWER", "WORKLOAD", "LENDER", "POOL", "ITEM", "DEVICES", "START", "END", "REASON", "STUCK PODS"},
         [](const json& l, Time) -> std::vector<std::string> {
+          std::string stuck;
+          for (const json& p : Field(l, "status", "stuckPods", json::array())) {
+            if (p.is_string()) stuck += (stuck.empty() ? "" : ",") + p.get<std::string>();
+          }
           return {Str(l, "/metadata/name"),
                   Str(l, "/spec/borrower"),
                   Str(l, "/spec/workload"),
@@ -151,7 +155,8 @@ const std::map<std::string, Kind, std::less<>>& Kinds() {
                   Devices(Field(l, "spec", "devices", json::array())),
                   Str(l, "/spec/start"),
                   Str(l, "/spec/end", "-"),
-                  Str(l, "/spec/endReason", "-")};
+                  Str(l, "/spec/endReason", "-"),
+                  stuck.empty() ? "-" : stuck};
         }}},
       {"ratecards",
        {{"NAME", "CURRENCY", "EFFECTIVE FROM", "MIG PRICING", "PRICES"},

@@ -45,7 +45,10 @@ TEST(Columns, CellsSayWhatTheObjectHolds) {
                   "devices":[{"gpuUUID":"GPU-1"}],"start":"2026-12-03T11:00:00Z","end":"2026-12-03T11:00:42Z",
                   "endReason":"Reclaimed"}})"),
             (std::vector<std::string>{"nlp.sweep-18", "nlp", "sweep", "vision", "train", "H200-SXM-141GB/full", "GPU-1",
-                                      "2026-12-03T11:00:00Z", "2026-12-03T11:00:42Z", "Reclaimed"}));
+                                      "2026-12-03T11:00:00Z", "2026-12-03T11:00:42Z", "Reclaimed", "-"}));
+  EXPECT_EQ(row("loans", R"({"metadata":{"name":"nlp.sweep-18"},"spec":{"borrower":"nlp"},
+                  "status":{"removedPods":["nlp/a","nlp/b"],"stuckPods":["nlp/a","nlp/b"]}})")[10],
+            "nlp/a,nlp/b");
   EXPECT_EQ(row("ratecards", R"({"metadata":{"name":"list"},"spec":{"currency":"USD","prices":[
                   {"model":"H200-SXM-141GB","profile":"full","pricePerHourMicros":4500000}]}})")[4],
             "H200-SXM-141GB/full=4.500000");

@@ -114,6 +114,7 @@ std::vector<GpuPool> PoolsWithLoans(std::string_view project, std::vector<GpuPoo
     if (b.metadata.name.empty()) {
       b.metadata.ns = std::string(project);
       b.metadata.name = fmt::format("loan.{}.{}", l.spec.lender, l.spec.pool);
+      b.metadata.labels[std::string(kLoanOfLabel)] = NodePoolValue(*from);
       b.spec.cluster = from->spec.cluster;
       b.status.approval = GpuPool::Approval{true, "borrowed", "", l.spec.start};
       b.status.conditions = {{std::string(kReady), ConditionStatus::kTrue, "Borrowed", "", l.spec.start, 0}};

@@ -308,7 +308,13 @@ struct Loan {
     std::optional<Time> credit_from = {};
     friend bool operator==(const Spec&, const Spec&) = default;
   };
+  // In clusters with pods of their own (Kubernetes): the borrower's pods on the devices once
+  // the loan ended (controller/loan_pods.h).
   struct Status {
+    std::vector<std::string> removed_pods = {};  // deleted at once ("namespace/name")
+    // Still on the devices a minute after the loan's end (finalizers, a node that does not
+    // answer); emptied once they are gone.
+    std::vector<std::string> stuck_pods = {};
     friend bool operator==(const Status&, const Status&) = default;
   };
   ObjectMeta metadata;
@@ -320,8 +326,8 @@ struct Loan {
 // What `project` may use in its clusters at `now`, as pools, for the clusters' enforcement
 // (quotas, device taints, the admission webhook): its pools less the devices they lend now (and
 // less its reservations that have not started: their devices are held, not its yet) and, as a
-// pool of its own for each lending pool (named "loan.<lender>.<pool>", Ready), the devices it
-// borrows now. `loans` may hold any loans (those ended, or of other projects, are skipped);
+// pool of its own for each lending pool (named "loan.<lender>.<pool>", Ready, labelled
+// kLoanOfLabel), the devices it borrows now. `loans` may hold any loans (those ended, or of other projects, are skipped);
 // `lender_pool` finds a pool by namespace and name (null when gone).
 std::vector<GpuPool> PoolsWithLoans(std::string_view project, std::vector<GpuPool> pools, std::span<const Loan> loans,
                                     const std::function<const GpuPool*(std::string_view, std::string_view)>& lender_pool,
@@ -381,6 +387,10 @@ inline constexpr std::string_view kNodePoolKey = "gpuaas.io/pool";
 // The label and taint value naming `pool`: "<project>.<pool>", shortened with a stable hash to
 // the 63 characters a label value may have.
 std::string NodePoolValue(const GpuPool& pool);
+// On each pool PoolsWithLoans makes up for a borrower: the lending pool's NodePoolValue. A node
+// the lender holds whole keeps its taint while one of its GPUs is lent (the lender's other GPUs
+// there stay fenced); the borrower's pods tolerate that taint, not one of their own.
+inline constexpr std::string_view kLoanOfLabel = "gpuaas.io/loan-of";
 // A node one pool holds whole: the pool's NodePoolValue, and the time slices it shares each GPU
 // into (spec.sharing.timeSlicing.replicas; 0 or 1: none).
 struct WholeNodeOwner {

@@ -209,15 +209,16 @@ absl::StatusOr<std::string> ReviewPod(std::string_view review_json, std::string_
     } else if (mode == AdmissionMode::kMutate) {
       json patch = json::array({{{"op", "add"}, {"path", "/spec/affinity"}, {"value", SteeredAffinity(spec, nodes)}}});
       // Nodes a pool holds whole are tainted for it (controller/fencing.h): the project's pods
-      // tolerate its pools' taints.
+      // tolerate its pools' taints, and a borrower's the taint of the pool that lends to it.
       std::set<std::string> values;
       for (const auto& live : project_pools) {
         const model::GpuPool& p = *live;
         if (p.metadata.ns != ns || !model::PoolIsLive(p)) continue;
+        auto lender = p.metadata.labels.find(std::string(model::kLoanOfLabel));
         for (const model::AllocatedDevice& d : p.status.allocation) {
           const std::string prefix = std::string(cluster) + ".";
           if (d.cluster == cluster && d.node.starts_with(prefix) && nodes.contains(d.node.substr(prefix.size()))) {
-            values.insert(model::NodePoolValue(p));
+            values.insert(lender != p.metadata.labels.end() ? lender->second : model::NodePoolValue(p));
           }
         }
       }

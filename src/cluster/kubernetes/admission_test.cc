@@ -164,5 +164,48 @@ TEST_F(AdmissionTest, PodsAskingForWhatTheirProjectDoesNotHoldAreRefusedSayingWh
             absl::StatusCode::kInvalidArgument);
 }
 
+// A borrower's pod goes where its loan is: to the lender's node, tolerating the lending pool's
+// taint (a node the lender holds whole stays tainted for it while one of its GPUs is lent), not
+// a taint of its own; the lender's pods are steered to what it still holds.
+TEST_F(AdmissionTest, ABorrowersPodToleratesTheLendingPoolsTaintOnTheNodeOfItsLoan) {
+  model::GpuPool lender = Pool("vision", "train", {{"h200-a", "full"}, {"h200-a", "full"}, {"h200-b", "full"}});
+  lender.status.allocation[0].gpu_uuid = "GPU-a0";
+  lender.status.allocation[1].gpu_uuid = "GPU-a1";
+  model::Loan loan;
+  loan.metadata.name = "nlp.sweep-1";
+  loan.spec.borrower = "nlp";
+  loan.spec.workload = "sweep";
+  loan.spec.lender = "vision";
+  loan.spec.pool = "train";
+  loan.spec.model = "H200-SXM-141GB";
+  loan.spec.profile = "full";
+  loan.spec.devices = {{"GPU-a1", ""}};
+  auto find = [&](std::string_view ns, std::string_view name) {
+    return ns == "vision" && name == "train" ? &lender : nullptr;
+  };
+  const std::vector<model::Loan> loans = {loan};
+  const std::vector<model::GpuPool> borrower = model::PoolsWithLoans("nlp", {}, loans, find, Time{});
+  ASSERT_EQ(borrower.size(), 1u);
+  json r = Decide(borrower, Review("nlp", {Container({{"nvidia.com/gpu", "1"}})}));
+  ASSERT_TRUE(r["allowed"].get<bool>()) << r.dump();
+  json patch = Patch(r);
+  ASSERT_EQ(patch.size(), 2u) << patch.dump();
+  EXPECT_EQ(patch[0]["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+                 ["matchExpressions"][0]["values"],
+            json{"h200-a"});
+  EXPECT_EQ(patch[1]["value"],
+            json::array({{{"key", "gpuaas.io/pool"}, {"operator", "Equal"}, {"value", "vision.train"}, {"effect", "NoSchedule"}}}));
+  r = Decide(borrower, Review("nlp", {Container({{"nvidia.com/gpu", "2"}})}));
+  EXPECT_FALSE(r["allowed"].get<bool>()) << "one GPU is lent, not two: " << r.dump();
+
+  // The lender holds one GPU on h200-a while the other is lent, and one on h200-b.
+  const std::vector<model::GpuPool> own = model::PoolsWithLoans("vision", {lender}, loans, find, Time{});
+  r = Decide(own, Review("vision", {Container({{"nvidia.com/gpu", "2"}})}));
+  EXPECT_FALSE(r["allowed"].get<bool>()) << "no node holds two of its GPUs now: " << r.dump();
+  r = Decide(own, Review("vision", {Container({{"nvidia.com/gpu", "1"}})}));
+  ASSERT_TRUE(r["allowed"].get<bool>()) << r.dump();
+  EXPECT_EQ(Patch(r)[1]["value"][0]["value"], "vision.train");
+}
+
 }  // namespace
 }  // namespace gpuaas::cluster::kubernetes

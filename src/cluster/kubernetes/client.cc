@@ -254,7 +254,8 @@ absl::StatusOr<std::string> Client::Send(const std::string& method, const std::s
   httplib::Result res = method == "POST"   ? conn->Post(full, body, content_type)
                         : method == "PUT"  ? conn->Put(full, body, content_type)
                         : method == "PATCH" ? conn->Patch(full, body, content_type)
-                                            : conn->Delete(full);
+                        : body.empty()      ? conn->Delete(full)
+                                            : conn->Delete(full, body, content_type);  // DeleteOptions
   const std::string what = method + " " + path;
   if (!res) return absl::UnavailableError(fmt::format("{}: {}", what, httplib::to_string(res.error())));
   log::Info("kubernetes {}: {} -> {}", config_.server, what, res->status);

@@ -61,7 +61,8 @@ class Client {
   absl::StatusOr<std::string> Get(const std::string& path);
 
   // A write: POST (create), PUT (replace, at the body's metadata.resourceVersion), PATCH
-  // (`content_type` application/merge-patch+json) of `path` with `body`, or DELETE of `path`;
+  // (`content_type` application/merge-patch+json) of `path` with `body`, or DELETE of `path`
+  // (with `body`, DeleteOptions, when not empty);
   // the body of a 2xx.
   // Each write is logged. Not retried here: a 409 is the caller's to resolve. Thread-safe.
   absl::StatusOr<std::string> Send(const std::string& method, const std::string& path, const std::string& body,

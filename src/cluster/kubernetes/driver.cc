@@ -8,6 +8,7 @@
 #include "cluster/kubernetes/enforcement.h"
 #include "cluster/kubernetes/mig_manager.h"
 #include "cluster/kubernetes/nodes.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "fmt/format.h"
@@ -409,6 +410,13 @@ std::map<std::string, std::string> KubernetesDriver::refused_nodes() const {
   }
   return out;
 }
+
+absl::Status KubernetesDriver::TellPodsOfReclaim(const std::vector<std::string>& pods,
+                                                 std::chrono::system_clock::time_point deadline) {
+  return enforcer_->ReclaimDeadline(pods, FormatTime(deadline));
+}
+
+absl::Status KubernetesDriver::RemovePods(const std::vector<std::string>& pods) { return enforcer_->RemovePods(pods); }
 
 absl::Status KubernetesDriver::EnforceNodeOwners(const std::map<std::string, NodeOwner>& owners) {
   NodeOwnerPlan plan;

@@ -107,6 +107,11 @@ class KubernetesDriver final : public ClusterDriver {
   // A time-sliced pool's nodes get `nvidia.com/device-plugin.config=gpuaas-time-slicing-<n>`,
   // the config written first into the device plugin's ConfigMap (DriverOptions).
   absl::Status EnforceNodeOwners(const std::map<std::string, NodeOwner>& owners) override;
+  // Annotation kReclaimDeadlineAnnotation (enforcement.h), one merge patch a pod without it.
+  absl::Status TellPodsOfReclaim(const std::vector<std::string>& pods,
+                                 std::chrono::system_clock::time_point deadline) override;
+  // DELETE with gracePeriodSeconds 0, a pod not already deleted so.
+  absl::Status RemovePods(const std::vector<std::string>& pods) override;
 
   // Writes made to the API server (ConfigMap and label), for tests and metrics.
   int64_t writes() const { return writes_.load(); }

@@ -262,4 +262,84 @@ absl::Status Enforcer::NodeOwners(const NodeOwnerPlan& plan) {
   return first;
 }
 
+namespace {
+
+using json = nlohmann::json;
+
+// The API path of pod "namespace/name"; empty for a key that is not one.
+std::string PodPath(const std::string& pod) {
+  const size_t slash = pod.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == pod.size()) return "";
+  return fmt::format("/api/v1/namespaces/{}/pods/{}", pod.substr(0, slash), pod.substr(slash + 1));
+}
+
+}  // namespace
+
+absl::Status Enforcer::ReclaimDeadline(const std::vector<std::string>& pods, const std::string& deadline) {
+  absl::Status first;
+  auto fail = [&](const std::string& pod, const absl::Status& s) {
+    log::Warn("cluster {}: pod {} not told of its reclaim: {}", cluster_, pod, s.ToString());
+    if (first.ok()) first = s;
+  };
+  for (const std::string& pod : pods) {
+    const std::string path = PodPath(pod);
+    if (path.empty()) continue;
+    absl::StatusOr<std::string> have = client_.Get(path);
+    if (absl::IsNotFound(have.status())) continue;
+    if (!have.ok()) {
+      fail(pod, have.status());
+      continue;
+    }
+    const json p = json::parse(*have, nullptr, false);
+    const json* annotations = p.is_object() && p.contains("metadata") && p["metadata"].is_object() &&
+                                      p["metadata"].contains("annotations") && p["metadata"]["annotations"].is_object()
+                                  ? &p["metadata"]["annotations"]
+                                  : nullptr;
+    if (annotations != nullptr && annotations->value(std::string(kReclaimDeadlineAnnotation), "") == deadline) continue;
+    const json patch = {{"metadata", {{"annotations", {{std::string(kReclaimDeadlineAnnotation), deadline}}}}}};
+    absl::StatusOr<std::string> done = client_.Send("PATCH", path, patch.dump(), "application/merge-patch+json");
+    if (absl::IsNotFound(done.status())) continue;
+    if (!done.ok()) {
+      fail(pod, done.status());
+      continue;
+    }
+    ++writes_;
+    log::Info("cluster {}: pod {} told its devices go back at {}", cluster_, pod, deadline);
+  }
+  return first;
+}
+
+absl::Status Enforcer::RemovePods(const std::vector<std::string>& pods) {
+  absl::Status first;
+  auto fail = [&](const std::string& pod, const absl::Status& s) {
+    log::Warn("cluster {}: pod {} not removed: {}", cluster_, pod, s.ToString());
+    if (first.ok()) first = s;
+  };
+  const json now = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"gracePeriodSeconds", 0}};
+  for (const std::string& pod : pods) {
+    const std::string path = PodPath(pod);
+    if (path.empty()) continue;
+    absl::StatusOr<std::string> have = client_.Get(path);
+    if (absl::IsNotFound(have.status())) continue;
+    if (!have.ok()) {
+      fail(pod, have.status());
+      continue;
+    }
+    // Already deleted at once and still there (finalizers, a node that does not answer): asking
+    // again changes nothing.
+    const json p = json::parse(*have, nullptr, false);
+    const json meta = p.is_object() && p.contains("metadata") && p["metadata"].is_object() ? p["metadata"] : json::object();
+    if (meta.contains("deletionTimestamp") && meta.value("deletionGracePeriodSeconds", int64_t{-1}) == 0) continue;
+    absl::StatusOr<std::string> gone = client_.Send("DELETE", path, now.dump());
+    if (absl::IsNotFound(gone.status())) continue;
+    if (!gone.ok()) {
+      fail(pod, gone.status());
+      continue;
+    }
+    ++writes_;
+    log::Info("cluster {}: pod {} deleted (grace period 0): its borrowed devices went back", cluster_, pod);
+  }
+  return first;
+}
+
 }  // namespace gpuaas::cluster::kubernetes

@@ -7,6 +7,8 @@
 //   - Nodes a pool holds whole (PlanNodeOwner, then NodeOwners): labelled and tainted
 //     `gpuaas.io/pool=<pool>`, and for a time-sliced pool pointed at the device plugin's
 //     time-slicing config `gpuaas-time-slicing-<n>`, which is written first.
+//   - A borrower's pods when the lender reclaims its devices (ReclaimDeadline, RemovePods):
+//     annotated with the deadline, then deleted with a grace period of 0.
 // Each writes only what differs from what the API server has, and counts every write.
 //
 // The plans (ProjectDeviceTaintRules, PlanNodeOwner) are pure; Enforcer does the I/O.
@@ -19,6 +21,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +31,10 @@
 #include "cluster/kubernetes/nodes.h"
 
 namespace gpuaas::cluster::kubernetes {
+
+// The annotation on a borrower's pod once the lender reclaims its devices: when they go back
+// (RFC 3339, UTC), for the pod's last checkpoint (docs/lending.md).
+inline constexpr std::string_view kReclaimDeadlineAnnotation = "gpuaas.io/reclaim-deadline";
 
 // The DeviceTaintRules a project's devices want: rule name (DeviceTaintRuleName) -> (pool,
 // device).
@@ -80,6 +87,13 @@ class Enforcer {
   // labelled for a config the plugin cannot find would lose its devices), then each node's
   // patch. The configs' error, or the first patch's error (every patch is tried).
   absl::Status NodeOwners(const NodeOwnerPlan& plan);
+
+  // Each pod ("namespace/name") annotated kReclaimDeadlineAnnotation = `deadline` (RFC 3339),
+  // one merge patch a pod; a pod that is gone (404) is skipped. The first error, every pod tried.
+  absl::Status ReclaimDeadline(const std::vector<std::string>& pods, const std::string& deadline);
+  // Each pod deleted with a grace period of 0; a pod that is gone (404) is skipped. The first
+  // error, every pod tried.
+  absl::Status RemovePods(const std::vector<std::string>& pods);
 
  private:
   // The device plugin's ConfigMap holds a time-slicing config for each count in `slices`.
