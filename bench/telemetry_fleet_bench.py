@@ -187,7 +187,10 @@ def sender(url):
 
 def run(args, workdir, with_telemetry, vm_url, minutes):
     name = "telemetry" if with_telemetry else "baseline"
-    extra = ["--telemetry-remote-write", vm_url + "/api/v1/write"] if with_telemetry else []
+    # The queue sized as docs/monitoring.md says: 30 s of the fleet's samples (13 stored series a
+    # GPU every 15 s), so that a slow moment of the sender drops nothing.
+    extra = ["--telemetry-remote-write", vm_url + "/api/v1/write",
+             "--telemetry-remote-write-queue", str(max(500000, args.gpus * 26))] if with_telemetry else []
     t0 = time.monotonic()
     srv = Server(args.binary, args.gpus, workdir, name, extra, args.server_cpus)
     ready_s = time.monotonic() - t0

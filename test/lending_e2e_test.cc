@@ -259,4 +259,76 @@ TEST_F(LendingE2eTest, AReservationLendsUntilItsStartIsReadyWithinFiveSecondsBil
 }
 
 }  // namespace
+// A project whose money budget is spent, its loans included, borrows no more: its next borrower
+// waits saying why (the one running goes on), the alerts count the loan, and raising the budget
+// lets it borrow at once.
+TEST_F(LendingE2eTest, ABorrowerWhoseProjectsBudgetIsSpentWaitsUntilTheBudgetAllowsIt) {
+  std::string period;
+  const std::string from = MonthStart(&period);
+  ASSERT_EQ(Post("/apis/gpuaas.io/v1/ratecards",
+                 {{"apiVersion", "gpuaas.io/v1"}, {"kind", "RateCard"}, {"metadata", {{"name", "list"}}},
+                  {"spec",
+                   {{"currency", "USD"}, {"effectiveFrom", from},
+                    {"prices", {{{"model", "H200-SXM-141GB"}, {"profile", "full"}, {"pricePerHourMicros", 3600000}}}},
+                    {"preemptiblePricePercent", 50}}}}),
+            201);
+  for (const char* p : {"vision", "nlp"}) {
+    ASSERT_EQ(Post("/apis/gpuaas.io/v1/projects",
+                   {{"apiVersion", "gpuaas.io/v1"}, {"kind", "Project"}, {"metadata", {{"name", p}}}}),
+              201);
+  }
+  // nlp may spend 0.001 USD: two seconds of a borrowed GPU at 1.8 USD/h.
+  auto budget = [&](bool overrun) {
+    auto r = client_->Put("/apis/gpuaas.io/v1/projects/nlp/budget",
+                          json{{"amountMicros", 1000}, {"gpuHours", 0}, {"allowOverrun", overrun}}.dump(), kJson);
+    return r ? r->status : 0;
+  };
+  ASSERT_EQ(budget(false), 200);
+  std::string body;
+  ASSERT_EQ(Post("/apis/gpuaas.io/v1/namespaces/vision/gpupools",
+                 {{"apiVersion", "gpuaas.io/v1"}, {"kind", "GpuPool"}, {"metadata", {{"name", "train"}}},
+                  {"spec",
+                   {{"items", {{{"model", "H200-SXM-141GB"}, {"profile", "full"}, {"count", 2}}}},
+                    {"lending", {{"enabled", true}, {"idleAfterSeconds", 0}, {"reclaimGraceSeconds", 2}}}}}},
+                 &body),
+            201)
+      << body;
+  auto approve = client_->Put("/apis/gpuaas.io/v1/namespaces/vision/gpupools/train/approval",
+                              R"({"approve":true,"reason":"e2e"})", kJson);
+  ASSERT_TRUE(approve && approve->status == 200) << (approve ? approve->body : "no answer");
+  auto borrow = [&](const std::string& name) {
+    return Post("/apis/gpuaas.io/v1/namespaces/nlp/workloads",
+                {{"apiVersion", "gpuaas.io/v1"}, {"kind", "Workload"}, {"metadata", {{"name", name}}},
+                 {"spec", {{"resources", {{"nvidia.com/gpu", 1}}}, {"priorityClassName", "preemptible"}}}});
+  };
+  ASSERT_EQ(borrow("first"), 201);
+  ASSERT_TRUE(Eventually([&] { return Workload("nlp", "first")["status"].value("phase", "") == "Running"; },
+                         std::chrono::seconds(30)))
+      << Workload("nlp", "first").dump();
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // 0.0015 USD borrowed: past the budget
+
+  ASSERT_EQ(borrow("second"), 201);
+  ASSERT_TRUE(Eventually([&] { return Workload("nlp", "second")["status"].value("reason", "") == "BudgetExceeded"; },
+                         std::chrono::seconds(10)))
+      << Workload("nlp", "second").dump();
+  const json second = Workload("nlp", "second");
+  EXPECT_EQ(second["status"]["phase"], "Pending");
+  EXPECT_NE(second["status"]["message"].get<std::string>().find("budget"), std::string::npos) << second.dump();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(Workload("nlp", "second")["status"]["phase"], "Pending") << "the idle GPU is not lent to it";
+  EXPECT_EQ(Workload("nlp", "first")["status"]["phase"], "Running") << "the running borrower goes on";
+  bool alerted = false;
+  const json alerts = GetJson("/api/v1/alerts");
+  for (const json& a : alerts["items"]) {
+    if (a.value("id", "") == "budget/nlp/money/100") alerted = true;
+  }
+  EXPECT_TRUE(alerted) << alerts.dump();
+
+  // Overruns allowed: it borrows the idle GPU.
+  ASSERT_EQ(budget(true), 200);
+  ASSERT_TRUE(Eventually([&] { return Workload("nlp", "second")["status"].value("phase", "") == "Running"; },
+                         std::chrono::seconds(10)))
+      << Workload("nlp", "second").dump();
+}
+
 }  // namespace gpuaas::testing

@@ -384,8 +384,43 @@ Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& p
   return {RoundDiv(micro_seconds, 3600), gpu_seconds / 3600.0};
 }
 
+Micros LoansOver(std::string_view project, const std::vector<model::Loan>& loans, const PriceBook& prices, Time from,
+                 Time to) {
+  Invoice inv;
+  inv.project = std::string(project);
+  inv.period = {from, to};
+  AddLoans(inv, loans, prices, to);
+  return inv.total_micros;
+}
+
+absl::Status CheckBorrowing(const model::Project& project, const std::vector<model::UsageRecord>& records,
+                            const std::vector<model::Loan>& loans, const PriceBook& prices, Time now) {
+  if (!project.spec.budget || project.spec.budget->allow_overrun || project.spec.budget->amount_micros <= 0) {
+    return absl::OkStatus();
+  }
+  const Micros budget = project.spec.budget->amount_micros;
+  const Period month = MonthOf(now);
+  const std::string& name = project.metadata.name;
+  std::vector<model::UsageRecord> own;
+  for (const model::UsageRecord& r : records) {
+    if (r.metadata.ns == name) own.push_back(r);
+  }
+  const Micros pools = CostOver(own, prices, month.start, now).amount_micros;
+  const Micros borrowed = LoansOver(name, loans, prices, month.start, now);
+  const Micros spent = AddMicros(pools, borrowed);
+  if (spent < budget) return absl::OkStatus();
+  const std::string cur = prices.currency();
+  return WithReason(absl::ResourceExhaustedError(fmt::format(
+                        "project {} has spent {} of its {} budget for {} ({} on its pools, {} on loans): borrowing "
+                        "waits until an operator raises the budget or allows overruns",
+                        name, Money(spent, cur), Money(budget, cur), month.Name(), Money(pools, cur),
+                        Money(borrowed, cur))),
+                    "BudgetExceeded");
+}
+
 absl::Status CheckBudget(const model::Project& project, const std::vector<model::UsageRecord>& records,
-                         const std::vector<model::PoolItem>& items, const PriceBook& prices, Time now) {
+                         const std::vector<model::PoolItem>& items, const PriceBook& prices, Time now,
+                         const std::vector<model::Loan>& loans) {
   if (!project.spec.budget || project.spec.budget->allow_overrun) return absl::OkStatus();
   const model::Project::Budget& b = *project.spec.budget;
   const Period month = MonthOf(now);
@@ -403,7 +438,8 @@ absl::Status CheckBudget(const model::Project& project, const std::vector<model:
     }
     if (!waiting.spec.items.empty()) committed_records.push_back(std::move(waiting));
   }
-  const Cost committed = CostOver(committed_records, prices, month.start, month.end);
+  Cost committed = CostOver(committed_records, prices, month.start, month.end);
+  committed.amount_micros = AddMicros(committed.amount_micros, LoansOver(project.metadata.name, loans, prices, month.start, now));
   model::UsageRecord added;
   added.spec.items = items;
   added.spec.start = now;
@@ -434,11 +470,17 @@ absl::Status CheckBudget(const model::Project& project, const std::vector<model:
 }
 
 std::vector<BudgetAlert> BudgetAlerts(const model::Project& project, const std::vector<model::UsageRecord>& records,
-                                      const PriceBook& prices, Time now) {
+                                      const PriceBook& prices, Time now, const std::vector<model::Loan>& loans) {
   std::vector<BudgetAlert> out;
   if (!project.spec.budget) return out;
   const Period month = MonthOf(now);
-  const Cost spent = CostOver(records, prices, month.start, now);
+  // The pools' cost and GPU-hours, and the loans' net cost, from the month's start to `t`.
+  auto cost_at = [&](Time t) {
+    Cost c = CostOver(records, prices, month.start, t);
+    if (!loans.empty()) c.amount_micros = AddMicros(c.amount_micros, LoansOver(project.metadata.name, loans, prices, month.start, t));
+    return c;
+  };
+  const Cost spent = cost_at(now);
   struct Measure {
     std::string what;
     double spent;
@@ -461,7 +503,7 @@ std::vector<BudgetAlert> BudgetAlerts(const model::Project& project, const std::
       int64_t lo = Sec(month.start), hi = Sec(now);
       while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
-        if (m.of(CostOver(records, prices, month.start, AtSec(mid))) + 1e-9 >= threshold) {
+        if (m.of(cost_at(AtSec(mid))) + 1e-9 >= threshold) {
           hi = mid;
         } else {
           lo = mid + 1;

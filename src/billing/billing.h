@@ -130,6 +130,11 @@ void AddCreditNotes(Invoice& invoice, const std::vector<model::CreditNote>& note
 // same amount to the micro-unit. Open loans run to `now`. Updates the total.
 void AddLoans(Invoice& invoice, const std::vector<model::Loan>& loans, const PriceBook& prices, Time now);
 
+// What `project`'s loans come to over [from, to): its borrowed charges less its lent credits, as
+// its invoice's loan lines say (AddLoans). Open loans run to `to`.
+Micros LoansOver(std::string_view project, const std::vector<model::Loan>& loans, const PriceBook& prices, Time from,
+                 Time to);
+
 // Cost and allocated GPU-hours of `records` over [from, to), open records taken to run through
 // `to` (a projection when `to` is ahead).
 struct Cost {
@@ -143,8 +148,17 @@ Cost CostOver(const std::vector<model::UsageRecord>& records, const PriceBook& p
 // taken as allocated now), against the budget. OK when under it, when
 // overruns are allowed, or without a budget; else ResourceExhausted (reason BudgetExceeded) with
 // the figures. `records` are the project's.
+// What the project's loans came to this month so far (LoansOver) counts as committed too.
 absl::Status CheckBudget(const model::Project& project, const std::vector<model::UsageRecord>& records,
-                         const std::vector<model::PoolItem>& items, const PriceBook& prices, Time now);
+                         const std::vector<model::PoolItem>& items, const PriceBook& prices, Time now,
+                         const std::vector<model::Loan>& loans = {});
+
+// Whether a borrower of `project` may start borrowing now: OK unless the project's money budget
+// (without overruns) is spent this month, its pools and its loans so far together; then
+// ResourceExhausted (reason BudgetExceeded) with the figures. `records` and `loans` may be
+// anyone's: the project's are picked.
+absl::Status CheckBorrowing(const model::Project& project, const std::vector<model::UsageRecord>& records,
+                            const std::vector<model::Loan>& loans, const PriceBook& prices, Time now);
 
 // A budget alert: spending this month has reached 80% or 100% of a budget.
 struct BudgetAlert {
@@ -155,8 +169,9 @@ struct BudgetAlert {
   double budget = 0;
   Time since{};          // when spending crossed the threshold
 };
+// Money spent counts the project's loans (LoansOver): borrowed charges, less lent credits.
 std::vector<BudgetAlert> BudgetAlerts(const model::Project& project, const std::vector<model::UsageRecord>& records,
-                                      const PriceBook& prices, Time now);
+                                      const PriceBook& prices, Time now, const std::vector<model::Loan>& loans = {});
 
 }  // namespace gpuaas::billing
 

@@ -319,6 +319,60 @@ TEST(Billing, ABudgetRefusesAPoolThatWouldPassItAndRaisesAlerts) {
   EXPECT_EQ(at100[0].what, "money");
 }
 
+// Loans count against money budgets: the borrower's charge is spending (the borrowing check,
+// alerts, the pool check), the lender's credit takes from its spending, and another project's
+// records are not the borrower's.
+TEST(Billing, LoansCountAgainstTheBorrowersBudget) {
+  const PriceBook prices(kCards);
+  model::Loan l;
+  l.spec.borrower = "vision";
+  l.spec.workload = "sweep";
+  l.spec.lender = "nlp";
+  l.spec.pool = "train";
+  l.spec.model = std::string(kH200);
+  l.spec.profile = "full";
+  l.spec.devices = {{"GPU-1", ""}};
+  l.spec.start = T("2026-11-01T00:00:00Z");
+  const std::vector<model::Loan> loans = {l};
+  // 40% of 3.6 USD/h: 1.44 USD/h, 72 USD for 50 h; the lender is credited as much.
+  const Time later = T("2026-11-03T02:00:00Z");
+  EXPECT_EQ(LoansOver("vision", loans, prices, T("2026-11-01T00:00:00Z"), later), 72'000'000);
+  EXPECT_EQ(LoansOver("nlp", loans, prices, T("2026-11-01T00:00:00Z"), later), -72'000'000);
+  EXPECT_EQ(LoansOver("web", loans, prices, T("2026-11-01T00:00:00Z"), later), 0);
+
+  model::Project p;
+  p.metadata.name = "vision";
+  p.spec.budget = model::Project::Budget{100'000'000, 0, false};
+  EXPECT_TRUE(CheckBorrowing(p, {}, loans, prices, later).ok()) << "72 of 100 spent";
+  // A pool since the 2nd: 26 h x 3.6 = 93.6 USD, and the loan's 72.
+  const std::vector<model::UsageRecord> pool = {Record("a", {{std::string(kH200), "full", 1}}, "2026-11-02T00:00:00Z")};
+  absl::Status refused = CheckBorrowing(p, pool, loans, prices, later);
+  ASSERT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(std::string(refused.message()).find("has spent 165.600000 USD of its 100.000000 USD budget for 2026-11 "
+                                                "(93.600000 USD on its pools, 72.000000 USD on loans)"),
+            std::string::npos)
+      << refused;
+  std::vector<model::UsageRecord> theirs = pool;
+  theirs[0].metadata.ns = "nlp";
+  EXPECT_TRUE(CheckBorrowing(p, theirs, loans, prices, later).ok()) << "nlp's pool is not vision's spending";
+  p.spec.budget->allow_overrun = true;
+  EXPECT_TRUE(CheckBorrowing(p, pool, loans, prices, later).ok());
+  p.spec.budget->allow_overrun = false;
+
+  // The loan alone reaches 100 USD after 250,000 s at 400 micro-units a second.
+  std::vector<BudgetAlert> alerts = BudgetAlerts(p, {}, prices, T("2026-11-04T00:00:00Z"), loans);
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].percent, 100);
+  EXPECT_EQ(alerts[0].since, T("2026-11-03T21:26:40Z"));
+  EXPECT_TRUE(BudgetAlerts(p, {}, prices, T("2026-11-04T00:00:00Z")).empty()) << "without the loan, nothing spent";
+  // A new pool on the last day (86.4 USD to the month's end) passes alone, not after 72 USD of loans.
+  const std::vector<model::PoolItem> one = {{std::string(kH200), "full", 1}};
+  const Time last_day = T("2026-11-30T00:00:00Z");
+  l.spec.end = later;
+  EXPECT_TRUE(CheckBudget(p, {}, one, prices, last_day).ok());
+  EXPECT_FALSE(CheckBudget(p, {}, one, prices, last_day, {l}).ok());
+}
+
 // Random pool histories: every approved second of every item is billed exactly once, across
 // months and rate-card changes, and the lines add up to the rated segments to the micro-unit.
 TEST(Billing, EveryApprovedSecondIsBilledExactlyOnce) {

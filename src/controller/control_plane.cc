@@ -12,7 +12,8 @@ std::vector<std::string> ControlPlaneKinds() {
           std::string(model::GpuPool::kKind),   std::string(model::MigLayout::kKind),
           std::string(model::Workload::kKind),  std::string(model::ClusterRegistration::kKind),
           std::string(model::Profile::kKind),   std::string(model::UsageRecord::kKind),
-          std::string(model::Defragmentation::kKind), std::string(model::Loan::kKind)};
+          std::string(model::Defragmentation::kKind), std::string(model::Loan::kKind),
+          std::string(model::Project::kKind)};
 }
 
 ControlPlane::ControlPlane(store::Store& store, store::ObjectCache& cache, const Clock& clock,

@@ -5,6 +5,7 @@
 
 #include "allocator/admission.h"
 #include "allocator/lending.h"
+#include "billing/billing.h"
 #include "catalog/catalog.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -77,7 +78,8 @@ LendingController::LendingController(store::Store& store, runtime::Manager& mana
       workloads_(manager.informers().For<Workload>()),
       profiles_(manager.informers().For<model::Profile>()),
       loans_(manager.informers().For<model::Loan>()),
-      gpus_(manager.informers().For<model::GpuCapacity>()) {
+      gpus_(manager.informers().For<model::GpuCapacity>()),
+      projects_(manager.informers().For<model::Project>()) {
   runtime::WorkQueue& q = manager.Add("lending", *this);
   AddLendingIndexes(workloads_, loans_);
   pools_.AddIndex(std::string(kLendingPools), [](const model::GpuPool& p) {
@@ -102,6 +104,10 @@ LendingController::LendingController(store::Store& store, runtime::Manager& mana
     for (const model::GpuPool* p : {before, after}) {
       if (p != nullptr && (p->spec.lending || p->spec.start_time)) q.Add(key);
     }
+  });
+  // A budget raised (or overruns allowed) lets a project's waiting borrowers borrow again.
+  projects_.OnChange([&q, key](const model::Project* before, const model::Project* after) {
+    if (before != nullptr && after != nullptr && before->spec.budget != after->spec.budget) q.Add(key);
   });
 }
 
@@ -195,10 +201,26 @@ absl::StatusOr<runtime::Result> LendingController::Reconcile(const std::string&)
         }
       }
     }
+    // A project whose money budget is spent (its pools and its loans this month) borrows no
+    // more: its borrowers wait, saying so.
+    std::map<std::string, std::string> over_budget;  // project -> why
+    std::optional<billing::PriceBook> prices;
     for (const Workload* b : view) {
       const std::string& project = b->metadata.ns;
       if (state.limits.contains(project) || state.recent_gpu_seconds.contains(project)) continue;
       ASSIGN_OR_RETURN(std::optional<model::Project> pr, store::GetObject<model::Project>(tx, "", project));
+      if (pr && pr->spec.budget && !pr->spec.budget->allow_overrun && pr->spec.budget->amount_micros > 0) {
+        if (!prices) {
+          ASSIGN_OR_RETURN(std::vector<model::RateCard> cards, store::ListObjects<model::RateCard>(tx));
+          prices.emplace(std::move(cards));
+        }
+        ASSIGN_OR_RETURN(std::vector<model::UsageRecord> records, store::ListObjects<model::UsageRecord>(tx, project));
+        std::vector<model::Loan> borrowed;
+        for (const auto& l : loans_.ByIndex(std::string(kLoansOf), project)) borrowed.push_back(*l);
+        if (absl::Status s = billing::CheckBorrowing(*pr, records, borrowed, *prices, now); !s.ok()) {
+          over_budget[project] = std::string(s.message());
+        }
+      }
       state.limits[project] = pr && pr->spec.quota ? pr->spec.quota->borrowing : std::map<std::string, int64_t>{};
       double seconds = 0;
       for (const auto& l : loans_.ByIndex(std::string(kLoansOf), project)) {
@@ -208,6 +230,30 @@ absl::StatusOr<runtime::Result> LendingController::Reconcile(const std::string&)
       state.recent_gpu_seconds[project] = seconds;
     }
 
+    if (!over_budget.empty()) {
+      std::vector<const Workload*> within;
+      for (size_t i = 0; i < view.size(); ++i) {
+        auto why = over_budget.find(view[i]->metadata.ns);
+        if (why == over_budget.end()) {
+          within.push_back(view[i]);
+          continue;
+        }
+        Workload& w = *borrowers[i];
+        if (w.status.reason != "BudgetExceeded" || w.status.message != why->second) {
+          w.status.reason = "BudgetExceeded";
+          w.status.message = why->second;
+          RETURN_IF_ERROR(store::UpdateObject(tx, w));
+          ++delta.waits;
+        }
+      }
+      // Lend decides over the others; its answers name them by their place among those.
+      std::vector<Workload*> kept;
+      for (Workload* w : borrowers) {
+        if (!over_budget.contains(w->metadata.ns)) kept.push_back(w);
+      }
+      borrowers = std::move(kept);
+      view = std::move(within);
+    }
     const allocator::LendingDecision d = allocator::Lend(views, lendable, view, state);
     for (const allocator::Borrowing& loan : d.loans) {
       Workload& w = *borrowers[loan.borrower];

@@ -10,7 +10,10 @@
 //
 // One key ("lending"): the decision is fair across every project, so it sees them all. Keys come
 // from borrowers arriving or leaving, from the runs of lending pools (a device falls idle), from
-// pools switching lending, and from the moment the next device has been idle long enough.
+// pools switching lending, from the moment the next device has been idle long enough, and from
+// a project's budget changing. A project whose money budget (without overruns) is spent this
+// month, its pools and its loans so far (billing::CheckBorrowing), borrows nothing more: its
+// borrowers wait with reason BudgetExceeded; those already running are not stopped.
 #ifndef GPUAAS_CONTROLLER_LENDING_H_
 #define GPUAAS_CONTROLLER_LENDING_H_
 
@@ -46,6 +49,7 @@ class LendingController final : public runtime::Reconciler {
   runtime::Informer<model::Profile>& profiles_;
   runtime::Informer<model::Loan>& loans_;
   runtime::Informer<model::GpuCapacity>& gpus_;
+  runtime::Informer<model::Project>& projects_;
   mutable std::mutex mu_;
   LendingStats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -57,6 +57,7 @@ LoanPodController::LoanPodController(store::Store& store, runtime::Manager& mana
       registry_(registry),
       clock_(manager.clock()),
       stuck_after_(stuck_after),
+      watched_for_(std::max(kLoanPodsWatchedFor, 2 * stuck_after)),
       loans_(manager.informers().For<model::Loan>()),
       workloads_(manager.informers().For<model::Workload>()),
       gpus_(manager.informers().For<model::GpuCapacity>()) {
@@ -67,9 +68,12 @@ LoanPodController::LoanPodController(store::Store& store, runtime::Manager& mana
     for (const model::WorkloadDevice& d : l.spec.devices) out.push_back(ToLower(d.gpu_uuid));
     return out;
   });
-  // A loan that starts or ends (not its status, which is written here).
-  loans_.OnChange([&q](const model::Loan* before, const model::Loan* after) {
-    if (after != nullptr && (before == nullptr || before->spec.end != after->spec.end)) q.Add(after->metadata.name);
+  // A loan that starts or ends (not its status, which is written here); of the loans already
+  // there at start, those open or ended lately (receipts pile up).
+  loans_.OnChange([this, &q](const model::Loan* before, const model::Loan* after) {
+    if (after == nullptr || (before != nullptr && before->spec.end == after->spec.end)) return;
+    if (after->spec.end && clock_.Now() >= *after->spec.end + watched_for_) return;
+    q.Add(after->metadata.name);
   });
   // A borrower told of a reclaim: its loan's pods are told too.
   workloads_.OnChange([&q](const model::Workload* before, const model::Workload* after) {
@@ -96,7 +100,7 @@ absl::StatusOr<runtime::Result> LoanPodController::Reconcile(const std::string& 
   const auto loan = loans_.Get("", name);
   if (loan == nullptr) return runtime::Result::Done();
   const Time now = clock_.Now();
-  if (loan->spec.end && now >= *loan->spec.end + std::max(kLoanPodsWatchedFor, 2 * stuck_after_)) return runtime::Result::Done();
+  if (loan->spec.end && now >= *loan->spec.end + watched_for_) return runtime::Result::Done();
 
   std::vector<runtime::Informer<model::GpuCapacity>::Ptr> keep;  // the GPUs, while they are read
   auto gpu = [&](const std::string& uuid) {

@@ -62,6 +62,7 @@ class LoanPodController final : public runtime::Reconciler {
   cluster::Registry& registry_;
   const Clock& clock_;
   const Duration stuck_after_;
+  const Duration watched_for_;  // an ended loan's devices are looked at this long
   runtime::Informer<model::Loan>& loans_;
   runtime::Informer<model::Workload>& workloads_;
   runtime::Informer<model::GpuCapacity>& gpus_;

@@ -42,14 +42,16 @@ void AddDemand(const std::vector<model::PoolItem>& items, std::map<std::string, 
   }
 }
 
-// The project's budget against its pools' cost to the month's end with `items` added now.
+// The project's budget against its pools' cost to the month's end with `items` added now (and
+// what its loans came to so far).
 absl::Status CheckBudgetIn(store::Txn& tx, const model::Project& project, const std::vector<model::PoolItem>& items,
                            Time now) {
   if (!project.spec.budget || project.spec.budget->allow_overrun) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<model::UsageRecord> records,
                    store::ListObjects<model::UsageRecord>(tx, project.metadata.name));
   ASSIGN_OR_RETURN(std::vector<model::RateCard> cards, store::ListObjects<model::RateCard>(tx));
-  return billing::CheckBudget(project, records, items, billing::PriceBook(std::move(cards)), now);
+  ASSIGN_OR_RETURN(std::vector<model::Loan> loans, store::ListObjects<model::Loan>(tx));
+  return billing::CheckBudget(project, records, items, billing::PriceBook(std::move(cards)), now, loans);
 }
 
 }  // namespace

@@ -290,9 +290,10 @@ std::string BillingApi::BudgetAlertsJson() {
   if (budgeted.empty()) return items.dump();
   const billing::PriceBook prices = Prices(cache_);
   const std::string month = billing::MonthOf(now).Name();
+  const std::vector<model::Loan> loans = DecodeAll<model::Loan>(cache_);
   for (const model::Project& p : budgeted) {
     for (const billing::BudgetAlert& a :
-         billing::BudgetAlerts(p, DecodeAll<model::UsageRecord>(cache_, p.metadata.name), prices, now)) {
+         billing::BudgetAlerts(p, DecodeAll<model::UsageRecord>(cache_, p.metadata.name), prices, now, loans)) {
       const bool money = a.what == "money";
       auto amount = [&](double v) {
         return money ? fmt::format("{} {}", billing::Decimal(static_cast<billing::Micros>(v)), prices.currency())

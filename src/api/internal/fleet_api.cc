@@ -173,9 +173,42 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
     }
   }
   const std::vector<uint32_t>& place_rank = fleet->PlaceRank();
+  // Devices lent now, by GPU (lower-case UUID): named to those who may see the lender's project
+  // or the borrower's, the borrower only to the latter.
+  std::map<std::string, std::vector<json>> lent_on;
+  const std::shared_ptr<const std::vector<model::Loan>> open_loans = OpenLoans();
+  for (const model::Loan& l : *open_loans) {
+    if (!who.Sees(l.spec.lender) && !who.Sees(l.spec.borrower)) continue;
+    for (const model::WorkloadDevice& d : l.spec.devices) {
+      json entry = {{"device", d.instance_uuid.empty() ? d.gpu_uuid : d.instance_uuid},
+                    {"pool", l.spec.lender + "/" + l.spec.pool}};
+      if (who.Sees(l.spec.borrower)) {
+        entry["borrower"] = l.spec.borrower;
+        entry["workload"] = l.spec.workload;
+      }
+      lent_on[Lower(d.gpu_uuid)].push_back(std::move(entry));
+    }
+  }
+  // The GPUs to look at, as indexes into the fleet: all of them; or, for a page of the whole
+  // fleet in place order (the dashboard's first look), only the page's, read off the order.
+  const std::vector<uint32_t>& place_order = fleet->PlaceOrder();
+  const size_t n = fleet->in_order.size();
+  const bool unfiltered = cluster.empty() && model_name.empty() && health.empty() && mig.empty() && q.empty();
+  const bool page_only = unfiltered && by == SortKey::kCluster && view != "cells";
+  std::vector<uint32_t> look_at;
+  size_t first = offset;  // where the page starts among the rows
+  if (page_only) {
+    for (size_t i = offset; i < n && i < offset + limit; ++i) {
+      look_at.push_back(place_order[order == "desc" ? n - 1 - i : i]);
+    }
+    first = 0;
+  } else {
+    look_at.resize(n);
+    for (uint32_t i = 0; i < n; ++i) look_at[i] = i;
+  }
   std::vector<Row> out;
-  out.reserve(fleet->in_order.size());
-  for (size_t at = 0; at < fleet->in_order.size(); ++at) {
+  out.reserve(look_at.size());
+  for (const uint32_t at : look_at) {
     const model::GpuCapacity& g = *fleet->in_order[at];
     if (!cluster.empty() && g.spec.cluster != cluster) continue;
     if (!model_name.empty() && g.spec.model != model_name) continue;
@@ -269,7 +302,8 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
   auto cmp = [&](const Row& a, const Row& b) { return desc ? less(b, a) : less(a, b); };
   // A page needs only its rows and those before it in order: at 100,000 GPUs a page of 50 is a
   // partial sort, not a whole one.
-  const size_t needed = view == "cells" ? out.size() : std::min(out.size(), offset + limit);
+  const size_t total = page_only ? n : out.size();
+  const size_t needed = view == "cells" ? out.size() : std::min(out.size(), first + limit);
   if (needed < out.size()) {
     std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(needed), out.end(), cmp);
   } else {
@@ -304,12 +338,14 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
   }
   json items = json::array();
   MigRooms rooms;
-  for (size_t i = offset; i < out.size() && i < offset + limit; ++i) {
+  for (size_t i = first; i < out.size() && i < first + limit; ++i) {
     Row& r = out[i];
     fill(r);
     const model::GpuCapacity& g = *r.gpu;
     std::vector<std::string> holders;
     if (auto it = pools_of.find(Lower(g.spec.uuid)); it != pools_of.end()) holders.assign(it->second.begin(), it->second.end());
+    json lent = json::array();
+    if (auto it = lent_on.find(Lower(g.spec.uuid)); it != lent_on.end()) lent = it->second;
     json instances = json::array();
     for (const model::MigInstance& m : g.status.mig_instances) {
       instances.push_back({{"profile", m.profile}, {"start", m.start}, {"size", m.size}, {"uuid", m.uuid},
@@ -332,9 +368,24 @@ absl::StatusOr<HttpResponse> FleetApi::Gpus(const HttpRequest& req, const Princi
                      {"fbUsedMiB", Nullable(r.fb_used_mib)},
                      {"migInstances", std::move(instances)},
                      {"migRoom", rooms.Of(g)},
-                     {"pools", std::move(holders)}});
+                     {"pools", std::move(holders)},
+                     {"lent", std::move(lent)}});
   }
-  return JsonReply({{"total", out.size()}, {"offset", offset}, {"sort", sort}, {"order", order}, {"items", std::move(items)}});
+  return JsonReply({{"total", total}, {"offset", offset}, {"sort", sort}, {"order", order}, {"items", std::move(items)}});
+}
+
+std::shared_ptr<const std::vector<model::Loan>> FleetApi::OpenLoans() {
+  std::shared_ptr<const store::KindSnapshot> snap = cache_.Snapshot(std::string(model::Loan::kKind));
+  std::lock_guard<std::mutex> lock(loans_mu_);
+  if (open_loans_ != nullptr && loans_snapshot_ == snap) return open_loans_;
+  auto open = std::make_shared<std::vector<model::Loan>>();
+  for (const auto& obj : snap->items) {
+    absl::StatusOr<model::Loan> l = model::Decode<model::Loan>(obj->json);
+    if (l.ok() && !l->spec.end) open->push_back(std::move(*l));
+  }
+  loans_snapshot_ = snap;
+  open_loans_ = std::move(open);
+  return open_loans_;
 }
 
 absl::StatusOr<HttpResponse> FleetApi::Catalog(const HttpRequest&) {

@@ -39,7 +39,7 @@ const model::GpuCapacity* DecodedGpus::View::Find(const std::string& uuid) const
   return g != nullptr && EqualsIgnoreCase(g->spec.uuid, uuid) ? g : nullptr;
 }
 
-const std::vector<uint32_t>& DecodedGpus::View::PlaceRank() const {
+void DecodedGpus::View::Rank() const {
   std::call_once(ranked_, [this] {
     std::vector<uint32_t> by_place(in_order.size());
     for (uint32_t i = 0; i < by_place.size(); ++i) by_place[i] = i;
@@ -50,8 +50,18 @@ const std::vector<uint32_t>& DecodedGpus::View::PlaceRank() const {
     std::sort(by_place.begin(), by_place.end(), [&](uint32_t a, uint32_t b) { return place(a) < place(b); });
     place_rank_.resize(by_place.size());
     for (uint32_t r = 0; r < by_place.size(); ++r) place_rank_[by_place[r]] = r;
+    place_order_ = std::move(by_place);
   });
+}
+
+const std::vector<uint32_t>& DecodedGpus::View::PlaceRank() const {
+  Rank();
   return place_rank_;
+}
+
+const std::vector<uint32_t>& DecodedGpus::View::PlaceOrder() const {
+  Rank();
+  return place_order_;
 }
 
 std::shared_ptr<const DecodedGpus::View> DecodedGpus::Get() {

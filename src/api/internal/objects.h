@@ -67,6 +67,8 @@ class DecodedGpus {
     // listing's default order and every sort's tie-break, as one integer to compare. Worked out
     // once per view, on first use.
     const std::vector<uint32_t>& PlaceRank() const;
+    // Indexes into in_order by place: PlaceRank's inverse.
+    const std::vector<uint32_t>& PlaceOrder() const;
     // The GPU of that UUID (any letter case: GpuCapacity objects are named by the lower-case
     // UUID), or null.
     const model::GpuCapacity* Find(const std::string& uuid) const;
@@ -78,6 +80,8 @@ class DecodedGpus {
    private:
     mutable std::once_flag ranked_;
     mutable std::vector<uint32_t> place_rank_;
+    mutable std::vector<uint32_t> place_order_;
+    void Rank() const;
   };
   explicit DecodedGpus(store::ObjectCache& cache) : cache_(cache) {}
   std::shared_ptr<const View> Get();

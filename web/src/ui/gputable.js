@@ -24,6 +24,15 @@ const COLUMNS = [
   ['pools', 'col.pools', null],
 ];
 
+// A GPU's devices lent now: who borrows them (a project the caller may not see is "another
+// project"), one badge for the GPU.
+function lentBadge(lent, t, loc) {
+  if (!lent || lent.length === 0) return null;
+  const who = [...new Set(lent.map((l) => l.borrower ?? t('lending.anotherProject')))].join(', ');
+  const label = lent.length === 1 ? t('lending.lentTo', { who }) : `${t('lending.lentCount', { n: number(lent.length, loc) })} · ${who}`;
+  return html` <span class="badge lent" data-testid="lent" title=${lent.map((l) => `${l.device} ← ${l.pool}`).join('\n')}>${label}</span>`;
+}
+
 export function GpuTable({ filter, sort, order, onSort, onNode, tick }) {
   const { t, loc } = useT();
   const scroller = useRef(null);
@@ -112,7 +121,7 @@ export function GpuTable({ filter, sort, order, onSort, onNode, tick }) {
               <div role="cell" class="c-power">${watts(g.powerW, loc)}</div>
               <div role="cell" class="c-temp">${g.tempC === null ? '–' : `${number(g.tempC, loc)} °C`}</div>
               <div role="cell" class="c-memory">${mib(g.fbUsedMiB, loc)}</div>
-              <div role="cell" class="c-pools">${g.pools.join(', ')}</div>`
+              <div role="cell" class="c-pools">${g.pools.join(', ')}${lentBadge(g.lent, t, loc)}</div>`
             : html`<div role="cell" class="c-gpu muted">${t('loading')}</div>`}
           </div>`;
         })}

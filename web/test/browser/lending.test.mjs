@@ -1,6 +1,6 @@
 // Lending on the dashboard: a pool's lending switch turns lending on through the API, its details
-// list what another project's preemptible work borrows from it, and a reservation shows on the
-// timeline with its window.
+// list what another project's preemptible work borrows from it, a reservation shows on the
+// timeline with its window, and the fleet page marks the lent GPU.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TOKENS, createProject, launch, openPage, signIn, startServer, waitFor } from './harness.mjs';
@@ -68,6 +68,19 @@ describe('GPU Dashboard, lending', () => {
     const row = page.getByTestId('reservations').locator('li[data-pool="lender/eval"]');
     await row.waitFor();
     assert.match(await row.innerText(), /Reserved from/);
+
+    // The fleet page marks the lent GPU with its borrower, and no other.
+    const sweep = await server.api('/apis/gpuaas.io/v1/namespaces/borrower/workloads/sweep');
+    const uuid = sweep.status.devices[0].gpuUUID;
+    await page.goto(`${server.url}/fleet`);
+    await page.getByRole('searchbox').fill(uuid);
+    const badge = page.getByTestId('gpu-table').getByTestId('lent');
+    await badge.waitFor({ timeout: 10000 });
+    assert.equal(await badge.count(), 1);
+    assert.equal((await badge.innerText()).trim(), 'lent to borrower');
+    assert.match(await badge.getAttribute('title'), /lender\/train/);
+    const fleet = await server.api('/api/v1/fleet/gpus?limit=20000');
+    assert.deepEqual(fleet.items.filter((g) => g.lent.length > 0).map((g) => g.uuid), [uuid]);
     assert.deepEqual(problems, [], problems.join('\n'));
     await context.close();
   });
