@@ -62,6 +62,37 @@ class LendingE2eTest : public ::testing::Test {
     return GetJson("/apis/gpuaas.io/v1/namespaces/" + ns + "/workloads/" + name);
   }
 
+  // A rate card from the month's start (an H200 at 3.6 USD/h, preemptible at 50%), projects
+  // vision and nlp, and vision's pool train of both GPUs, approved, lending them at once with a
+  // 2 s grace. The month's name in `period`.
+  void LendingPool(std::string* period) {
+    const std::string from = MonthStart(period);
+    ASSERT_EQ(Post("/apis/gpuaas.io/v1/ratecards",
+                   {{"apiVersion", "gpuaas.io/v1"}, {"kind", "RateCard"}, {"metadata", {{"name", "list"}}},
+                    {"spec",
+                     {{"currency", "USD"}, {"effectiveFrom", from},
+                      {"prices", {{{"model", "H200-SXM-141GB"}, {"profile", "full"}, {"pricePerHourMicros", 3600000}}}},
+                      {"preemptiblePricePercent", 50}}}}),
+              201);
+    for (const char* p : {"vision", "nlp"}) {
+      ASSERT_EQ(Post("/apis/gpuaas.io/v1/projects",
+                     {{"apiVersion", "gpuaas.io/v1"}, {"kind", "Project"}, {"metadata", {{"name", p}}}}),
+                201);
+    }
+    std::string body;
+    ASSERT_EQ(Post("/apis/gpuaas.io/v1/namespaces/vision/gpupools",
+                   {{"apiVersion", "gpuaas.io/v1"}, {"kind", "GpuPool"}, {"metadata", {{"name", "train"}}},
+                    {"spec",
+                     {{"items", {{{"model", "H200-SXM-141GB"}, {"profile", "full"}, {"count", 2}}}},
+                      {"lending", {{"enabled", true}, {"idleAfterSeconds", 0}, {"reclaimGraceSeconds", 2}}}}}},
+                   &body),
+              201)
+        << body;
+    auto approve = client_->Put("/apis/gpuaas.io/v1/namespaces/vision/gpupools/train/approval",
+                                R"({"approve":true,"reason":"e2e"})", kJson);
+    ASSERT_TRUE(approve && approve->status == 200) << (approve ? approve->body : "no answer");
+  }
+
   std::string dir_;
   ServerProcess server_;
   std::unique_ptr<httplib::Client> client_;
@@ -69,32 +100,8 @@ class LendingE2eTest : public ::testing::Test {
 
 TEST_F(LendingE2eTest, ABorrowerRunsOnAnIdleGpuIsReclaimedWithinTheGraceAndBothInvoicesShowTheLoan) {
   std::string period;
-  const std::string from = MonthStart(&period);
-  ASSERT_EQ(Post("/apis/gpuaas.io/v1/ratecards",
-                 {{"apiVersion", "gpuaas.io/v1"}, {"kind", "RateCard"}, {"metadata", {{"name", "list"}}},
-                  {"spec",
-                   {{"currency", "USD"}, {"effectiveFrom", from},
-                    {"prices", {{{"model", "H200-SXM-141GB"}, {"profile", "full"}, {"pricePerHourMicros", 3600000}}}},
-                    {"preemptiblePricePercent", 50}}}}),
-            201);
-  for (const char* p : {"vision", "nlp"}) {
-    ASSERT_EQ(Post("/apis/gpuaas.io/v1/projects",
-                   {{"apiVersion", "gpuaas.io/v1"}, {"kind", "Project"}, {"metadata", {{"name", p}}}}),
-              201);
-  }
-  // A pool of both GPUs that lends them at once, with a 2 s grace.
+  ASSERT_NO_FATAL_FAILURE(LendingPool(&period));
   std::string body;
-  ASSERT_EQ(Post("/apis/gpuaas.io/v1/namespaces/vision/gpupools",
-                 {{"apiVersion", "gpuaas.io/v1"}, {"kind", "GpuPool"}, {"metadata", {{"name", "train"}}},
-                  {"spec",
-                   {{"items", {{{"model", "H200-SXM-141GB"}, {"profile", "full"}, {"count", 2}}}},
-                    {"lending", {{"enabled", true}, {"idleAfterSeconds", 0}, {"reclaimGraceSeconds", 2}}}}}},
-                 &body),
-            201)
-      << body;
-  auto approve = client_->Put("/apis/gpuaas.io/v1/namespaces/vision/gpupools/train/approval",
-                              R"({"approve":true,"reason":"e2e"})", kJson);
-  ASSERT_TRUE(approve && approve->status == 200) << (approve ? approve->body : "no answer");
 
   // A grace past the operator's cap is refused, and the pool is unchanged.
   auto too_long = client_->Patch("/apis/gpuaas.io/v1/namespaces/vision/gpupools/train",
@@ -258,25 +265,12 @@ TEST_F(LendingE2eTest, AReservationLendsUntilItsStartIsReadyWithinFiveSecondsBil
   EXPECT_EQ(server_.Stop(), 0);
 }
 
-}  // namespace
 // A project whose money budget is spent, its loans included, borrows no more: its next borrower
 // waits saying why (the one running goes on), the alerts count the loan, and raising the budget
 // lets it borrow at once.
 TEST_F(LendingE2eTest, ABorrowerWhoseProjectsBudgetIsSpentWaitsUntilTheBudgetAllowsIt) {
   std::string period;
-  const std::string from = MonthStart(&period);
-  ASSERT_EQ(Post("/apis/gpuaas.io/v1/ratecards",
-                 {{"apiVersion", "gpuaas.io/v1"}, {"kind", "RateCard"}, {"metadata", {{"name", "list"}}},
-                  {"spec",
-                   {{"currency", "USD"}, {"effectiveFrom", from},
-                    {"prices", {{{"model", "H200-SXM-141GB"}, {"profile", "full"}, {"pricePerHourMicros", 3600000}}}},
-                    {"preemptiblePricePercent", 50}}}}),
-            201);
-  for (const char* p : {"vision", "nlp"}) {
-    ASSERT_EQ(Post("/apis/gpuaas.io/v1/projects",
-                   {{"apiVersion", "gpuaas.io/v1"}, {"kind", "Project"}, {"metadata", {{"name", p}}}}),
-              201);
-  }
+  ASSERT_NO_FATAL_FAILURE(LendingPool(&period));
   // nlp may spend 0.001 USD: two seconds of a borrowed GPU at 1.8 USD/h.
   auto budget = [&](bool overrun) {
     auto r = client_->Put("/apis/gpuaas.io/v1/projects/nlp/budget",
@@ -284,18 +278,6 @@ TEST_F(LendingE2eTest, ABorrowerWhoseProjectsBudgetIsSpentWaitsUntilTheBudgetAll
     return r ? r->status : 0;
   };
   ASSERT_EQ(budget(false), 200);
-  std::string body;
-  ASSERT_EQ(Post("/apis/gpuaas.io/v1/namespaces/vision/gpupools",
-                 {{"apiVersion", "gpuaas.io/v1"}, {"kind", "GpuPool"}, {"metadata", {{"name", "train"}}},
-                  {"spec",
-                   {{"items", {{{"model", "H200-SXM-141GB"}, {"profile", "full"}, {"count", 2}}}},
-                    {"lending", {{"enabled", true}, {"idleAfterSeconds", 0}, {"reclaimGraceSeconds", 2}}}}}},
-                 &body),
-            201)
-      << body;
-  auto approve = client_->Put("/apis/gpuaas.io/v1/namespaces/vision/gpupools/train/approval",
-                              R"({"approve":true,"reason":"e2e"})", kJson);
-  ASSERT_TRUE(approve && approve->status == 200) << (approve ? approve->body : "no answer");
   auto borrow = [&](const std::string& name) {
     return Post("/apis/gpuaas.io/v1/namespaces/nlp/workloads",
                 {{"apiVersion", "gpuaas.io/v1"}, {"kind", "Workload"}, {"metadata", {{"name", name}}},
@@ -331,4 +313,5 @@ TEST_F(LendingE2eTest, ABorrowerWhoseProjectsBudgetIsSpentWaitsUntilTheBudgetAll
       << Workload("nlp", "second").dump();
 }
 
+}  // namespace
 }  // namespace gpuaas::testing

@@ -44,7 +44,7 @@ std::map<std::string, std::vector<std::string>> BorrowerPods(
     const model::Loan& loan, const std::function<const model::GpuCapacity*(const std::string&)>& gpu);
 
 struct LoanPodStats {
-  int64_t told = 0;     // reclaims told to pods (one per loan and cluster)
+  int64_t told = 0;     // times a loan's pods in one cluster were told of its reclaim
   int64_t removed = 0;  // pods asked to go at once
   int64_t stuck = 0;    // loans whose pods were found stuck
 };

@@ -1,6 +1,8 @@
 #include "cluster/kubernetes/enforcement.h"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <utility>
 
 #include "catalog/catalog.h"
@@ -273,73 +275,70 @@ std::string PodPath(const std::string& pod) {
   return fmt::format("/api/v1/namespaces/{}/pods/{}", pod.substr(0, slash), pod.substr(slash + 1));
 }
 
-}  // namespace
+// A write one pod needs: a method, a body and its content type.
+struct PodWrite {
+  std::string method;
+  std::string body;
+  std::string content_type = "application/json";
+};
 
-absl::Status Enforcer::ReclaimDeadline(const std::vector<std::string>& pods, const std::string& deadline) {
+// For each pod ("namespace/name") still there (a 404 skips it), `want` reads its metadata and
+// says the write it needs, if any; each write is made, counted and logged (`done`: what it did).
+// The first error, every pod tried.
+absl::Status WritePods(Client& client, const std::string& cluster, std::atomic<int64_t>& writes,
+                       const std::vector<std::string>& pods, std::string_view failed, std::string_view done,
+                       const std::function<std::optional<PodWrite>(const json& meta)>& want) {
   absl::Status first;
-  auto fail = [&](const std::string& pod, const absl::Status& s) {
-    log::Warn("cluster {}: pod {} not told of its reclaim: {}", cluster_, pod, s.ToString());
-    if (first.ok()) first = s;
-  };
   for (const std::string& pod : pods) {
     const std::string path = PodPath(pod);
     if (path.empty()) continue;
-    absl::StatusOr<std::string> have = client_.Get(path);
-    if (absl::IsNotFound(have.status())) continue;
-    if (!have.ok()) {
-      fail(pod, have.status());
-      continue;
+    absl::StatusOr<std::string> have = client.Get(path);
+    absl::Status s = have.status();
+    if (have.ok()) {
+      const json p = json::parse(*have, nullptr, false);
+      const json meta = p.is_object() && p.contains("metadata") && p["metadata"].is_object() ? p["metadata"] : json::object();
+      const std::optional<PodWrite> w = want(meta);
+      if (!w) continue;
+      s = client.Send(w->method, path, w->body, w->content_type).status();
+      if (s.ok()) {
+        ++writes;
+        log::Info("cluster {}: pod {} {}", cluster, pod, done);
+      }
     }
-    const json p = json::parse(*have, nullptr, false);
-    const json* annotations = p.is_object() && p.contains("metadata") && p["metadata"].is_object() &&
-                                      p["metadata"].contains("annotations") && p["metadata"]["annotations"].is_object()
-                                  ? &p["metadata"]["annotations"]
-                                  : nullptr;
-    if (annotations != nullptr && annotations->value(std::string(kReclaimDeadlineAnnotation), "") == deadline) continue;
-    const json patch = {{"metadata", {{"annotations", {{std::string(kReclaimDeadlineAnnotation), deadline}}}}}};
-    absl::StatusOr<std::string> done = client_.Send("PATCH", path, patch.dump(), "application/merge-patch+json");
-    if (absl::IsNotFound(done.status())) continue;
-    if (!done.ok()) {
-      fail(pod, done.status());
-      continue;
-    }
-    ++writes_;
-    log::Info("cluster {}: pod {} told its devices go back at {}", cluster_, pod, deadline);
+    if (s.ok() || absl::IsNotFound(s)) continue;
+    log::Warn("cluster {}: pod {} not {}: {}", cluster, pod, failed, s.ToString());
+    if (first.ok()) first = s;
   }
   return first;
 }
 
+}  // namespace
+
+absl::Status Enforcer::ReclaimDeadline(const std::vector<std::string>& pods, const std::string& deadline) {
+  const std::string key(kReclaimDeadlineAnnotation);
+  return WritePods(client_, cluster_, writes_, pods, "told of its reclaim", "told its devices go back at " + deadline,
+                   [&](const json& meta) -> std::optional<PodWrite> {
+                     const json none = json::object();
+                     const json& annotations = meta.contains("annotations") && meta["annotations"].is_object()
+                                                   ? meta["annotations"]
+                                                   : none;
+                     if (annotations.value(key, "") == deadline) return std::nullopt;
+                     const json patch = {{"metadata", {{"annotations", {{key, deadline}}}}}};
+                     return PodWrite{"PATCH", patch.dump(), "application/merge-patch+json"};
+                   });
+}
+
 absl::Status Enforcer::RemovePods(const std::vector<std::string>& pods) {
-  absl::Status first;
-  auto fail = [&](const std::string& pod, const absl::Status& s) {
-    log::Warn("cluster {}: pod {} not removed: {}", cluster_, pod, s.ToString());
-    if (first.ok()) first = s;
-  };
   const json now = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"gracePeriodSeconds", 0}};
-  for (const std::string& pod : pods) {
-    const std::string path = PodPath(pod);
-    if (path.empty()) continue;
-    absl::StatusOr<std::string> have = client_.Get(path);
-    if (absl::IsNotFound(have.status())) continue;
-    if (!have.ok()) {
-      fail(pod, have.status());
-      continue;
-    }
-    // Already deleted at once and still there (finalizers, a node that does not answer): asking
-    // again changes nothing.
-    const json p = json::parse(*have, nullptr, false);
-    const json meta = p.is_object() && p.contains("metadata") && p["metadata"].is_object() ? p["metadata"] : json::object();
-    if (meta.contains("deletionTimestamp") && meta.value("deletionGracePeriodSeconds", int64_t{-1}) == 0) continue;
-    absl::StatusOr<std::string> gone = client_.Send("DELETE", path, now.dump());
-    if (absl::IsNotFound(gone.status())) continue;
-    if (!gone.ok()) {
-      fail(pod, gone.status());
-      continue;
-    }
-    ++writes_;
-    log::Info("cluster {}: pod {} deleted (grace period 0): its borrowed devices went back", cluster_, pod);
-  }
-  return first;
+  return WritePods(client_, cluster_, writes_, pods, "removed", "deleted (grace period 0): its borrowed devices went back",
+                   [&](const json& meta) -> std::optional<PodWrite> {
+                     // Already deleted at once and still there (finalizers, a node that does not
+                     // answer): asking again changes nothing.
+                     if (meta.contains("deletionTimestamp") && meta.value("deletionGracePeriodSeconds", int64_t{-1}) == 0) {
+                       return std::nullopt;
+                     }
+                     return PodWrite{"DELETE", now.dump()};
+                   });
 }
 
 }  // namespace gpuaas::cluster::kubernetes
