@@ -174,6 +174,25 @@ def push_rounds(url, chunks, rounds, nice, totals):
     totals.put((pushed, stored, len(push_s), push_s))
 
 
+def server_p99_ms(url):
+    """The server's own p99 for the probe's two routes, from its request histogram: the upper
+    bound of the bucket holding it (the probe's times include the client, which shares a CPU
+    with the agents and VictoriaMetrics)."""
+    text = get(url + "/metrics")[1].decode()
+    buckets = {}
+    for m in re.finditer(r'gpuaas_http_request_duration_seconds_bucket\{method="GET",route="([^"]+)",le="([^"]+)"\} (\S+)', text):
+        if m.group(1) in ("/api/v1/summary", "/api/v1/fleet/gpus"):
+            le = float("inf") if m.group(2) == "+Inf" else float(m.group(2))
+            buckets[le] = buckets.get(le, 0) + float(m.group(3))
+    if not buckets:
+        return None
+    total = buckets[max(buckets)]
+    for le in sorted(buckets):
+        if buckets[le] >= 0.99 * total:
+            return le * 1000
+    return None
+
+
 def sender(url):
     """The remote-write figures of /metrics."""
     text = get(url + "/metrics")[1].decode()
@@ -219,6 +238,7 @@ def run(args, workdir, with_telemetry, vm_url, minutes):
     lat.stop.set()
     lat.join()
     result.update(lat.figures())
+    result["server_p99_ms_at_most"] = server_p99_ms(srv.url)
     rss = rss_mb(srv.proc.pid)
     result.update({"rss_mb": round(rss), "rss_mb_per_1000_gpus": round(rss / gpus * 1000, 1)})
     if with_telemetry:
