@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "controller/pod_runs.h"
 #include "fmt/format.h"
 #include "store/objects.h"
 
@@ -83,14 +84,7 @@ LoanPodController::LoanPodController(store::Store& store, runtime::Manager& mana
   });
   // Pods that come to an open loan's devices, or leave them.
   gpus_.OnChange([this, &q](const model::GpuCapacity* before, const model::GpuCapacity* after) {
-    auto holders = [](const model::GpuCapacity* g) {
-      std::vector<std::vector<std::string>> out;
-      if (g == nullptr) return out;
-      out.push_back(g->status.pods);
-      for (const model::MigInstance& mi : g->status.mig_instances) out.push_back(mi.pods);
-      return out;
-    };
-    if (holders(before) == holders(after)) return;
+    if (Holders(before) == Holders(after)) return;
     const model::GpuCapacity& g = after != nullptr ? *after : *before;
     for (const auto& l : loans_.ByIndex(std::string(kOpenLoansByGpu), ToLower(g.spec.uuid))) q.Add(l->metadata.name);
   });

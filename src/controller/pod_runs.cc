@@ -14,15 +14,6 @@
 namespace gpuaas::controller {
 namespace {
 
-// Who holds what on a GPU: the whole GPU's pods and each instance's, as one comparable value.
-std::vector<std::vector<std::string>> Holders(const model::GpuCapacity* g) {
-  std::vector<std::vector<std::string>> out;
-  if (g == nullptr) return out;
-  out.push_back(g->status.pods);
-  for (const model::MigInstance& mi : g->status.mig_instances) out.push_back(mi.pods);
-  return out;
-}
-
 // The index of the open runs of pods, by cluster.
 constexpr std::string_view kOpenRuns = "open-pod-runs";
 
@@ -36,6 +27,14 @@ std::string RunName(const std::string& pod, int64_t revision) {
 }
 
 }  // namespace
+
+std::vector<std::vector<std::string>> Holders(const model::GpuCapacity* g) {
+  std::vector<std::vector<std::string>> out;
+  if (g == nullptr) return out;
+  out.push_back(g->status.pods);
+  for (const model::MigInstance& mi : g->status.mig_instances) out.push_back(mi.pods);
+  return out;
+}
 
 std::vector<PodRun> PodRuns(const std::vector<const model::GpuCapacity*>& gpus,
                             const std::vector<const model::GpuPool*>& pools, std::vector<std::string>* unpooled) {

@@ -38,6 +38,10 @@ struct PodRun {
   friend bool operator==(const PodRun&, const PodRun&) = default;
 };
 
+// Who holds what on a GPU (null: nothing): the whole GPU's pods and each MIG instance's, as one
+// comparable value, to tell a change of holders from any other change. Pure.
+std::vector<std::vector<std::string>> Holders(const model::GpuCapacity* g);
+
 // The runs of the pods on `gpus` (of one cluster), each attributed to the pool of its project
 // (its namespace) holding most of its devices; `unpooled` (when given) gets the pods on devices
 // no pool of their project holds. Pure.
